@@ -1,0 +1,358 @@
+#include "runtime/caching_allocator.h"
+
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/config.h"
+#include "runtime/devices.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+
+struct DeviceAllocator::Block {
+  char* ptr;
+  size_t size;
+  StreamId stream;
+  size_t requested = 0;
+  bool allocated = false;
+  bool pending = false;
+  Block* prev = nullptr;  // neighbours inside the segment, in address order
+  Block* next = nullptr;
+  std::vector<StreamId> uses;  // other streams of the device (record_stream)
+  int events_left = 0;
+};
+
+bool DeviceAllocator::BySize::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return a->ptr < b->ptr;
+}
+
+namespace {
+size_t round_size(size_t bytes) {
+  return (bytes + DeviceAllocator::kRound - 1) / DeviceAllocator::kRound * DeviceAllocator::kRound;
+}
+}  // namespace
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  if (u == 0) return absl::StrCat(bytes, " bytes");
+  return absl::StrFormat("%.2f %s (%d bytes)", v, units[u], bytes);
+}
+
+DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
+    : device_(device), backend_(backend), caching_(caching) {}
+
+DeviceAllocator::~DeviceAllocator() {
+  std::vector<void*> to_free;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [addr, seg] : segments_) {
+    for (Block* b = seg.head; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+    to_free.push_back(reinterpret_cast<void*>(addr));
+  }
+  for (void* p : to_free) backend_.raw_free(device_.index(), p);
+}
+
+void DeviceAllocator::update(MemoryStat& s, int64_t delta) {
+  s.current += delta;
+  if (s.current > s.peak) s.peak = s.current;
+}
+
+void* DeviceAllocator::allocate(size_t bytes, const Stream& stream) {
+  SG_CHECK(stream.device() == device_, DeviceError, "allocate: stream ", stream.str(),
+           " is not a stream of ", device_.str(), ", whose allocator was asked");
+  if (bytes == 0) return nullptr;
+  const size_t size = round_size(bytes);
+  std::vector<void*> to_free;
+  void* hit = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    process_events(to_free);
+    if (caching_) {
+      if (Block* b = take_cached(size, stream.id())) {
+        mark_allocated(b, bytes);
+        ++stats_.num_cache_hits;
+        hit = b->ptr;
+      }
+    }
+  }
+  raw_free_all(to_free);
+  if (hit != nullptr) return hit;
+
+  void* p = backend_.raw_alloc(device_.index(), size);
+  if (p == nullptr) {
+    empty_cache();
+    p = backend_.raw_alloc(device_.index(), size);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (p == nullptr) {
+    ++stats_.num_ooms;
+    const int64_t allocated = stats_.allocated_bytes.current;
+    const int64_t reserved = stats_.reserved_bytes.current;
+    throw OutOfMemoryError(
+        absl::StrCat(device_.str(), ": out of memory: tried to allocate ", format_bytes(bytes),
+                     " on stream ", stream.str(), "; ", format_bytes(allocated),
+                     " allocated and ", format_bytes(reserved),
+                     " reserved by streamgrad; device total ",
+                     format_bytes(static_cast<int64_t>(backend_.total_memory(device_.index()))),
+                     device_.type() == DeviceType::kSim ? " (STREAMGRAD_SIM_MEMORY_BYTES)" : "",
+                     ". Free tensors that are no longer needed or use smaller batches"),
+        bytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved));
+  }
+  Block* b = new Block{static_cast<char*>(p), size, stream.id()};
+  segments_[reinterpret_cast<uintptr_t>(p)] = Segment{size, b};
+  update(stats_.reserved_bytes, static_cast<int64_t>(size));
+  update(stats_.segments, 1);
+  ++stats_.num_segment_allocs;
+  mark_allocated(b, bytes);
+  return p;
+}
+
+DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId stream) {
+  Block key{nullptr, size, stream};
+  auto it = free_blocks_.lower_bound(&key);
+  if (it == free_blocks_.end() || (*it)->stream != stream) return nullptr;
+  Block* b = *it;
+  free_blocks_.erase(it);
+  if (b->size - size >= kRound) {
+    Block* rest = new Block{b->ptr + size, b->size - size, stream};
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next != nullptr) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    free_blocks_.insert(rest);
+  }
+  return b;
+}
+
+void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
+  b->allocated = true;
+  b->requested = requested;
+  live_[b->ptr] = b;
+  update(stats_.allocated_bytes, static_cast<int64_t>(b->size));
+  update(stats_.requested_bytes, static_cast<int64_t>(requested));
+  update(stats_.active_blocks, 1);
+  ++stats_.num_allocs;
+}
+
+void DeviceAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  std::vector<void*> to_free;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = live_.find(ptr);
+    SG_CHECK(it != live_.end(), ValueError, "free: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+             " is not a live allocation of the ", device_.str(), " allocator");
+    Block* b = it->second;
+    live_.erase(it);
+    update(stats_.allocated_bytes, -static_cast<int64_t>(b->size));
+    update(stats_.requested_bytes, -static_cast<int64_t>(b->requested));
+    update(stats_.active_blocks, -1);
+    ++stats_.num_frees;
+    b->allocated = false;
+    b->requested = 0;
+    if (b->uses.empty()) {
+      release_block(b, to_free);
+    } else {
+      // See S8: the block may be read on other streams after this host point; it comes
+      // back only once those streams have passed it.
+      b->pending = true;
+      ++stats_.num_deferred_frees;
+      for (StreamId use : b->uses) {
+        std::unique_ptr<BackendEvent> event = get_event();
+        backend_.record_event(*event, Stream::unchecked(device_, use));
+        pending_.push_back(Pending{std::move(event), b});
+        ++b->events_left;
+      }
+      b->uses.clear();
+    }
+  }
+  raw_free_all(to_free);
+}
+
+void DeviceAllocator::release_block(Block* b, std::vector<void*>& to_free) {
+  b->pending = false;
+  if (!caching_) {
+    drop_segment(b, to_free);
+    return;
+  }
+  const auto is_free = [](const Block* n) {
+    return n != nullptr && !n->allocated && !n->pending;
+  };
+  if (is_free(b->prev)) {
+    Block* prev = b->prev;
+    free_blocks_.erase(prev);
+    prev->size += b->size;
+    prev->next = b->next;
+    if (b->next != nullptr) b->next->prev = prev;
+    delete b;
+    b = prev;
+  }
+  if (is_free(b->next)) {
+    Block* next = b->next;
+    free_blocks_.erase(next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next != nullptr) next->next->prev = b;
+    delete next;
+  }
+  free_blocks_.insert(b);
+}
+
+void DeviceAllocator::drop_segment(Block* b, std::vector<void*>& to_free) {
+  SG_INTERNAL_CHECK(b->prev == nullptr && b->next == nullptr, "dropping a split segment");
+  segments_.erase(reinterpret_cast<uintptr_t>(b->ptr));
+  update(stats_.reserved_bytes, -static_cast<int64_t>(b->size));
+  update(stats_.segments, -1);
+  ++stats_.num_segment_frees;
+  to_free.push_back(b->ptr);
+  delete b;
+}
+
+void DeviceAllocator::process_events(std::vector<void*>& to_free) {
+  std::deque<Pending> still;
+  while (!pending_.empty()) {
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    if (!backend_.query_event(*p.event)) {
+      still.push_back(std::move(p));
+      continue;
+    }
+    event_pool_.push_back(std::move(p.event));
+    if (--p.block->events_left == 0) release_block(p.block, to_free);
+  }
+  pending_ = std::move(still);
+}
+
+std::unique_ptr<BackendEvent> DeviceAllocator::get_event() {
+  if (event_pool_.empty()) return backend_.create_event(device_.index(), false);
+  std::unique_ptr<BackendEvent> e = std::move(event_pool_.back());
+  event_pool_.pop_back();
+  return e;
+}
+
+void DeviceAllocator::raw_free_all(const std::vector<void*>& ptrs) {
+  for (void* p : ptrs) backend_.raw_free(device_.index(), p);
+}
+
+void DeviceAllocator::release_free_segments(std::vector<void*>& to_free) {
+  std::vector<Block*> whole;
+  for (Block* b : free_blocks_) {
+    if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
+  }
+  for (Block* b : whole) {
+    free_blocks_.erase(b);
+    drop_segment(b, to_free);
+  }
+}
+
+void DeviceAllocator::empty_cache() {
+  // Take the pending events out of the shared list so that no other thread re-records
+  // them while this one waits on them unlocked (a wait may run sim work that frees).
+  std::deque<Pending> waiting;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    waiting.swap(pending_);
+  }
+  for (Pending& p : waiting) backend_.synchronize_event(*p.event);
+  std::vector<void*> to_free;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (Pending& p : waiting) {
+      event_pool_.push_back(std::move(p.event));
+      if (--p.block->events_left == 0) release_block(p.block, to_free);
+    }
+    process_events(to_free);
+    release_free_segments(to_free);
+  }
+  raw_free_all(to_free);
+}
+
+void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
+  SG_CHECK(stream.device() == device_, DeviceError, "record_stream: stream ", stream.str(),
+           " is on another device than the memory (", device_.str(),
+           "); copy the data to that device instead");
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = live_.find(ptr);
+  SG_CHECK(it != live_.end(), ValueError, "record_stream: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+           " is not a live allocation of the ", device_.str(), " allocator");
+  Block* b = it->second;
+  if (stream.id() == b->stream) return;
+  for (StreamId use : b->uses) {
+    if (use == stream.id()) return;
+  }
+  b->uses.push_back(stream.id());
+}
+
+Stream DeviceAllocator::block_stream(void* ptr) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = live_.find(ptr);
+  SG_CHECK(it != live_.end(), ValueError, "block_stream: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+           " is not a live allocation of the ", device_.str(), " allocator");
+  return Stream::unchecked(device_, it->second->stream);
+}
+
+MemoryStats DeviceAllocator::stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void DeviceAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (MemoryStat* s : {&stats_.allocated_bytes, &stats_.requested_bytes, &stats_.reserved_bytes,
+                        &stats_.active_blocks, &stats_.segments}) {
+    s->peak = s->current;
+  }
+}
+
+std::vector<SegmentInfo> DeviceAllocator::snapshot() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<SegmentInfo> out;
+  for (const auto& [addr, seg] : segments_) {
+    SegmentInfo info{device_, addr, seg.size, Stream::unchecked(device_, seg.head->stream), {}};
+    for (const Block* b = seg.head; b != nullptr; b = b->next) {
+      info.blocks.push_back(BlockInfo{reinterpret_cast<uintptr_t>(b->ptr), b->size, b->requested,
+                                      b->allocated, b->pending,
+                                      Stream::unchecked(device_, b->stream)});
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+DeviceAllocator& allocator_for(Device device) {
+  const Device d = resolve_device(device, "allocator_for");
+  struct Slot {
+    std::once_flag once;
+    DeviceAllocator* allocator = nullptr;  // leaked: buffers may outlive static teardown
+  };
+  static auto* slots = new std::array<std::array<Slot, kMaxDevicesPerType>, kNumDeviceTypes>();
+  Slot& slot = (*slots)[static_cast<int>(d.type())][d.index()];
+  std::call_once(slot.once, [&] {
+    const bool caching = !d.is_cpu() && !config().no_memory_caching;
+    slot.allocator = new DeviceAllocator(d, backend(d.type()), caching);
+  });
+  return *slot.allocator;
+}
+
+MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
+void reset_peak_stats(Device device) { allocator_for(device).reset_peak_stats(); }
+void empty_cache(Device device) { allocator_for(device).empty_cache(); }
+std::vector<SegmentInfo> memory_snapshot(Device device) {
+  return allocator_for(device).snapshot();
+}
+
+}  // namespace streamgrad

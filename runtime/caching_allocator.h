@@ -1,0 +1,158 @@
+// The stream-ordered caching allocator: one per device, shared code for sim and cuda
+// (cpu uses the same class with caching off, for the statistics).
+//
+// Rules (DESIGN.md §4, S8):
+//   - Sizes are rounded up to multiples of 512 bytes; each cache miss reserves one segment
+//     of exactly the rounded size from the backend. Requests of 0 bytes return nullptr.
+//   - A block belongs to the stream it was allocated on. Freed on that stream, it is
+//     reusable on that stream at once (stream order makes this safe) and by no other
+//     stream. Cached blocks are split (best fit) and coalesced with free neighbours.
+//   - record_stream(ptr, s) notes a use on another stream s of the same device. When such a
+//     block is freed, an event is recorded on each of those streams and the block returns
+//     to the cache only once all have completed.
+//   - On a cache miss that the device cannot satisfy, cached free segments are returned
+//     to the device and the allocation is retried once; then OutOfMemoryError, leaving
+//     every statistic and block as it was (except num_ooms).
+//   - STREAMGRAD_NO_MEMORY_CACHING=1: segments go back to the device as soon as they are
+//     free (after their other-stream uses complete), never reused from a cache.
+//
+// Statistics are exact: allocated = sum of the rounded sizes of live blocks, requested =
+// sum of the sizes asked for, reserved = sum of segment sizes.
+//
+// Thread-safety: every method is thread-safe (one std::mutex per device allocator).
+// Failure: OutOfMemoryError (requested, allocated and reserved bytes in the message and
+// the object); ValueError for a pointer the allocator does not own; DeviceError for a
+// record_stream on another device's stream.
+#ifndef STREAMGRAD_RUNTIME_CACHING_ALLOCATOR_H_
+#define STREAMGRAD_RUNTIME_CACHING_ALLOCATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "runtime/backend.h"
+#include "runtime/device.h"
+#include "runtime/stream.h"
+
+namespace streamgrad {
+
+struct MemoryStat {
+  int64_t current = 0;
+  int64_t peak = 0;
+};
+
+struct MemoryStats {
+  MemoryStat allocated_bytes;  // live blocks, rounded sizes
+  MemoryStat requested_bytes;  // live blocks, sizes asked for
+  MemoryStat reserved_bytes;   // segments held from the device
+  MemoryStat active_blocks;
+  MemoryStat segments;
+  int64_t num_allocs = 0;
+  int64_t num_frees = 0;
+  int64_t num_cache_hits = 0;      // allocations served from cached blocks
+  int64_t num_segment_allocs = 0;  // raw device allocations
+  int64_t num_segment_frees = 0;
+  int64_t num_deferred_frees = 0;  // frees that waited for other streams' uses
+  int64_t num_ooms = 0;
+};
+
+struct BlockInfo {
+  uintptr_t address;
+  size_t size;
+  size_t requested;  // 0 when free
+  bool allocated;
+  bool pending;  // freed, waiting for uses on other streams to complete
+  Stream stream;
+};
+
+struct SegmentInfo {
+  Device device;
+  uintptr_t address;
+  size_t size;
+  Stream stream;
+  std::vector<BlockInfo> blocks;  // in address order
+};
+
+class DeviceAllocator {
+ public:
+  static constexpr size_t kRound = 512;
+
+  DeviceAllocator(Device device, Backend& backend, bool caching);
+  ~DeviceAllocator();
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  Device device() const { return device_; }
+  bool caching() const { return caching_; }
+
+  void* allocate(size_t bytes, const Stream& stream);
+  void free(void* ptr);
+  void record_stream(void* ptr, const Stream& stream);
+  // The stream a live block was allocated on.
+  Stream block_stream(void* ptr);
+
+  MemoryStats stats();
+  void reset_peak_stats();
+  // Waits for pending cross-stream uses, then returns every free segment to the device.
+  void empty_cache();
+  std::vector<SegmentInfo> snapshot();
+
+ private:
+  struct Block;
+  struct BySize {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  struct Pending {
+    std::unique_ptr<BackendEvent> event;
+    Block* block;
+  };
+
+  Block* take_cached(size_t size, StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void mark_allocated(Block* b, size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A block whose uses are all complete becomes free: cached (coalesced) or released.
+  void release_block(Block* b, std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void process_events(std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release_free_segments(std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void drop_segment(Block* b, std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::unique_ptr<BackendEvent> get_event() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void raw_free_all(const std::vector<void*>& ptrs);
+  static void update(MemoryStat& s, int64_t delta);
+
+  const Device device_;
+  Backend& backend_;
+  const bool caching_;
+  std::mutex mu_;
+  std::set<Block*, BySize> free_blocks_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<void*, Block*> live_ ABSL_GUARDED_BY(mu_);
+  struct Segment {
+    size_t size;
+    Block* head;  // the block at the segment's start; stable until the segment is dropped
+  };
+  std::map<uintptr_t, Segment> segments_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<BackendEvent>> event_pool_ ABSL_GUARDED_BY(mu_);
+  MemoryStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// The allocator of `device` (index -1: the current device), created on first use.
+DeviceAllocator& allocator_for(Device device);
+
+MemoryStats memory_stats(Device device);
+void reset_peak_stats(Device device);
+void empty_cache(Device device);
+std::vector<SegmentInfo> memory_snapshot(Device device);
+
+// "1.50 MiB (1572864 bytes)": how byte counts appear in messages and reports.
+std::string format_bytes(int64_t bytes);
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_RUNTIME_CACHING_ALLOCATOR_H_

@@ -1,0 +1,101 @@
+#include "runtime/config.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+bool env_flag(const char* name) {
+  const char* v = env(name);
+  if (v == nullptr) return false;
+  const std::string s(v);
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  throw ValueError(absl::StrCat(name, "=", s, " is not a boolean; use 1 or 0"));
+}
+
+template <typename T>
+T env_number(const char* name, T fallback) {
+  const char* v = env(name);
+  if (v == nullptr) return fallback;
+  T out{};
+  if (!absl::SimpleAtoi(v, &out)) {
+    throw ValueError(absl::StrCat(name, "=", v, " is not a valid whole number"));
+  }
+  return out;
+}
+
+RuntimeConfig load() {
+  RuntimeConfig c;
+  c.launch_blocking = env_flag("STREAMGRAD_LAUNCH_BLOCKING");
+  c.no_memory_caching = env_flag("STREAMGRAD_NO_MEMORY_CACHING");
+  c.sanitize_streams = env_flag("STREAMGRAD_SANITIZE_STREAMS");
+  c.sim_devices = env_number<int>("STREAMGRAD_SIM_DEVICES", 2);
+  SG_CHECK(c.sim_devices >= 0 && c.sim_devices <= 64, ValueError,
+           "STREAMGRAD_SIM_DEVICES=", c.sim_devices, " must be in [0, 64]");
+  const char* visible = env("STREAMGRAD_VISIBLE_DEVICES");
+  c.sim_visible = parse_visible_devices(visible ? visible : "", c.sim_devices);
+  c.sim_memory_bytes = env_number<uint64_t>("STREAMGRAD_SIM_MEMORY_BYTES", 0);
+  if (const char* s = env("STREAMGRAD_SIM_SCHEDULER")) c.sim_scheduler = s;
+  if (const char* p = env("STREAMGRAD_SIM_POLICY")) c.sim_policy = p;
+  c.sim_seed = env_number<uint64_t>("STREAMGRAD_SIM_SEED", 0);
+  c.sim_jitter_us = env_number<int>("STREAMGRAD_SIM_JITTER_US", 0);
+  SG_CHECK(c.sim_jitter_us >= 0, ValueError, "STREAMGRAD_SIM_JITTER_US must be >= 0");
+  return c;
+}
+
+std::atomic<int>& blocking_override() {
+  static std::atomic<int> v{-1};  // -1: follow the environment
+  return v;
+}
+
+}  // namespace
+
+const RuntimeConfig& config() {
+  static const RuntimeConfig* c = new RuntimeConfig(load());
+  return *c;
+}
+
+std::vector<int> parse_visible_devices(const std::string& spec, int physical) {
+  std::vector<int> out;
+  if (absl::StripAsciiWhitespace(spec).empty()) {
+    for (int i = 0; i < physical; ++i) out.push_back(i);
+    return out;
+  }
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    int index = -1;
+    if (!absl::SimpleAtoi(part, &index) || index < 0 || index >= physical) {
+      throw ValueError(absl::StrCat("STREAMGRAD_VISIBLE_DEVICES=\"", spec, "\": \"", part,
+                                    "\" is not a device index in [0, ", physical,
+                                    ") (STREAMGRAD_SIM_DEVICES=", physical, ")"));
+    }
+    for (int seen : out) {
+      SG_CHECK(seen != index, ValueError, "STREAMGRAD_VISIBLE_DEVICES=\"", spec,
+               "\" names device ", index, " twice");
+    }
+    out.push_back(index);
+  }
+  return out;
+}
+
+bool launch_blocking() {
+  const int o = blocking_override().load(std::memory_order_relaxed);
+  return o < 0 ? config().launch_blocking : o != 0;
+}
+
+void set_launch_blocking(bool on) { blocking_override().store(on ? 1 : 0); }
+
+}  // namespace streamgrad

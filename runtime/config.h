@@ -1,0 +1,52 @@
+// Environment configuration of the runtime, read once at first use.
+//
+//   STREAMGRAD_LAUNCH_BLOCKING=1      every launch waits for its work (errors surface at
+//                                     the call site); launch_blocking() can override it.
+//   STREAMGRAD_NO_MEMORY_CACHING=1    the caching allocator frees memory at once.
+//   STREAMGRAD_SIM_DEVICES=N          number of simulated accelerators (default 2).
+//   STREAMGRAD_VISIBLE_DEVICES=2,0    which sim devices are visible, and in what order.
+//   STREAMGRAD_SIM_MEMORY_BYTES=B     memory of each sim device (default 0: unlimited).
+//   STREAMGRAD_SIM_SCHEDULER=threaded|deterministic   (default threaded)
+//   STREAMGRAD_SIM_POLICY=round-robin|random|adversarial  (deterministic; default round-robin)
+//   STREAMGRAD_SIM_SEED=S             seed of the deterministic policy and of the jitter.
+//   STREAMGRAD_SIM_JITTER_US=U        threaded: random delay in [0, U] µs before each launch.
+//   STREAMGRAD_SANITIZE_STREAMS=1     turns the stream sanitizer on.
+//
+// Thread-safety: config() is immutable after first use; the launch-blocking override is
+// an atomic. Failure: a malformed value throws ValueError naming the variable.
+#ifndef STREAMGRAD_RUNTIME_CONFIG_H_
+#define STREAMGRAD_RUNTIME_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace streamgrad {
+
+struct RuntimeConfig {
+  bool launch_blocking = false;
+  bool no_memory_caching = false;
+  bool sanitize_streams = false;
+  int sim_devices = 2;
+  // Physical sim device of each visible index; empty until masking is applied.
+  std::vector<int> sim_visible;
+  uint64_t sim_memory_bytes = 0;
+  std::string sim_scheduler = "threaded";
+  std::string sim_policy = "round-robin";
+  uint64_t sim_seed = 0;
+  double sim_jitter_us = 0;
+};
+
+const RuntimeConfig& config();
+
+// Parses a STREAMGRAD_VISIBLE_DEVICES value against `physical` devices: a comma-separated
+// list of distinct indices ("" or unset: all). Throws ValueError on a malformed list, a
+// repeated index or one out of range.
+std::vector<int> parse_visible_devices(const std::string& spec, int physical);
+
+bool launch_blocking();
+void set_launch_blocking(bool on);
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_RUNTIME_CONFIG_H_

@@ -1,0 +1,73 @@
+// streamgrad::Error and its subclasses: the one exception hierarchy of the library.
+//
+// Offers:
+//   Error             base class; every library failure a caller can act on derives from it.
+//   ValueError        bad argument: malformed device string, shape, dtype, index.
+//   DeviceError       a device, stream or event used where it does not belong or is absent.
+//   OutOfMemoryError  an allocation the device cannot satisfy (carries the byte counts).
+//   InternalError     a broken invariant inside streamgrad: a bug to report, not user error.
+//   SG_CHECK(cond, ErrorType, parts...)   throws ErrorType(StrCat(parts...)) when !cond.
+//   SG_INTERNAL_CHECK(cond, parts...)     throws InternalError naming file and line.
+//
+// Messages name the operation, the values involved and what to do; see DESIGN.md §8.
+// Thread-safety: all types are immutable values, safe to share.
+#ifndef STREAMGRAD_RUNTIME_ERROR_H_
+#define STREAMGRAD_RUNTIME_ERROR_H_
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace streamgrad {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+class OutOfMemoryError : public Error {
+ public:
+  OutOfMemoryError(const std::string& message, size_t requested, size_t allocated,
+                   size_t reserved)
+      : Error(message), requested_(requested), allocated_(allocated), reserved_(reserved) {}
+  size_t requested_bytes() const { return requested_; }
+  size_t allocated_bytes() const { return allocated_; }
+  size_t reserved_bytes() const { return reserved_; }
+
+ private:
+  size_t requested_, allocated_, reserved_;
+};
+
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace streamgrad
+
+#define SG_CHECK(cond, ErrorType, ...)                    \
+  do {                                                    \
+    if (!(cond)) throw ErrorType(absl::StrCat(__VA_ARGS__)); \
+  } while (0)
+
+#define SG_INTERNAL_CHECK(cond, ...)                                                     \
+  do {                                                                                   \
+    if (!(cond))                                                                         \
+      throw ::streamgrad::InternalError(absl::StrCat(                                    \
+          "streamgrad internal error at ", __FILE__, ":", __LINE__, ": ", #cond, ": ",   \
+          ##__VA_ARGS__, " (this is a bug in streamgrad; please report it)"));           \
+  } while (0)
+
+#endif  // STREAMGRAD_RUNTIME_ERROR_H_

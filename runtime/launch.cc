@@ -1,0 +1,83 @@
+#include "runtime/launch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "runtime/config.h"
+#include "runtime/devices.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace {
+
+struct Observers {
+  std::mutex mu;
+  std::vector<LaunchObserver*> list;
+  std::atomic<int> count{0};  // lets launches skip the lock when nobody observes
+};
+
+Observers& observers() {
+  static auto* o = new Observers();
+  return *o;
+}
+
+// Validates the stream, tells the observers, then hands the work to the backend.
+template <typename Submit>
+void dispatch(const Stream& stream, const LaunchDesc& desc, Submit submit) {
+  const Device d = resolve_device(stream.device(), desc.name);
+  const Stream s = Stream::unchecked(d, stream.id());
+  Backend& b = backend(d.type());
+  SG_CHECK(b.stream_exists(s), DeviceError, desc.name, ": stream ", s.str(),
+           " does not exist; make streams with Stream::create or Stream::from_pool");
+  Observers& o = observers();
+  if (o.count.load(std::memory_order_acquire) > 0) {
+    std::lock_guard<std::mutex> lk(o.mu);
+    for (LaunchObserver* obs : o.list) obs->on_launch(s, desc);
+  }
+  submit(b, s);
+  if (launch_blocking()) b.synchronize_stream(s);
+}
+
+}  // namespace
+
+void add_launch_observer(LaunchObserver* observer) {
+  Observers& o = observers();
+  std::lock_guard<std::mutex> lk(o.mu);
+  o.list.push_back(observer);
+  o.count.store(static_cast<int>(o.list.size()), std::memory_order_release);
+}
+
+void remove_launch_observer(LaunchObserver* observer) {
+  Observers& o = observers();
+  std::lock_guard<std::mutex> lk(o.mu);
+  o.list.erase(std::remove(o.list.begin(), o.list.end(), observer), o.list.end());
+  o.count.store(static_cast<int>(o.list.size()), std::memory_order_release);
+}
+
+void launch(const Stream& stream, const LaunchDesc& desc, HostFn fn) {
+  dispatch(stream, desc, [&](Backend& b, const Stream& s) { b.submit(s, std::move(fn)); });
+}
+
+void copy_async(const Stream& stream, void* dst, const void* src, size_t bytes) {
+  const MemRange reads[] = {{src, bytes}};
+  const MemRange writes[] = {{dst, bytes}};
+  dispatch(stream, {"copy", reads, writes, LaunchKind::kCopy},
+           [&](Backend& b, const Stream& s) { b.copy_async(dst, src, bytes, s); });
+}
+
+void fill_async(const Stream& stream, void* dst, unsigned char value, size_t bytes) {
+  const MemRange writes[] = {{dst, bytes}};
+  dispatch(stream, {"fill", {}, writes, LaunchKind::kFill},
+           [&](Backend& b, const Stream& s) { b.fill_async(dst, value, bytes, s); });
+}
+
+void sleep(const Stream& stream, double microseconds) {
+  SG_CHECK(microseconds >= 0, ValueError, "sleep: microseconds must be >= 0, got ",
+           microseconds);
+  dispatch(stream, {"sleep", {}, {}, LaunchKind::kSleep},
+           [&](Backend& b, const Stream& s) { b.sleep(s, microseconds); });
+}
+
+}  // namespace streamgrad

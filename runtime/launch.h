@@ -1,0 +1,68 @@
+// The one entry point through which work reaches a stream.
+//
+// Every kernel launch, copy and fill names the stream it runs on, the byte ranges it
+// reads and the byte ranges it writes. Observers (the stream sanitizer and the trace
+// recorder) see each launch before it is enqueued; ordering checks hang on the ranges.
+//
+//   float* y = ...; const float* x = ...;
+//   MemRange reads[] = {{x, n * sizeof(float)}};
+//   MemRange writes[] = {{y, n * sizeof(float)}};
+//   launch(stream, {"relu", reads, writes}, [=] { for (...) y[i] = x[i] > 0 ? x[i] : 0; });
+//
+// Semantics: on cpu the work runs before launch() returns; on sim it runs later, in
+// stream order, on the stream's worker; on cuda `fn` runs at once on the calling thread
+// and must only enqueue device work on the stream (runtime/cuda/cuda_stream.h).
+// With STREAMGRAD_LAUNCH_BLOCKING=1 (or set_launch_blocking(true)) each launch waits for
+// its work, so an error surfaces at the launch that caused it.
+//
+// Thread-safety: any thread may launch on any stream. Observers are called on the
+// launching thread and must be thread-safe.
+// Failure: DeviceError for a stream that does not exist; errors of the work itself
+// surface at the next synchronisation of the stream (or at once when launch-blocking).
+#ifndef STREAMGRAD_RUNTIME_LAUNCH_H_
+#define STREAMGRAD_RUNTIME_LAUNCH_H_
+
+#include <cstddef>
+
+#include "absl/types/span.h"
+#include "runtime/backend.h"
+#include "runtime/stream.h"
+
+namespace streamgrad {
+
+struct MemRange {
+  const void* ptr;
+  size_t bytes;
+};
+
+enum class LaunchKind { kKernel, kCopy, kFill, kSleep };
+
+struct LaunchDesc {
+  const char* name;
+  absl::Span<const MemRange> reads;
+  absl::Span<const MemRange> writes;
+  LaunchKind kind = LaunchKind::kKernel;
+};
+
+class LaunchObserver {
+ public:
+  virtual ~LaunchObserver() = default;
+  virtual void on_launch(const Stream& stream, const LaunchDesc& desc) = 0;
+};
+
+// Observers are not owned; remove one before destroying it.
+void add_launch_observer(LaunchObserver* observer);
+void remove_launch_observer(LaunchObserver* observer);
+
+void launch(const Stream& stream, const LaunchDesc& desc, HostFn fn);
+// Byte copy / fill on one stream; both sides must be reachable from that stream's device
+// (its memory or host memory). Cross-device copies: runtime/copy.h.
+void copy_async(const Stream& stream, void* dst, const void* src, size_t bytes);
+void fill_async(const Stream& stream, void* dst, unsigned char value, size_t bytes);
+// Keeps the stream busy for `microseconds` without blocking the host (on cpu, the host
+// sleeps: its stream is the host).
+void sleep(const Stream& stream, double microseconds);
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_RUNTIME_LAUNCH_H_

@@ -1,0 +1,20 @@
+// The runtime layer in one include: devices, streams, events, guards, launches, copies,
+// the caching allocator and storage. See DESIGN.md §3–4.
+#ifndef STREAMGRAD_RUNTIME_RUNTIME_H_
+#define STREAMGRAD_RUNTIME_RUNTIME_H_
+
+#include "runtime/caching_allocator.h"
+#include "runtime/config.h"
+#include "runtime/copy.h"
+#include "runtime/device.h"
+#include "runtime/devices.h"
+#include "runtime/error.h"
+#include "runtime/event.h"
+#include "runtime/guard.h"
+#include "runtime/host_memory.h"
+#include "runtime/launch.h"
+#include "runtime/sim/sim.h"
+#include "runtime/storage.h"
+#include "runtime/stream.h"
+
+#endif  // STREAMGRAD_RUNTIME_RUNTIME_H_

@@ -1,0 +1,251 @@
+// The simulated accelerator backend: N devices whose memory is host memory and whose
+// streams run asynchronously under SimExecutor. See runtime/sim/sim.h for its controls.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/backend.h"
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "runtime/sim/sim.h"
+#include "runtime/sim/sim_executor.h"
+
+namespace streamgrad {
+namespace {
+
+using sim_internal::Marker;
+using sim_internal::SimExecutor;
+
+constexpr size_t kAlignment = 256;  // as cudaMalloc guarantees
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+class SimEvent final : public BackendEvent {
+ public:
+  SimEvent(int device, bool timing) : device(device), timing(timing) {}
+  const int device;
+  const bool timing;
+  std::shared_ptr<Marker> latest;  // the most recent record(); null: never recorded
+};
+
+SimSchedulerOptions options_from_config() {
+  const RuntimeConfig& c = config();
+  SimSchedulerOptions o;
+  o.kind = parse_sim_scheduler(c.sim_scheduler);
+  o.policy = parse_sim_policy(c.sim_policy);
+  o.seed = c.sim_seed;
+  o.jitter_us = c.sim_jitter_us;
+  return o;
+}
+
+class SimBackend final : public Backend {
+ public:
+  SimBackend() : exec_(options_from_config()), physical_(config().sim_visible) {
+    memory_.resize(physical_.size());
+    for (size_t i = 0; i < physical_.size(); ++i) exec_.add_device();
+  }
+
+  SimExecutor& executor() { return exec_; }
+
+  DeviceType type() const noexcept override { return DeviceType::kSim; }
+  int device_count() const noexcept override { return static_cast<int>(physical_.size()); }
+  std::string device_name(int index) const override {
+    return absl::StrCat("simulated accelerator (physical ", physical_[index], ")");
+  }
+  void on_set_device(int) noexcept override {}
+
+  StreamId create_stream(int index, int priority) override {
+    return exec_.create_stream(index, priority);
+  }
+  bool stream_exists(const Stream& s) const noexcept override {
+    const int index = s.device().index();
+    return index >= 0 && index < device_count() && s.id() >= 0 &&
+           s.id() < const_cast<SimExecutor&>(exec_).stream_count(index);
+  }
+  int stream_priority(const Stream& s) const override {
+    return const_cast<SimExecutor&>(exec_).stream_priority(s.device().index(), s.id());
+  }
+  bool query_stream(const Stream& s) override {
+    return exec_.query_stream(s.device().index(), s.id());
+  }
+  void synchronize_stream(const Stream& s) override {
+    exec_.synchronize_stream(s.device().index(), s.id());
+  }
+  void synchronize_device(int index) override { exec_.synchronize_device(index); }
+
+  std::unique_ptr<BackendEvent> create_event(int index, bool timing) override {
+    return std::make_unique<SimEvent>(index, timing);
+  }
+  void record_event(BackendEvent& event, const Stream& s) override {
+    static_cast<SimEvent&>(event).latest = exec_.enqueue_record(s.device().index(), s.id());
+  }
+  void block_event(BackendEvent& event, const Stream& s) override {
+    const auto& latest = static_cast<SimEvent&>(event).latest;
+    if (latest) exec_.enqueue_wait(s.device().index(), s.id(), latest);
+  }
+  bool query_event(BackendEvent& event) override {
+    const auto& latest = static_cast<SimEvent&>(event).latest;
+    return !latest || exec_.query_marker(*latest);
+  }
+  void synchronize_event(BackendEvent& event) override {
+    const auto& latest = static_cast<SimEvent&>(event).latest;
+    if (latest) exec_.synchronize_marker(*latest);
+  }
+  double elapsed_ms(BackendEvent& start, BackendEvent& end) override {
+    auto& a = static_cast<SimEvent&>(start);
+    auto& b = static_cast<SimEvent&>(end);
+    return exec_.elapsed_ms(*a.latest, *b.latest);
+  }
+
+  void submit(const Stream& s, HostFn fn) override {
+    exec_.enqueue_work(s.device().index(), s.id(), std::move(fn));
+  }
+  void sleep(const Stream& s, double microseconds) override {
+    exec_.enqueue_work(s.device().index(), s.id(), [microseconds] {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(microseconds));
+    });
+  }
+  void copy_async(void* dst, const void* src, size_t bytes, const Stream& s) override {
+    exec_.enqueue_work(s.device().index(), s.id(),
+                       [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  }
+  void fill_async(void* dst, unsigned char value, size_t bytes, const Stream& s) override {
+    exec_.enqueue_work(s.device().index(), s.id(),
+                       [dst, value, bytes] { std::memset(dst, value, bytes); });
+  }
+
+  void* raw_alloc(int index, size_t bytes) override {
+    const size_t size = round_up(bytes == 0 ? 1 : bytes, kAlignment);
+    const uint64_t limit = config().sim_memory_bytes;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::vector<Deferred> waiting;
+      {
+        std::lock_guard<std::mutex> lk(memory_mu_);
+        Memory& m = memory_[index];
+        release_finished(m);
+        if (limit == 0 || m.used + size <= limit) {
+          void* p = std::aligned_alloc(kAlignment, size);
+          if (p == nullptr) return nullptr;
+          m.used += size;
+          m.sizes[p] = size;
+          return p;
+        }
+        if (attempt == 1 || m.deferred.empty()) return nullptr;
+        waiting = m.deferred;
+      }
+      // Memory freed but still possibly in use by queued work: wait for that work, then
+      // retry once.
+      for (const Deferred& d : waiting) {
+        for (const auto& marker : d.markers) exec_.synchronize_marker(*marker);
+      }
+    }
+    return nullptr;
+  }
+
+  // As cudaFree, the memory must not be reused while queued work may still touch it; the
+  // simulator defers the release until the streams that were busy have passed this point,
+  // so that a free never blocks (it may run inside a task's teardown).
+  void raw_free(int index, void* ptr) override {
+    if (ptr == nullptr) return;
+    std::vector<std::shared_ptr<Marker>> markers;
+    const int streams = exec_.stream_count(index);
+    for (int id = 0; id < streams; ++id) {
+      if (!exec_.query_stream(index, id)) markers.push_back(exec_.enqueue_record(index, id));
+    }
+    std::lock_guard<std::mutex> lk(memory_mu_);
+    Memory& m = memory_[index];
+    m.deferred.push_back(Deferred{ptr, std::move(markers)});
+    release_finished(m);
+  }
+
+  size_t total_memory(int) const override {
+    const uint64_t limit = config().sim_memory_bytes;
+    if (limit != 0) return limit;
+    return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  }
+  void* pinned_alloc(size_t bytes) override {
+    return std::aligned_alloc(kAlignment, round_up(bytes == 0 ? 1 : bytes, kAlignment));
+  }
+  void pinned_free(void* ptr) noexcept override { std::free(ptr); }
+
+ private:
+  struct Deferred {
+    void* ptr;
+    std::vector<std::shared_ptr<Marker>> markers;
+  };
+  struct Memory {
+    size_t used = 0;
+    std::unordered_map<void*, size_t> sizes;
+    std::vector<Deferred> deferred;
+  };
+
+  void release_finished(Memory& m) {
+    auto it = m.deferred.begin();
+    while (it != m.deferred.end()) {
+      bool done = true;
+      for (const auto& marker : it->markers) done = done && exec_.query_marker(*marker);
+      if (!done) {
+        ++it;
+        continue;
+      }
+      auto size_it = m.sizes.find(it->ptr);
+      if (size_it != m.sizes.end()) {
+        m.used -= size_it->second;
+        m.sizes.erase(size_it);
+      }
+      std::free(it->ptr);
+      it = m.deferred.erase(it);
+    }
+  }
+
+  SimExecutor exec_;
+  const std::vector<int> physical_;
+  std::mutex memory_mu_;
+  std::vector<Memory> memory_;
+};
+
+SG_REGISTER_BACKEND(DeviceType::kSim, SimBackend);
+
+SimExecutor& executor() {
+  return static_cast<SimBackend&>(backend(DeviceType::kSim)).executor();
+}
+
+}  // namespace
+
+void set_sim_scheduler(const SimSchedulerOptions& options) { executor().set_options(options); }
+SimSchedulerOptions sim_scheduler() { return executor().options(); }
+bool sim_step() { return executor().step(); }
+void sim_run_until_idle() { executor().synchronize_all(); }
+
+SimPolicy parse_sim_policy(const std::string& name) {
+  if (name == "round-robin") return SimPolicy::kRoundRobin;
+  if (name == "random") return SimPolicy::kRandom;
+  if (name == "adversarial") return SimPolicy::kAdversarial;
+  throw ValueError(absl::StrCat("unknown sim scheduling policy \"", name,
+                                "\"; expected round-robin, random or adversarial"));
+}
+
+SimSchedulerKind parse_sim_scheduler(const std::string& name) {
+  if (name == "threaded") return SimSchedulerKind::kThreaded;
+  if (name == "deterministic") return SimSchedulerKind::kDeterministic;
+  throw ValueError(absl::StrCat("unknown sim scheduler \"", name,
+                                "\"; expected threaded or deterministic"));
+}
+
+const char* sim_policy_name(SimPolicy policy) {
+  switch (policy) {
+    case SimPolicy::kRoundRobin:
+      return "round-robin";
+    case SimPolicy::kRandom:
+      return "random";
+    case SimPolicy::kAdversarial:
+      return "adversarial";
+  }
+  return "unknown";
+}
+
+}  // namespace streamgrad

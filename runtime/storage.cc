@@ -1,0 +1,79 @@
+#include "runtime/storage.h"
+
+#include <atomic>
+
+#include "runtime/caching_allocator.h"
+#include "runtime/devices.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+
+struct Storage::Impl {
+  Impl(DeviceAllocator& a, void* p, size_t n, Stream s, uint64_t i)
+      : allocator(a), ptr(p), nbytes(n), stream(s), id(i) {}
+  ~Impl() {
+    try {
+      allocator.free(ptr);
+    } catch (...) {
+      // free() only throws for pointers it does not own, which a Storage never holds.
+    }
+  }
+  DeviceAllocator& allocator;
+  void* const ptr;
+  const size_t nbytes;
+  const Stream stream;
+  const uint64_t id;
+};
+
+namespace {
+uint64_t next_id() {
+  static std::atomic<uint64_t> counter{1};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
+const char* kUndefined = "Storage: the storage is undefined (default-constructed)";
+}  // namespace
+
+Storage Storage::allocate(size_t nbytes) { return allocate(nbytes, current_device()); }
+
+Storage Storage::allocate(size_t nbytes, Device device) {
+  return allocate(nbytes, current_stream(resolve_device(device, "Storage::allocate")));
+}
+
+Storage Storage::allocate(size_t nbytes, const Stream& stream) {
+  const Device d = resolve_device(stream.device(), "Storage::allocate");
+  const Stream s = Stream::unchecked(d, stream.id());
+  DeviceAllocator& a = allocator_for(d);
+  void* p = a.allocate(nbytes, s);
+  Storage out;
+  try {
+    out.impl_ = std::make_shared<Impl>(a, p, nbytes, s, next_id());
+  } catch (...) {
+    a.free(p);
+    throw;
+  }
+  return out;
+}
+
+void* Storage::data() const {
+  SG_CHECK(impl_, Error, kUndefined);
+  return impl_->ptr;
+}
+size_t Storage::nbytes() const { return impl_ ? impl_->nbytes : 0; }
+Device Storage::device() const {
+  SG_CHECK(impl_, Error, kUndefined);
+  return impl_->stream.device();
+}
+Stream Storage::stream() const {
+  SG_CHECK(impl_, Error, kUndefined);
+  return impl_->stream;
+}
+uint64_t Storage::id() const { return impl_ ? impl_->id : 0; }
+
+void Storage::record_stream(const Stream& stream) const {
+  SG_CHECK(impl_, Error, kUndefined);
+  if (impl_->ptr == nullptr) return;  // zero bytes: nothing to protect
+  const Device d = resolve_device(stream.device(), "Storage::record_stream");
+  impl_->allocator.record_stream(impl_->ptr, Stream::unchecked(d, stream.id()));
+}
+
+}  // namespace streamgrad

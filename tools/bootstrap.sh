@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what streamgrad needs on a fresh Debian bookworm machine, from Debian's archive
+# only. Idempotent: packages already present are left alone and apt is not touched at all
+# when nothing is missing.
+set -euo pipefail
+
+packages=(bazel-bootstrap catch2 libabsl-dev libopenblas-dev zlib1g-dev libbenchmark-dev
+          dataset-fashion-mnist)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
