@@ -1,0 +1,53 @@
+#include "runtime/cuda/sleep_kernel.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace {
+
+// %globaltimer counts nanoseconds and is shared by every SM; clock64() would count cycles
+// of one SM at a clock rate that changes under boost, so a cycle budget is no time budget.
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Short naps keep the waiting warp off the issue slots of kernels sharing the SM, while
+// the timer's ~1 µs update period bounds the precision anyway.
+constexpr unsigned kNapNs = 1000;
+
+__global__ void sleep_kernel(uint64_t nanoseconds) {
+  const uint64_t start = global_ns();
+  while (global_ns() - start < nanoseconds) __nanosleep(kNapNs);
+}
+
+// About 292 years: anything longer is a caller's mistake, and the cast must not overflow.
+constexpr double kMaxNs = 9.2e18;
+
+}  // namespace
+
+void launch_sleep_kernel(cudaStream_t stream, double microseconds) {
+  const double ns = microseconds * 1000.0;
+  // `!(ns > 0)` also sends NaN to 0.
+  const uint64_t budget = !(ns > 0) ? 0 : static_cast<uint64_t>(ns < kMaxNs ? ns : kMaxNs);
+  sleep_kernel<<<1, 1, 0, stream>>>(budget);
+  // A launch reports configuration errors only through the thread's last error.
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return;
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
+  throw DeviceError(std::string("sleep: launching the sleep kernel on cuda:") +
+                    std::to_string(device) + " failed: " + cudaGetErrorName(err) + " (" +
+                    cudaGetErrorString(err) +
+                    "); errors of earlier asynchronous work can surface here, rerun with "
+                    "STREAMGRAD_LAUNCH_BLOCKING=1 to report them at the launch that caused "
+                    "them");
+}
+
+}  // namespace streamgrad
