@@ -56,6 +56,8 @@ class Backend {
   // Streams. Id 0 is each device's default stream and always exists.
   virtual StreamId create_stream(int index, int priority) = 0;
   virtual bool stream_exists(const Stream& stream) const noexcept = 0;
+  // Streams created so far on device `index`, the default stream included.
+  virtual int stream_count(int index) const noexcept = 0;
   virtual int stream_priority(const Stream& stream) const = 0;
   virtual bool query_stream(const Stream& stream) = 0;
   virtual void synchronize_stream(const Stream& stream) = 0;
@@ -77,6 +79,8 @@ class Backend {
   // Enqueues a byte copy on `stream`. Either side may be host memory or memory of this
   // backend's devices; the caller (runtime/copy.cc) handles ordering across devices.
   virtual void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) = 0;
+  // Enqueues a byte fill of memory of the stream's device (not host memory: cudaMemset
+  // cannot reach pageable host memory, and a host fill needs no stream).
   virtual void fill_async(void* dst, unsigned char value, size_t bytes,
                           const Stream& stream) = 0;
 

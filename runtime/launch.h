@@ -55,8 +55,9 @@ void add_launch_observer(LaunchObserver* observer);
 void remove_launch_observer(LaunchObserver* observer);
 
 void launch(const Stream& stream, const LaunchDesc& desc, HostFn fn);
-// Byte copy / fill on one stream; both sides must be reachable from that stream's device
-// (its memory or host memory). Cross-device copies: runtime/copy.h.
+// Byte copy on one stream: each side is memory of that stream's device or host memory.
+// Byte fill on one stream: device memory of that stream's device only.
+// Cross-device copies: runtime/copy.h.
 void copy_async(const Stream& stream, void* dst, const void* src, size_t bytes);
 void fill_async(const Stream& stream, void* dst, unsigned char value, size_t bytes);
 // Keeps the stream busy for `microseconds` without blocking the host (on cpu, the host

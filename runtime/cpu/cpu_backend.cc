@@ -31,6 +31,7 @@ class CpuBackend final : public Backend {
 
   StreamId create_stream(int, int) override { return 0; }
   bool stream_exists(const Stream& s) const noexcept override { return s.id() == 0; }
+  int stream_count(int) const noexcept override { return 1; }
   int stream_priority(const Stream&) const override { return 0; }
   bool query_stream(const Stream&) override { return true; }
   void synchronize_stream(const Stream&) override {}

@@ -3,7 +3,6 @@
 // and host synchronisation, exactly as on sim. Work handed to submit() runs at once on
 // the calling thread and enqueues device work on the stream's raw handle.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -106,17 +105,6 @@ class CudaEvent final : public BackendEvent {
 
 CudaEvent& as_cuda(BackendEvent& event) { return static_cast<CudaEvent&>(event); }
 
-struct HostFill {
-  void* dst;
-  unsigned char value;
-  size_t bytes;
-};
-
-void CUDART_CB run_host_fill(void* data) {
-  std::unique_ptr<HostFill> fill(static_cast<HostFill*>(data));
-  std::memset(fill->dst, fill->value, fill->bytes);
-}
-
 class CudaBackend final : public Backend {
  public:
   // Never throws: without a driver cudaGetDeviceCount fails (35, or 100 without a GPU)
@@ -171,6 +159,11 @@ class CudaBackend final : public Backend {
     const PerDevice& d = devices_[index];
     std::lock_guard<std::mutex> lk(d.mu);
     return static_cast<size_t>(s.id()) < d.streams.size();
+  }
+  int stream_count(int index) const noexcept override {
+    const PerDevice& d = devices_[index];
+    std::lock_guard<std::mutex> lk(d.mu);
+    return static_cast<int>(d.streams.size());
   }
   int stream_priority(const Stream& s) const override {
     const PerDevice& d = devices_[s.device().index()];
@@ -264,17 +257,8 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return;
     const int index = s.device().index();
     DeviceSwitch on(index);
-    const cudaStream_t raw = stream(index, s.id());
-    if (device_accessible(dst, index)) {
-      check(cudaMemsetAsync(dst, value, bytes, raw), "fill_async (cudaMemsetAsync)", index);
-      return;
-    }
-    // cudaMemsetAsync cannot reach pageable host memory; the contract allows host memory,
-    // so the fill runs on a driver thread in stream order instead.
-    auto fill = std::make_unique<HostFill>(HostFill{dst, value, bytes});
-    check(cudaLaunchHostFunc(raw, run_host_fill, fill.get()),
-          "fill_async of host memory (cudaLaunchHostFunc)", index);
-    fill.release();  // run_host_fill owns it now
+    check(cudaMemsetAsync(dst, value, bytes, stream(index, s.id())),
+          "fill_async (cudaMemsetAsync)", index);
   }
 
   void* raw_alloc(int index, size_t bytes) override {
@@ -352,13 +336,6 @@ class CudaBackend final : public Backend {
     const PerDevice& d = devices_[s.device().index()];
     std::lock_guard<std::mutex> lk(d.mu);
     return d.streams.at(static_cast<size_t>(s.id()));
-  }
-
-  // Whether cudaMemsetAsync on `index` can write `ptr`: device or managed memory.
-  static bool device_accessible(const void* ptr, int index) {
-    cudaPointerAttributes attr;
-    check(cudaPointerGetAttributes(&attr, ptr), "fill_async (cudaPointerGetAttributes)", index);
-    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
   }
 
   int count_ = 0;

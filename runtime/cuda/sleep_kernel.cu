@@ -18,8 +18,8 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-// Short naps keep the waiting warp off the issue slots of kernels sharing the SM, while
-// the timer's ~1 µs update period bounds the precision anyway.
+// Short naps keep the waiting warp off the issue slots of kernels sharing the SM; a sleep
+// needs microsecond precision at best, and the timer itself ticks about that often.
 constexpr unsigned kNapNs = 1000;
 
 __global__ void sleep_kernel(uint64_t nanoseconds) {

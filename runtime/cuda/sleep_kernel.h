@@ -4,7 +4,8 @@
 // Offers:
 //   launch_sleep_kernel(stream, us)   enqueues one single-thread kernel on `stream` that
 //                                     returns once `us` microseconds have passed on the
-//                                     device's global timer (about 1 µs resolution).
+//                                     device's global nanosecond timer (precise to a few
+//                                     µs: the timer ticks about every µs, the wait naps).
 //
 // The caller must have made the stream's device current (kernel launches go to the
 // current device; CudaBackend::sleep does this).

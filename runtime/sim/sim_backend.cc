@@ -63,11 +63,13 @@ class SimBackend final : public Backend {
   }
   bool stream_exists(const Stream& s) const noexcept override {
     const int index = s.device().index();
-    return index >= 0 && index < device_count() && s.id() >= 0 &&
-           s.id() < const_cast<SimExecutor&>(exec_).stream_count(index);
+    return index >= 0 && index < device_count() && s.id() >= 0 && s.id() < stream_count(index);
+  }
+  int stream_count(int index) const noexcept override {
+    return exec_.stream_count(index);
   }
   int stream_priority(const Stream& s) const override {
-    return const_cast<SimExecutor&>(exec_).stream_priority(s.device().index(), s.id());
+    return exec_.stream_priority(s.device().index(), s.id());
   }
   bool query_stream(const Stream& s) override {
     return exec_.query_stream(s.device().index(), s.id());
@@ -202,7 +204,7 @@ class SimBackend final : public Backend {
     }
   }
 
-  SimExecutor exec_;
+  mutable SimExecutor exec_;  // its own lock makes const queries safe
   const std::vector<int> physical_;
   std::mutex memory_mu_;
   std::vector<Memory> memory_;

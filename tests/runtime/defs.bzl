@@ -8,7 +8,7 @@ def runtime_test(name, env = {}, size = "small", **kwargs):
         env = env,
         deps = [
             ":test_devices",
-            "//runtime:core",
+            "//runtime",
             "//third_party/catch2:catch2_main",
         ],
         **kwargs

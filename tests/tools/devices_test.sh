@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# tools/devices: the text report and the JSON report list cpu and both sim devices, and
+# every accelerator's two-stream demonstration reads the value its event ordered.
+set -euo pipefail
+bin="$1"
+
+text=$("$bin")
+for want in "cpu  host cpu" "sim:0  simulated accelerator" "sim:1  simulated accelerator" \
+            "streams: s0(default)" ": ordered (producer took"; do
+  grep -qF "$want" <<<"$text" || { echo "text report lacks: $want"; echo "$text"; exit 1; }
+done
+
+json=$("$bin" --json)
+for want in '{"default_device":"' '"devices":[{"name":"cpu","type":"cpu","index":0' \
+            '{"name":"sim:0","type":"sim","index":0' '{"name":"sim:1","type":"sim","index":1' \
+            '"memory":{"allocated_bytes":0' '"ordered":true'; do
+  grep -qF "$want" <<<"$json" || { echo "JSON report lacks: $want"; echo "$json"; exit 1; }
+done
+if grep -qF '"ordered":false' <<<"$json"; then echo "a demo was not ordered: $json"; exit 1; fi
+echo "devices_test: ok"
