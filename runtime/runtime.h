@@ -8,6 +8,7 @@
 #include "runtime/copy.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
+#include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/event.h"
 #include "runtime/guard.h"

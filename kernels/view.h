@@ -1,0 +1,61 @@
+// View: what a kernel sees of a tensor — a pointer, a dtype, sizes and strides.
+//
+// `data` points at the element with all indices 0 (the storage offset is already
+// applied); strides are in elements and may be 0 (broadcast) but never negative.
+// byte_range() is the span of memory the view can touch, as launches declare it.
+// Thread-safety: a plain value. Failure: none (kernels validate what they need).
+#ifndef STREAMGRAD_KERNELS_VIEW_H_
+#define STREAMGRAD_KERNELS_VIEW_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/launch.h"
+
+namespace streamgrad {
+namespace kernels {
+
+struct View {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+  bool is_contiguous() const {
+    int64_t expected = 1;
+    for (int64_t i = dim() - 1; i >= 0; --i) {
+      if (sizes[i] != 1 && strides[i] != expected) return false;
+      expected *= sizes[i];
+    }
+    return true;
+  }
+  MemRange byte_range() const {
+    if (numel() == 0) return MemRange{data, 0};
+    int64_t last = 0;
+    for (int64_t i = 0; i < dim(); ++i) last += (sizes[i] - 1) * strides[i];
+    return MemRange{data, static_cast<size_t>(last + 1) * element_size(dtype)};
+  }
+};
+
+// Contiguous strides for `sizes`.
+inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t s = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= sizes[i];
+  }
+  return strides;
+}
+
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_VIEW_H_

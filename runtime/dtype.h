@@ -1,0 +1,49 @@
+// DType: the element types of tensors, with their sizes and names.
+//
+// float32 and float64 are differentiable; int64 (indices) and bool (masks) are not.
+// Thread-safety: plain values. Failure: dtype_from_name throws ValueError.
+#ifndef STREAMGRAD_RUNTIME_DTYPE_H_
+#define STREAMGRAD_RUNTIME_DTYPE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace streamgrad {
+
+enum class DType : int8_t { kFloat32 = 0, kFloat64 = 1, kInt64 = 2, kBool = 3 };
+
+inline constexpr size_t element_size(DType t) {
+  return t == DType::kFloat32 ? 4 : t == DType::kFloat64 ? 8 : t == DType::kInt64 ? 8 : 1;
+}
+inline constexpr bool is_floating(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64;
+}
+const char* dtype_name(DType t);
+DType dtype_from_name(const std::string& name);
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+// The C++ type of each dtype, for kernels and item<T>().
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_RUNTIME_DTYPE_H_
