@@ -1,0 +1,76 @@
+#include "engine/accumulate_grad.h"
+
+#include "engine/factories.h"
+#include "engine/grad_mode.h"
+#include "kernels/kernels.h"
+#include "runtime/error.h"
+#include "runtime/stream.h"
+
+namespace streamgrad {
+
+AccumulateGrad::AccumulateGrad(const Tensor& leaf) : variable_(leaf) {
+  add_input_metadata(leaf);
+}
+
+Tensor clone_detached(const Tensor& t) {
+  Tensor out = empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device()));
+  kernels::copy(current_stream(t.device()), out.view(), t.view());
+  return out;
+}
+
+namespace {
+// The engine hands over its only reference when the buffer was the last holder.
+bool can_steal(const Tensor& g) {
+  return g.impl_ptr().use_count() == 1 && g.impl()->base == nullptr && g.is_contiguous() &&
+         g.storage().use_count() == 1;
+}
+}  // namespace
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor g = std::move(grads[0]);
+  if (!g.defined()) return {};
+  AutogradMeta& meta = variable_.autograd_meta();
+  for (const auto& [id, hook] : meta.hooks) {
+    Tensor replaced = hook(g);
+    if (replaced.defined()) {
+      SG_CHECK(replaced.sizes() == g.sizes() && replaced.dtype() == g.dtype() &&
+                   replaced.device() == g.device(),
+               ValueError, "a hook on the gradient of leaf ", variable_.describe(),
+               " returned ", replaced.describe(), "; it must match the gradient ",
+               g.describe());
+      g = std::move(replaced);
+    }
+  }
+  const bool keep_history = grad_mode_enabled();  // create_graph
+  {
+    std::lock_guard<std::mutex> lk(meta.mu);
+    if (!meta.grad.defined()) {
+      if (keep_history) {
+        meta.grad = g;
+      } else {
+        meta.grad = can_steal(g) ? g.detach() : clone_detached(g);
+      }
+    } else if (keep_history || meta.grad.requires_grad()) {
+      meta.grad = engine_add()(meta.grad, g);
+    } else {
+      kernels::axpy(current_stream(meta.grad.device()), meta.grad.view(), meta.grad.view(),
+                    g.view(), 1.0);
+      meta.grad.bump_version();
+    }
+  }
+  for (const auto& hook : meta.post_accumulate_hooks) hook(variable_);
+  return {};
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  AutogradMeta& meta = leaf.autograd_meta();
+  std::lock_guard<std::mutex> lk(meta.mu);
+  std::shared_ptr<Node> node = meta.grad_accumulator.lock();
+  if (!node) {
+    node = std::make_shared<AccumulateGrad>(leaf);
+    meta.grad_accumulator = node;
+  }
+  return node;
+}
+
+}  // namespace streamgrad

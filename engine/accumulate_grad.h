@@ -1,0 +1,38 @@
+// AccumulateGrad: the node that ends every path to a leaf tensor and adds the incoming
+// gradient into the leaf's .grad (S5: on its canonical stream, the leaf's stamp).
+//
+// The first gradient is stolen when nobody else holds it (otherwise copied), later ones are
+// added in place — or out of place under create_graph, so that .grad keeps its history.
+// The leaf's tensor hooks run before, its post-accumulate hooks after accumulation.
+// Thread-safety: concurrent backward passes through one leaf serialise on the leaf's
+// autograd mutex; .grad is exact. Failure: as the hooks and kernels it runs.
+#ifndef STREAMGRAD_ENGINE_ACCUMULATE_GRAD_H_
+#define STREAMGRAD_ENGINE_ACCUMULATE_GRAD_H_
+
+#include <memory>
+#include <string>
+
+#include "engine/node.h"
+
+namespace streamgrad {
+
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(const Tensor& leaf);
+  std::string name() const override { return "AccumulateGrad"; }
+  TensorList apply(TensorList&& grads) override;
+  const Tensor& variable() const { return variable_; }
+
+ private:
+  Tensor variable_;  // strong: the leaf's metadata holds this node only weakly
+};
+
+// The leaf's AccumulateGrad, created on first use and shared while any graph holds it.
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
+
+// A dense copy of `t` on its device's current stream, without history.
+Tensor clone_detached(const Tensor& t);
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_ENGINE_ACCUMULATE_GRAD_H_

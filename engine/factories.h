@@ -1,0 +1,93 @@
+// Tensor factories. Each allocates on the requested device (default: the thread's current
+// device) and fills on that device's current stream, which becomes the tensor's stamp.
+//
+//   Tensor a = zeros({2, 3});                                        // float32, current device
+//   Tensor b = randn({4}, TensorOptions().device("sim:1").dtype(DType::kFloat64));
+//   Tensor c = from_vector<float>({1, 2, 3, 4}, {2, 2});
+//   Tensor d = ones_like(b);                                         // same dtype and device
+//   manual_seed(42);                                                 // rand/randn reproducible
+//
+// Thread-safety: all factories are thread-safe; the random generator advances atomically.
+// Failure: ValueError for negative sizes, a from_vector size mismatch, requires_grad on a
+// non-floating dtype; DeviceError for absent devices; OutOfMemoryError.
+#ifndef STREAMGRAD_ENGINE_FACTORIES_H_
+#define STREAMGRAD_ENGINE_FACTORIES_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace streamgrad {
+
+class TensorOptions {
+ public:
+  TensorOptions() = default;
+  TensorOptions dtype(DType d) const {
+    TensorOptions o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    TensorOptions o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r) const {
+    TensorOptions o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
+  DType dtype() const { return dtype_; }
+  const std::optional<Device>& device() const { return device_; }
+  bool requires_grad() const { return requires_grad_; }
+
+ private:
+  DType dtype_ = DType::kFloat32;
+  std::optional<Device> device_;
+  bool requires_grad_ = false;
+};
+
+Tensor empty(const Shape& sizes, const TensorOptions& options = {});
+Tensor zeros(const Shape& sizes, const TensorOptions& options = {});
+Tensor ones(const Shape& sizes, const TensorOptions& options = {});
+Tensor full(const Shape& sizes, double value, const TensorOptions& options = {});
+// [start, end) in steps of `step` (float32 unless options say otherwise).
+Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {});
+Tensor rand(const Shape& sizes, const TensorOptions& options = {});   // uniform [0, 1)
+Tensor randn(const Shape& sizes, const TensorOptions& options = {});  // standard normal
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& sizes,
+                   const TensorOptions& options = TensorOptions().dtype(DTypeOf<T>::value));
+template <typename T>
+Tensor from_vector(const std::vector<T>& values) {
+  return from_vector<T>(values, {static_cast<int64_t>(values.size())});
+}
+// A 0-dim tensor.
+Tensor scalar_tensor(double value, const TensorOptions& options = {});
+
+// Same dtype and device as `t` (and never requires grad).
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor rand_like(const Tensor& t);
+Tensor randn_like(const Tensor& t);
+// New tensors of another shape with `t`'s dtype and device.
+Tensor new_zeros(const Tensor& t, const Shape& sizes);
+Tensor new_ones(const Tensor& t, const Shape& sizes);
+Tensor new_full(const Tensor& t, const Shape& sizes, double value);
+
+void manual_seed(uint64_t seed);
+
+// Internal: a tensor viewing `impl`'s storage with other sizes/strides/offset (shares the
+// version counter; no autograd history).
+Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset);
+int64_t numel_of(const Shape& sizes);
+// Checks sizes are non-negative; names `op` in the error.
+void check_sizes(const Shape& sizes, const char* op);
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_ENGINE_FACTORIES_H_

@@ -1,0 +1,99 @@
+// GraphTask, NodeTask and ReadyQueue: the state of one backward() / grad() call and the
+// queues its nodes wait in. Internal to engine/ (engine.cc, backward.cc).
+//
+// A ReadyQueue orders tasks by reentrant depth (deeper first, so a nested backward
+// finishes before its caller resumes), then by sequence number (latest-created node
+// first, which walks the graph from outputs to inputs).
+//
+// Thread-safety: ReadyQueue is thread-safe. GraphTask's maps are guarded by its mutex; its
+// counters are atomics.
+// Failure: none of its own; GraphTask keeps the first exception of any node.
+#ifndef STREAMGRAD_ENGINE_GRAPH_TASK_H_
+#define STREAMGRAD_ENGINE_GRAPH_TASK_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "engine/input_buffer.h"
+#include "engine/node.h"
+
+namespace streamgrad {
+
+class ReadyQueue;
+
+struct GraphTask : std::enable_shared_from_this<GraphTask> {
+  struct ExecInfo {
+    bool needed = false;
+    std::vector<std::pair<uint32_t, size_t>> captures;  // (input slot, result index)
+  };
+
+  bool keep_graph = false;
+  bool create_graph = false;
+  int reentrant_depth = 0;
+  // Where this task's cpu nodes run, and where completion is signalled: the calling
+  // thread's queue (a device worker's own queue for a backward inside a backward).
+  std::shared_ptr<ReadyQueue> owner_queue;
+
+  std::mutex mu;
+  std::unordered_map<Node*, int> dependencies ABSL_GUARDED_BY(mu);
+  std::unordered_map<Node*, InputBuffer> not_ready ABSL_GUARDED_BY(mu);
+  // Empty: run every reachable node (backward without inputs=).
+  std::unordered_map<Node*, ExecInfo> exec_info;  // read-only once execution starts
+  TensorList captured ABSL_GUARDED_BY(mu);
+  // S6: streams where backward left a user-visible result.
+  std::set<Stream> result_streams ABSL_GUARDED_BY(mu);
+  std::vector<Stream> caller_streams;  // S6, noted at the start
+  std::vector<std::function<void()>> final_callbacks ABSL_GUARDED_BY(mu);
+
+  std::atomic<int> outstanding{0};
+  std::atomic<bool> completed{false};
+  std::atomic<bool> has_error{false};
+  std::exception_ptr error ABSL_GUARDED_BY(mu);
+
+  void set_error(std::exception_ptr e);
+};
+
+struct NodeTask {
+  std::weak_ptr<GraphTask> graph_task;
+  std::shared_ptr<Node> fn;
+  InputBuffer inputs{0};
+  int reentrant_depth = 0;
+  bool wake = false;  // only wakes the owner to re-check completion
+};
+
+class ReadyQueue {
+ public:
+  void push(NodeTask task);
+  NodeTask pop();
+
+ private:
+  struct Later {
+    bool operator()(const NodeTask& a, const NodeTask& b) const;
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<NodeTask, std::vector<NodeTask>, Later> heap_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs `graph_task` from `root` to completion on the calling thread (cpu nodes) and the
+// device workers (every other node), then rethrows its first error. engine.cc.
+void execute_graph(const std::shared_ptr<GraphTask>& graph_task,
+                   const std::shared_ptr<Node>& root);
+// The graph task whose node the calling thread is running, or null.
+GraphTask* current_graph_task();
+// The queue cpu nodes of a backward started on this thread should use.
+std::shared_ptr<ReadyQueue> queue_for_new_task(int* reentrant_depth);
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_ENGINE_GRAPH_TASK_H_

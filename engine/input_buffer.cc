@@ -1,0 +1,89 @@
+#include "engine/input_buffer.h"
+
+#include "runtime/devices.h"
+#include "runtime/guard.h"
+
+namespace streamgrad {
+namespace {
+
+// S8: a gradient read on a stream other than its allocation stream must not be reused
+// before that read completes.
+void note_use(const Tensor& t, const Stream& s) {
+  if (t.device() == s.device() && t.storage().stream() != s) t.storage().record_stream(s);
+}
+
+}  // namespace
+
+void InputBuffer::add(size_t pos, Tensor&& value, const std::optional<Stream>& producer,
+                      const std::optional<Stream>& consumer) {
+  if (!value.defined()) return;
+  Slot& slot = slots_[pos];
+  const Device device = value.device();
+  if (!slot.value.defined()) {
+    slot.value = std::move(value);
+    slot.stream = producer;
+    if (!device.is_cpu()) {
+      if (consumer && consumer->device() == device) {
+        slot.accum = consumer;
+      } else if (producer && producer->device() == device) {
+        slot.accum = producer;
+      } else {
+        slot.accum = current_stream(device);
+      }
+    }
+    if (producer && (producer != consumer || producer != slot.accum)) {
+      slot.ready = std::make_unique<Event>();
+      slot.ready->record(*producer);
+    }
+    return;
+  }
+  if (device.is_cpu()) {
+    // Host gradients: every producer already finished before handing them over.
+    slot.value = engine_add()(slot.value, value);
+    slot.stream.reset();
+    slot.ready.reset();
+    return;
+  }
+  const Stream a = *slot.accum;
+  if (slot.ready && slot.stream != a) slot.ready->block(a);
+  if (producer && *producer != a) {
+    Event e;
+    e.record(*producer);
+    e.block(a);
+  }
+  note_use(slot.value, a);
+  note_use(value, a);
+  {
+    StreamGuard on_a(a);
+    slot.value = engine_add()(slot.value, value);
+  }
+  slot.stream = a;
+  slot.ready.reset();
+  if (consumer != slot.stream) {
+    slot.ready = std::make_unique<Event>();
+    slot.ready->record(a);
+  }
+}
+
+void InputBuffer::wait_ready(const std::optional<Stream>& consumer) {
+  for (Slot& slot : slots_) {
+    if (!slot.value.defined()) continue;
+    if (slot.ready) {
+      if (consumer) {
+        if (slot.stream != consumer) slot.ready->block(*consumer);
+      } else {
+        slot.ready->synchronize();  // a cpu consumer reads on the host
+      }
+    }
+    if (consumer) note_use(slot.value, *consumer);
+  }
+}
+
+TensorList InputBuffer::take() {
+  TensorList out;
+  out.reserve(slots_.size());
+  for (Slot& slot : slots_) out.push_back(std::move(slot.value));
+  return out;
+}
+
+}  // namespace streamgrad

@@ -1,0 +1,128 @@
+#include "engine/node.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/accumulate_grad.h"
+#include "engine/grad_mode.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace {
+
+std::atomic<uint64_t> g_next_sequence_nr{0};
+std::atomic<AddFn> g_add{nullptr};
+
+}  // namespace
+
+Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+uint32_t Node::add_input_metadata(const Tensor& t) {
+  inputs_.push_back(InputMeta{t.sizes(), t.dtype(), t.device()});
+  if (!stream_.has_value() && !t.device().is_cpu()) stream_ = t.stream();
+  return static_cast<uint32_t>(inputs_.size() - 1);
+}
+
+std::optional<Stream> Node::output_stream(size_t) const { return stream_; }
+
+void Node::add_pre_hook(uint32_t input_nr, int id, TensorHook hook) {
+  pre_hooks_.push_back(PreHook{input_nr, id, std::move(hook)});
+}
+
+void Node::remove_pre_hook(int id) {
+  for (auto it = pre_hooks_.begin(); it != pre_hooks_.end(); ++it) {
+    if (it->id == id) {
+      pre_hooks_.erase(it);
+      return;
+    }
+  }
+}
+
+void Node::run_pre_hooks(TensorList& grads) {
+  for (const PreHook& h : pre_hooks_) {
+    Tensor& g = grads[h.input_nr];
+    if (!g.defined()) continue;
+    Tensor replaced = h.hook(g);
+    if (!replaced.defined()) continue;
+    const InputMeta& meta = inputs_[h.input_nr];
+    if (replaced.sizes() != meta.sizes || replaced.dtype() != meta.dtype ||
+        replaced.device() != meta.device) {
+      throw ValueError(absl::StrCat(
+          "a hook on the gradient of ", name(), " input ", h.input_nr, " returned ",
+          replaced.describe(), " but the gradient must be ", dtype_name(meta.dtype), "[",
+          absl::StrJoin(meta.sizes, ", "), "] on ", meta.device.str(),
+          "; return a tensor of the same shape, dtype and device, or an undefined Tensor to "
+          "keep the gradient"));
+    }
+    g = std::move(replaced);
+  }
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return Edge{};
+  AutogradMeta* m = t.autograd_meta_if_any();
+  if (m == nullptr) return Edge{};
+  if (m->grad_fn != nullptr) return Edge{m->grad_fn, m->output_nr};
+  if (m->requires_grad) return Edge{grad_accumulator(t), 0};
+  return Edge{};
+}
+
+std::vector<Edge> collect_next_edges(const TensorList& tensors) {
+  std::vector<Edge> edges;
+  edges.reserve(tensors.size());
+  for (const Tensor& t : tensors) edges.push_back(gradient_edge(t));
+  return edges;
+}
+
+bool any_requires_grad(const TensorList& tensors) {
+  if (!grad_mode_enabled()) return false;
+  for (const Tensor& t : tensors) {
+    if (t.defined() && t.requires_grad()) return true;
+  }
+  return false;
+}
+
+void set_history(const Tensor& out, const std::shared_ptr<Node>& node) {
+  const uint32_t nr = node->add_input_metadata(out);
+  out.set_history(node, nr);
+}
+
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (!t.defined()) return;
+  data_ = t;
+  saved_version_ = t.version();
+  was_defined_ = true;
+}
+
+Tensor SavedTensor::unpack(const char* node_name) const {
+  if (!was_defined_) return Tensor();
+  SG_CHECK(data_.defined(), Error, node_name,
+           ": trying to backward through the graph a second time (or to use saved tensors "
+           "after they were freed); pass retain_graph=true to the first backward() if you "
+           "need to backward through the graph again");
+  const uint32_t now = data_.version();
+  if (now != saved_version_) {
+    const std::string& name = data_.name();
+    throw Error(absl::StrCat(
+        node_name, ": one of the tensors needed for gradient computation has been modified "
+        "by an in-place operation: ", data_.describe(),
+        name.empty() ? "" : absl::StrCat(" (named \"", name, "\")"), " is at version ", now,
+        "; expected version ", saved_version_,
+        " instead. Clone the tensor before modifying it in place, or do the in-place "
+        "operation after backward"));
+  }
+  return data_;
+}
+
+void SavedTensor::reset() { data_ = Tensor(); }
+
+void set_engine_add(AddFn add) { g_add.store(add); }
+
+AddFn engine_add() {
+  AddFn f = g_add.load();
+  SG_INTERNAL_CHECK(f != nullptr, "no add registered with the engine (link //ops)");
+  return f;
+}
+
+}  // namespace streamgrad

@@ -1,0 +1,146 @@
+// Node: one backward function in the autograd graph; Edge: where its outputs go;
+// SavedTensor: a tensor kept for backward with a version check.
+//
+// A differentiable op creates one Node per call (ops/ shows the pattern):
+//
+//   auto node = std::make_shared<MulBackward>();          // a Node subclass
+//   node->set_next_edges(collect_next_edges({a, b}));      // one edge per differentiable input
+//   node->saved_a = SavedTensor(a);  ...
+//   Tensor out = ...compute...;
+//   set_history(out, node);                                // stamps the node's stream (S1)
+//
+// apply() receives one gradient per forward output (undefined where no gradient flowed)
+// and returns one gradient per next edge (undefined for "no gradient"). It runs with
+// the node's canonical stream current (S2) and with grad mode on only under
+// create_graph, so backward formulas written with ops are themselves differentiable.
+//
+// Thread-safety: the engine never runs one node concurrently with itself (it holds
+// mutex() around apply); other methods are called before the node is shared.
+// Failure: SavedTensor::unpack throws Error when the tensor was modified in place after it
+// was saved, or when the graph was already freed by a backward without retain_graph.
+#ifndef STREAMGRAD_ENGINE_NODE_H_
+#define STREAMGRAD_ENGINE_NODE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace streamgrad {
+
+using TensorList = std::vector<Tensor>;
+
+struct Edge {
+  std::shared_ptr<Node> function;
+  uint32_t input_nr = 0;
+  bool valid() const { return function != nullptr; }
+};
+
+// What the forward output at a backward input slot looked like: gradients arriving there
+// are checked against it.
+struct InputMeta {
+  Shape sizes;
+  DType dtype;
+  Device device;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // The backward function's name, e.g. "MulBackward".
+  virtual std::string name() const = 0;
+  virtual TensorList apply(TensorList&& grads) = 0;
+  // Frees saved tensors after a backward without retain_graph.
+  virtual void release_variables() {}
+
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  const Edge& next_edge(size_t i) const { return next_edges_[i]; }
+  size_t num_outputs() const { return next_edges_.size(); }
+  void set_next_edges(std::vector<Edge> edges) { next_edges_ = std::move(edges); }
+  void add_next_edge(Edge e) { next_edges_.push_back(std::move(e)); }
+
+  // Registers forward output `t` as backward input number num_inputs(); the first
+  // non-cpu output fixes the canonical stream (S1).
+  uint32_t add_input_metadata(const Tensor& t);
+  const InputMeta& input_metadata(size_t i) const { return inputs_[i]; }
+  size_t num_inputs() const { return inputs_.size(); }
+
+  // S1: the stamp of the first non-cpu output; nullopt for cpu nodes (they run on the
+  // thread that called backward).
+  const std::optional<Stream>& stream() const { return stream_; }
+  void set_stream(std::optional<Stream> s) { stream_ = std::move(s); }
+  // The stream gradient `i` of apply()'s result is produced on (the canonical stream,
+  // except for GraphRoot's per-seed streams, S3).
+  virtual std::optional<Stream> output_stream(size_t i) const;
+
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  // Makes this node ordered as if created after everything so far (used by GraphRoot).
+  void set_sequence_nr(uint64_t n) { sequence_nr_ = n; }
+
+  // Hooks on the gradients arriving at input slot `input_nr` (tensor hooks of non-leaf
+  // tensors); they may replace the gradient.
+  void add_pre_hook(uint32_t input_nr, int id, TensorHook hook);
+  void remove_pre_hook(int id);
+  bool has_pre_hooks() const { return !pre_hooks_.empty(); }
+  // Runs the pre hooks on `grads` in place; throws ValueError when a hook returns a
+  // tensor that does not match the slot's metadata.
+  void run_pre_hooks(TensorList& grads);
+
+  std::mutex& mutex() { return mu_; }
+
+ private:
+  struct PreHook {
+    uint32_t input_nr;
+    int id;
+    TensorHook hook;
+  };
+  std::vector<Edge> next_edges_;
+  std::vector<InputMeta> inputs_;
+  std::vector<PreHook> pre_hooks_;
+  std::optional<Stream> stream_;
+  uint64_t sequence_nr_;
+  std::mutex mu_;
+};
+
+// The edge a gradient for `t` must take: its grad_fn, or its AccumulateGrad if it is a
+// leaf that requires grad; an invalid edge otherwise.
+Edge gradient_edge(const Tensor& t);
+std::vector<Edge> collect_next_edges(const TensorList& tensors);
+// True when grad mode is on and any of `tensors` requires grad.
+bool any_requires_grad(const TensorList& tensors);
+// Makes `out` the output `node->add_input_metadata(out)` of `node`.
+void set_history(const Tensor& out, const std::shared_ptr<Node>& node);
+
+// A tensor saved for backward. Checks at unpack that it was not modified in place since
+// (the version counter) and that the graph was not freed.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  Tensor unpack(const char* node_name) const;
+  void reset();  // release_variables()
+  bool defined() const { return data_.defined() || was_defined_; }
+
+ private:
+  Tensor data_;
+  uint32_t saved_version_ = 0;
+  bool was_defined_ = false;  // defined once, now released
+};
+
+// Hands one gradient for `t` back to the engine's accumulation (differentiable when
+// grad mode is on). Set by ops/ at start-up: the engine cannot depend on ops.
+using AddFn = Tensor (*)(const Tensor&, const Tensor&);
+void set_engine_add(AddFn add);
+AddFn engine_add();
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_ENGINE_NODE_H_

@@ -1,0 +1,213 @@
+// add, sub, mul, div, neg: tensor and scalar forms, with broadcasting.
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT: the helpers every op uses
+
+// Shared forward of the binary tensor ops: checks, broadcast, allocate, launch.
+Tensor binary_forward(kernels::Binary op, const Tensor& a, const Tensor& b, const char* name) {
+  check_defined(a, name, "the first input");
+  check_defined(b, name, "the second input");
+  check_same_device(a, b, name);
+  check_floating(a, name);
+  check_same_dtype(a, b, name);
+  const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor out = new_output(shape, a.dtype(), a.device());
+  kernels::binary(stream_of(out), op, out.view(), expand_view(a, shape), expand_view(b, shape));
+  return out;
+}
+
+Tensor scalar_forward(kernels::UnaryScalar op, const Tensor& a, double s, const char* name) {
+  check_defined(a, name, "the input");
+  check_floating(a, name);
+  Tensor out = new_output(a.sizes(), a.dtype(), a.device());
+  kernels::unary_scalar(stream_of(out), op, out.view(), a.view(), s);
+  return out;
+}
+
+// Saves input shapes only: the gradient of a ± alpha·b does not depend on the values.
+struct AddBackward final : Node {
+  AddBackward(Shape a, Shape b, double alpha)
+      : a_shape(std::move(a)), b_shape(std::move(b)), alpha(alpha) {}
+  std::string name() const override { return "AddBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    TensorList out(2);
+    if (needs_grad(*this, 0)) out[0] = sum_to(g, a_shape);
+    if (needs_grad(*this, 1)) out[1] = sum_to(alpha == 1 ? g : mul(g, alpha), b_shape);
+    return out;
+  }
+  Shape a_shape, b_shape;
+  double alpha;
+};
+
+// Saves each input only if the other one needs its gradient.
+struct MulBackward final : Node {
+  std::string name() const override { return "MulBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    TensorList out(2);
+    if (needs_grad(*this, 0)) out[0] = sum_to(mul(g, b.unpack("MulBackward")), a_shape);
+    if (needs_grad(*this, 1)) out[1] = sum_to(mul(g, a.unpack("MulBackward")), b_shape);
+    return out;
+  }
+  void release_variables() override {
+    a.reset();
+    b.reset();
+  }
+  SavedTensor a, b;
+  Shape a_shape, b_shape;
+};
+
+struct DivBackward final : Node {
+  std::string name() const override { return "DivBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    const Tensor bv = b.unpack("DivBackward");
+    TensorList out(2);
+    if (needs_grad(*this, 0)) out[0] = sum_to(div(g, bv), a_shape);
+    if (needs_grad(*this, 1)) {
+      const Tensor av = a.unpack("DivBackward");
+      out[1] = sum_to(neg(div(mul(g, av), mul(bv, bv))), b_shape);  // -g·a/b²
+    }
+    return out;
+  }
+  void release_variables() override {
+    a.reset();
+    b.reset();
+  }
+  SavedTensor a, b;
+  Shape a_shape, b_shape;
+};
+
+// d(a·s)/da = s: covers mul/div by a scalar and neg.
+struct ScaleBackward final : Node {
+  ScaleBackward(double s, const char* n) : scale(s), op_name(n) {}
+  std::string name() const override { return op_name; }
+  TensorList apply(TensorList&& grads) override { return {mul(grads[0], scale)}; }
+  double scale;
+  const char* op_name;
+};
+
+// d(a + s)/da = 1.
+struct IdentityBackward final : Node {
+  explicit IdentityBackward(const char* n) : op_name(n) {}
+  std::string name() const override { return op_name; }
+  TensorList apply(TensorList&& grads) override { return {grads[0]}; }
+  const char* op_name;
+};
+
+// d(s / b)/db = -s / b².
+struct RDivBackward final : Node {
+  std::string name() const override { return "RDivBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor bv = b.unpack("RDivBackward");
+    return {div(mul(grads[0], -s), mul(bv, bv))};
+  }
+  void release_variables() override { b.reset(); }
+  SavedTensor b;
+  double s = 0;
+};
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  Tensor out;
+  if (alpha == 1) {
+    out = binary_forward(kernels::Binary::kAdd, a, b, "add");
+  } else {
+    check_defined(a, "add", "the first input");
+    check_defined(b, "add", "the second input");
+    check_same_device(a, b, "add");
+    check_floating(a, "add");
+    check_same_dtype(a, b, "add");
+    const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "add");
+    out = new_output(shape, a.dtype(), a.device());
+    kernels::axpy(stream_of(out), out.view(), expand_view(a, shape), expand_view(b, shape), alpha);
+  }
+  if (any_requires_grad({a, b})) {
+    wire(std::make_shared<AddBackward>(a.sizes(), b.sizes(), alpha), {a, b}, {out});
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(kernels::Binary::kMul, a, b, "mul");
+  if (any_requires_grad({a, b})) {
+    auto node = std::make_shared<MulBackward>();
+    if (b.requires_grad()) node->a = SavedTensor(a);
+    if (a.requires_grad()) node->b = SavedTensor(b);
+    node->a_shape = a.sizes();
+    node->b_shape = b.sizes();
+    wire(node, {a, b}, {out});
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(kernels::Binary::kDiv, a, b, "div");
+  if (any_requires_grad({a, b})) {
+    auto node = std::make_shared<DivBackward>();
+    if (b.requires_grad()) node->a = SavedTensor(a);
+    node->b = SavedTensor(b);
+    node->a_shape = a.sizes();
+    node->b_shape = b.sizes();
+    wire(node, {a, b}, {out});
+  }
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = scalar_forward(kernels::UnaryScalar::kAdd, a, b, "add");
+  if (any_requires_grad({a})) wire(std::make_shared<IdentityBackward>("AddBackward"), {a}, {out});
+  return out;
+}
+
+Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+
+Tensor sub(double a, const Tensor& b) {
+  Tensor out = scalar_forward(kernels::UnaryScalar::kRSub, b, a, "sub");
+  if (any_requires_grad({b})) wire(std::make_shared<ScaleBackward>(-1, "RSubBackward"), {b}, {out});
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = scalar_forward(kernels::UnaryScalar::kMul, a, b, "mul");
+  if (any_requires_grad({a})) wire(std::make_shared<ScaleBackward>(b, "MulBackward"), {a}, {out});
+  return out;
+}
+
+Tensor div(const Tensor& a, double b) {
+  Tensor out = scalar_forward(kernels::UnaryScalar::kMul, a, 1.0 / b, "div");
+  if (any_requires_grad({a})) {
+    wire(std::make_shared<ScaleBackward>(1.0 / b, "DivBackward"), {a}, {out});
+  }
+  return out;
+}
+
+Tensor div(double a, const Tensor& b) {
+  Tensor out = scalar_forward(kernels::UnaryScalar::kRDiv, b, a, "div");
+  if (any_requires_grad({b})) {
+    auto node = std::make_shared<RDivBackward>();
+    node->b = SavedTensor(b);
+    node->s = a;
+    wire(node, {b}, {out});
+  }
+  return out;
+}
+
+Tensor neg(const Tensor& a) {
+  check_defined(a, "neg", "the input");
+  check_floating(a, "neg");
+  Tensor out = new_output(a.sizes(), a.dtype(), a.device());
+  kernels::unary(stream_of(out), kernels::Unary::kNeg, out.view(), a.view());
+  if (any_requires_grad({a})) wire(std::make_shared<ScaleBackward>(-1, "NegBackward"), {a}, {out});
+  return out;
+}
+
+}  // namespace streamgrad

@@ -1,0 +1,100 @@
+#include "ops/op_utils.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/grad_mode.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace ops_internal {
+
+void check_defined(const Tensor& t, const char* op, const char* what) {
+  SG_CHECK(t.defined(), ValueError, op, ": ", what, " is an undefined tensor");
+}
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.device() == b.device()) return;
+  throw DeviceError(absl::StrCat(op, ": expected all tensors on one device, but got ",
+                                 a.describe(), " and ", b.describe(), "; move one with to(",
+                                 "tensor, \"", a.device().str(), "\")"));
+}
+
+void check_floating(const Tensor& a, const char* op) {
+  SG_CHECK(is_floating(a.dtype()), ValueError, op, ": expected a float32 or float64 tensor, got ",
+           a.describe(), "; convert it with to(tensor, DType::kFloat32)");
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  SG_CHECK(a.dtype() == b.dtype(), ValueError, op, ": dtypes differ: ", a.describe(), " and ",
+           b.describe(), "; convert one with to(tensor, dtype)");
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
+  const int64_t r = rank == 0 ? 1 : rank;
+  SG_CHECK(dim >= -r && dim < r, ValueError, op, ": dimension ", dim,
+           " is out of range for a tensor of rank ", rank, " (expected in [", -r, ", ", r - 1,
+           "])");
+  return dim < 0 ? dim + r : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    SG_CHECK(da == db || da == 1 || db == 1, ValueError, op, ": shapes [", absl::StrJoin(a, ", "),
+             "] and [", absl::StrJoin(b, ", "), "] cannot be broadcast together (dimension ", i,
+             ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+kernels::View expand_view(const Tensor& t, const Shape& shape) {
+  kernels::View v = t.view();
+  const size_t lead = shape.size() - v.sizes.size();
+  Shape strides(shape.size(), 0);
+  for (size_t i = 0; i < v.sizes.size(); ++i) {
+    strides[lead + i] = v.sizes[i] == 1 && shape[lead + i] != 1 ? 0 : v.strides[i];
+  }
+  v.sizes = shape;
+  v.strides = std::move(strides);
+  return v;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.sizes() == shape) return g;
+  const Shape& gs = g.sizes();
+  const size_t lead = gs.size() - shape.size();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < gs.size(); ++i) {
+    if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+  }
+  Tensor r = sum(g, dims, /*keepdim=*/true);
+  return reshape(r, shape);
+}
+
+Tensor new_output(const Shape& sizes, DType dtype, Device device) {
+  return empty(sizes, TensorOptions().dtype(dtype).device(device));
+}
+
+void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const TensorList& outputs) {
+  node->set_next_edges(collect_next_edges(inputs));
+  for (const Tensor& out : outputs) set_history(out, node);
+}
+
+void check_inplace(const Tensor& a, const char* op) {
+  if (!grad_mode_enabled()) return;
+  SG_CHECK(!(a.is_leaf() && a.requires_grad()), Error, op, ": a leaf tensor that requires grad (",
+           a.describe(), ") cannot be modified in place; do it under NoGradGuard, or on a "
+           "clone");
+  if (a.impl()->base != nullptr) {
+    const Tensor base(a.impl()->base);
+    SG_CHECK(!base.requires_grad(), Error, op, ": in-place modification of a view of a tensor "
+             "that requires grad (", a.describe(), ") is not supported; clone the view first");
+  }
+}
+
+}  // namespace ops_internal
+}  // namespace streamgrad

@@ -1,0 +1,56 @@
+// Helpers every operator uses: input checks with the errors DESIGN.md §8 asks for,
+// broadcasting, output allocation on the current stream, and wiring of backward nodes.
+// Internal to ops/.
+//
+// Thread-safety: pure functions. Failure: ValueError / DeviceError naming `op`.
+#ifndef STREAMGRAD_OPS_OP_UTILS_H_
+#define STREAMGRAD_OPS_OP_UTILS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/factories.h"
+#include "engine/node.h"
+#include "kernels/kernels.h"
+#include "runtime/devices.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace ops_internal {
+
+void check_defined(const Tensor& t, const char* op, const char* what);
+// Same device for all; DeviceError naming both devices otherwise.
+void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+// Floating dtype, and the same for both.
+void check_floating(const Tensor& a, const char* op);
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+// Normalises a possibly negative dim for a tensor of rank `rank`.
+int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// `t` as a kernel view of `shape` (stride 0 on broadcast dims).
+kernels::View expand_view(const Tensor& t, const Shape& shape);
+// The gradient of a broadcast: sums `g` down to `shape` (differentiable).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+// A fresh output on the current stream of `like`'s device.
+Tensor new_output(const Shape& sizes, DType dtype, Device device);
+inline Stream stream_of(const Tensor& t) { return current_stream(t.device()); }
+
+// Whether backward input `i` of `node` needs a gradient.
+inline bool needs_grad(const Node& node, size_t i) { return node.next_edge(i).valid(); }
+
+// Makes `node` the backward of `outputs`, with one next edge per input. Call only when
+// any_requires_grad(inputs): build the node inside that check so that ops without
+// history allocate nothing.
+void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const TensorList& outputs);
+
+// In-place ops: refuses a leaf that requires grad (outside NoGradGuard) and a view of such a
+// tensor, then bumps the version once the kernel is enqueued.
+void check_inplace(const Tensor& a, const char* op);
+
+}  // namespace ops_internal
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_OPS_OP_UTILS_H_

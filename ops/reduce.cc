@@ -1,0 +1,72 @@
+// sum and mean over all or chosen dims; max and min along a dim.
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT
+
+// The keepdim shape of reducing `sizes` over `dims` (all dims when empty).
+Shape keepdim_shape(const Shape& sizes, const std::vector<bool>& reduced) {
+  Shape out = sizes;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (reduced[i]) out[i] = 1;
+  }
+  return out;
+}
+
+std::vector<bool> reduced_dims(const Tensor& a, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<bool> reduced(a.dim(), dims.empty());
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, a.dim(), op);
+    SG_CHECK(!reduced[w] || a.dim() == 0, ValueError, op, ": dimension ", d,
+             " appears twice in [", absl::StrJoin(dims, ", "), "]");
+    if (a.dim() > 0) reduced[w] = true;
+  }
+  return reduced;
+}
+
+Shape squeeze_reduced(const Shape& sizes, const std::vector<bool>& reduced) {
+  Shape out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (!reduced[i]) out.push_back(sizes[i]);
+  }
+  return out;
+}
+
+// The gradient of a sum broadcasts back over the reduced dims.
+struct SumBackward final : Node {
+  std::string name() const override { return "SumBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    return {expand(reshape(grads[0], keep_shape), input_shape)};
+  }
+  Shape input_shape, keep_shape;
+};
+
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  check_defined(a, "sum", "the input");
+  check_floating(a, "sum");
+  const std::vector<bool> reduced = reduced_dims(a, dims, "sum");
+  const Shape keep = keepdim_shape(a.sizes(), reduced);
+  Tensor out = new_output(keep, a.dtype(), a.device());
+  kernels::reduce(stream_of(out), kernels::Reduce::kSum, out.view(), a.view());
+  if (!keepdim) out = make_view(out, squeeze_reduced(keep, reduced),
+                                kernels::contiguous_strides(squeeze_reduced(keep, reduced)), 0);
+  if (any_requires_grad({a})) {
+    auto node = std::make_shared<SumBackward>();
+    node->input_shape = a.sizes();
+    node->keep_shape = keep;
+    wire(node, {a}, {out});
+  }
+  return out;
+}
+
+Tensor sum(const Tensor& a) { return sum(a, {}, false); }
+
+}  // namespace streamgrad
