@@ -1,6 +1,7 @@
 // Execution of graph tasks: device workers, the ready-queue loop, and evaluation of one
 // node with the stream rules. See Note [Backward stream semantics] in backward.h.
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <thread>
 
@@ -66,6 +67,7 @@ void check_anomaly(const Node& fn, const TensorList& outputs) {
       std::string forward = fn.name();
       const size_t pos = forward.rfind("Backward");
       if (pos != std::string::npos) forward = forward.substr(0, pos);
+      for (char& c : forward) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       throw Error(absl::StrCat("anomaly mode: ", fn.name(), " returned NaN or Inf in its output ",
                                i, " (", g.describe(), "); the forward op was '", forward,
                                "'. Check its inputs for values outside the op's domain"));
@@ -179,11 +181,9 @@ void thread_loop(ReadyQueue& queue, const GraphTask* waiting_for) {
       try {
         evaluate_function(*gt, task.fn, std::move(task.inputs));
       } catch (const std::exception& e) {
-        gt->set_error(std::make_exception_ptr(Error(absl::StrCat(
-            "error in ", task.fn->name(), " during backward: ", e.what()))));
+        gt->set_error(absl::StrCat("error in ", task.fn->name(), " during backward: ", e.what()));
       } catch (...) {
-        gt->set_error(std::make_exception_ptr(
-            Error(absl::StrCat("unknown error in ", task.fn->name(), " during backward"))));
+        gt->set_error(absl::StrCat("unknown error in ", task.fn->name(), " during backward"));
       }
       t_reentrant_depth = saved_depth;
       t_current_graph_task = saved_task;
@@ -195,9 +195,9 @@ void thread_loop(ReadyQueue& queue, const GraphTask* waiting_for) {
 
 }  // namespace
 
-void GraphTask::set_error(std::exception_ptr e) {
+void GraphTask::set_error(std::string message) {
   std::lock_guard<std::mutex> lk(mu);
-  if (!error) error = std::move(e);
+  if (!has_error.load()) error = std::move(message);
   has_error.store(true);
 }
 
@@ -238,7 +238,7 @@ void execute_graph(const std::shared_ptr<GraphTask>& gt, const std::shared_ptr<N
   queue_for(*gt, *root).push(NodeTask{gt, root, InputBuffer(0), gt->reentrant_depth});
   thread_loop(*gt->owner_queue, gt.get());
   std::lock_guard<std::mutex> lk(gt->mu);
-  if (gt->error) std::rethrow_exception(gt->error);
+  if (gt->has_error.load()) throw Error(gt->error);
 }
 
 }  // namespace streamgrad

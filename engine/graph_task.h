@@ -13,7 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <exception>
+#include <string>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -58,9 +58,11 @@ struct GraphTask : std::enable_shared_from_this<GraphTask> {
   std::atomic<int> outstanding{0};
   std::atomic<bool> completed{false};
   std::atomic<bool> has_error{false};
-  std::exception_ptr error ABSL_GUARDED_BY(mu);
+  // The first error's message. Kept as text, not as an exception_ptr: the caller throws a
+  // fresh Error, so no exception object is shared between a worker and the caller.
+  std::string error ABSL_GUARDED_BY(mu);
 
-  void set_error(std::exception_ptr e);
+  void set_error(std::string message);
 };
 
 struct NodeTask {

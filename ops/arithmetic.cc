@@ -102,9 +102,9 @@ struct IdentityBackward final : Node {
 
 // d(s / b)/db = -s / b².
 struct RDivBackward final : Node {
-  std::string name() const override { return "RDivBackward"; }
+  std::string name() const override { return "DivBackward"; }
   TensorList apply(TensorList&& grads) override {
-    const Tensor bv = b.unpack("RDivBackward");
+    const Tensor bv = b.unpack("DivBackward");
     return {div(mul(grads[0], -s), mul(bv, bv))};
   }
   void release_variables() override { b.reset(); }
@@ -172,7 +172,7 @@ Tensor sub(const Tensor& a, double b) { return add(a, -b); }
 
 Tensor sub(double a, const Tensor& b) {
   Tensor out = scalar_forward(kernels::UnaryScalar::kRSub, b, a, "sub");
-  if (any_requires_grad({b})) wire(std::make_shared<ScaleBackward>(-1, "RSubBackward"), {b}, {out});
+  if (any_requires_grad({b})) wire(std::make_shared<ScaleBackward>(-1, "SubBackward"), {b}, {out});
   return out;
 }
 

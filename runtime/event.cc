@@ -1,9 +1,17 @@
 #include "runtime/event.h"
 
+#include <atomic>
+
 #include "runtime/devices.h"
 #include "runtime/error.h"
 
 namespace streamgrad {
+
+namespace {
+std::atomic<uint64_t> g_records{0};
+}  // namespace
+
+uint64_t events_recorded() { return g_records.load(std::memory_order_relaxed); }
 void Event::record(const Stream& stream) {
   const Device d = resolve_device(stream.device(), "Event::record");
   if (device_.has_value() && *device_ != d) {
@@ -18,6 +26,7 @@ void Event::record(const Stream& stream) {
            " does not exist");
   if (impl_ == nullptr) impl_ = b.create_event(d.index(), timing_);
   b.record_event(*impl_, s);
+  g_records.fetch_add(1, std::memory_order_relaxed);
   device_ = d;
 }
 

@@ -53,6 +53,10 @@ class Event {
   std::unique_ptr<BackendEvent> impl_;
 };
 
+// How many Event::record calls the process has made: lets tests check that the engine
+// records no event where producer and consumer share a stream.
+uint64_t events_recorded();
+
 }  // namespace streamgrad
 
 #endif  // STREAMGRAD_RUNTIME_EVENT_H_

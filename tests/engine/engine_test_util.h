@@ -1,0 +1,45 @@
+// Helpers for engine tests: scheduler scopes and small graphs on sim devices.
+#ifndef STREAMGRAD_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
+#define STREAMGRAD_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
+
+#include <cstdint>
+
+#include "engine/backward.h"
+#include "engine/factories.h"
+#include "engine/function.h"
+#include "engine/grad_mode.h"
+#include "ops/ops.h"
+#include "kernels/kernels.h"
+#include "runtime/runtime.h"
+
+namespace streamgrad {
+namespace testing {
+
+inline SimSchedulerOptions adversarial(uint64_t seed) {
+  SimSchedulerOptions o;
+  o.kind = SimSchedulerKind::kDeterministic;
+  o.policy = SimPolicy::kAdversarial;
+  o.seed = seed;
+  return o;
+}
+
+inline SimSchedulerOptions threaded_jitter(uint64_t seed, double jitter_us = 20) {
+  SimSchedulerOptions o;
+  o.kind = SimSchedulerKind::kThreaded;
+  o.jitter_us = jitter_us;
+  o.seed = seed;
+  return o;
+}
+
+// Reused streams: under the threaded scheduler each stream owns a thread.
+inline Stream side_stream(int device, int which) {
+  static const Stream s[2][3] = {
+      {Stream::create("sim:0"), Stream::create("sim:0"), Stream::create("sim:0")},
+      {Stream::create("sim:1"), Stream::create("sim:1"), Stream::create("sim:1")}};
+  return s[device][which];
+}
+
+}  // namespace testing
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
