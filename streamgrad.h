@@ -1,11 +1,17 @@
 // streamgrad: a C++17 autograd engine whose backward pass is stream-aware.
 //
-// The one header users include. Today it offers the runtime layer (devices, streams,
-// events, guards, launches, copies, the caching allocator); tensors, operators and the
-// engine join it as they land. See README.md and DESIGN.md.
+// The one header users include: the runtime (devices, streams, events, guards, memory),
+// tensors and factories, every differentiable op, backward()/grad(), grad and anomaly
+// modes, and custom functions. See README.md and DESIGN.md.
 #ifndef STREAMGRAD_STREAMGRAD_H_
 #define STREAMGRAD_STREAMGRAD_H_
 
+#include "engine/backward.h"
+#include "engine/factories.h"
+#include "engine/function.h"
+#include "engine/grad_mode.h"
+#include "engine/tensor.h"
+#include "ops/ops.h"
 #include "runtime/runtime.h"
 
 #endif  // STREAMGRAD_STREAMGRAD_H_
