@@ -10,12 +10,25 @@
 // Shapes: `out` always has the iteration shape; inputs of element-wise kernels have the
 // same sizes as `out` (callers broadcast with stride 0). Reductions take `out` in keepdim
 // form (same rank as `in`, size 1 on reduced dims). Floating kernels accept float32 and
-// float64 with all views of one dtype; copy and fill accept every dtype (copy converts).
-// Accumulation in float32 reductions and matmul is done in float32 (as BLAS does).
+// float64 with all views of one dtype; copy and fill accept every dtype (copy converts),
+// index_select every dtype, arange float32/float64/int64.
+// float32 sums (reduce) accumulate in double and round once when stored, so long sums
+// keep float32 accuracy; matmul accumulates in float32, as BLAS does.
+//
+// Aliasing: a written view must not have stride 0 on a dim of size > 1. Element-wise
+// kernels and copy allow out to be exactly an input (same data, dtype and strides: in
+// place); any other overlap between out and an input is an error where it can be proven
+// (same start, or two contiguous views) and undefined otherwise. reduce, arg_reduce,
+// matmul and the index kernels need out disjoint from every input. Rank is at most 16.
 //
 // Thread-safety: any thread may call any kernel on any stream.
-// Failure: ValueError for mismatched sizes or dtypes (nothing is enqueued); DeviceError
-// for cuda streams.
+// Failure: checks run in this order, before anything is enqueued: DeviceError for cuda
+// streams (naming the kernel); ValueError naming the kernel, sizes and dtypes for
+// malformed views, mismatched sizes or dtypes, bad dims and proven overlap. Views with no
+// elements enqueue nothing (reduce still writes out when in is empty).
+// Launch names, which observers, traces and error messages show, are the op's own:
+// exp, add_scalar, add, axpy, fill, copy, arange, uniform, normal, sum, argmax, matmul,
+// index_select, index_add, scatter_add, ...
 #ifndef STREAMGRAD_KERNELS_KERNELS_H_
 #define STREAMGRAD_KERNELS_KERNELS_H_
 
@@ -34,14 +47,14 @@ enum class Unary {
   kSqrt,
   kTanh,
   kSigmoid,
-  kRelu,
+  kRelu,        // max(x, 0); NaN stays NaN
   kAbs,
-  kSign,        // -1, 0 or 1
+  kSign,        // -1, 0 or 1; NaN stays NaN
   kReciprocal,  // 1 / x
   kSquare,
 };
 
-// y = f(x, s) for a scalar s.
+// y = f(x, s) for a scalar s, rounded to the tensor's dtype first.
 enum class UnaryScalar {
   kAdd,   // x + s
   kMul,   // x * s
@@ -56,7 +69,8 @@ enum class Binary {
   kMul,
   kDiv,
   kPow,               // a ^ b
-  kReluBackward,      // a * (b > 0)        (a: gradient, b: input)
+  kReluBackward,      // a * (b > 0)        (a: gradient, b: input; 0 where b <= 0 even
+                      //                     for an infinite or NaN a)
   kTanhBackward,      // a * (1 - b * b)    (b: tanh output)
   kSigmoidBackward,   // a * b * (1 - b)    (b: sigmoid output)
 };
@@ -70,43 +84,58 @@ void binary(const Stream& stream, Binary op, const View& out, const View& a, con
 // out = a + alpha * b (in place allowed: out may alias a exactly).
 void axpy(const Stream& stream, const View& out, const View& a, const View& b, double alpha);
 
+// Any dtype: bool stores value != 0; int64 truncates and needs a finite value in range
+// (ValueError otherwise).
 void fill(const Stream& stream, const View& out, double value);
 // Element-wise copy with dtype conversion; out and in have the same sizes. Overlapping
-// views are not allowed unless identical.
+// views are not allowed unless identical. Every conversion is defined: to bool is
+// x != 0, from bool is 0/1, floating to int64 truncates toward zero, saturates at the
+// int64 range and maps NaN to 0.
 void copy(const Stream& stream, const View& out, const View& in);
-// out[i] = start + i * step over the flattened out (contiguous).
+// out[i] = start + i * step over the flattened out (i counts elements in row-major order,
+// so any strides work). int64 out: start and step must be integers and the range must
+// fit in int64; it is computed exactly in int64. bool out is a ValueError.
 void arange(const Stream& stream, const View& out, double start, double step);
 // Counter-based random numbers: element i of out (in row-major order) depends only on
-// (seed, offset + i), so results do not depend on threads or devices.
+// (seed, offset + i), so results do not depend on threads, devices or out's strides;
+// callers advance offset by numel between draws. uniform is in [low, high) (low == high
+// gives low); normal is Box-Muller with one output per counter. float32/float64 only;
+// ValueError for non-finite parameters, low > high or std < 0.
 void uniform(const Stream& stream, const View& out, double low, double high, uint64_t seed,
              uint64_t offset);
 void normal(const Stream& stream, const View& out, double mean, double std, uint64_t seed,
             uint64_t offset);
 
 // out (keepdim shape) = reduction of `in` over the dims where out has size 1 and in does
-// not. Sum of an empty set is 0; max/min of an empty set is a ValueError.
+// not. Sum of an empty set is 0; max/min of an empty set is a ValueError; max and min
+// propagate NaN. Launch names: sum, max, min.
 void reduce(const Stream& stream, Reduce op, const View& out, const View& in);
-// Max or min along `dim`: values and indices (int64) in keepdim shape. Ties pick the
-// first index.
+// Max or min along `dim` (0 <= dim < rank): values and indices (int64) in keepdim shape.
+// Ties pick the first index; a NaN wins (the first one). Its launch name is argmax or
+// argmin.
 void arg_reduce(const Stream& stream, bool is_max, const View& values, const View& indices,
                 const View& in, int64_t dim);
 
 // out[b] = a[b] @ b_[b]: 2-D ([M,K] x [K,N] -> [M,N]) or 3-D with a batch dim (batch
 // strides may be 0 for broadcasting). Uses OpenBLAS gemm (any strides: non-BLAS-able
-// layouts are copied to contiguous scratch first).
+// layouts are copied to contiguous scratch first). M, N and K must fit in int (BLAS);
+// K == 0 gives zeros.
 void matmul(const Stream& stream, const View& out, const View& a, const View& b);
 
 // out = in.index_select(dim, index): index is a 1-D int64 view; out.sizes[dim] ==
 // index.numel(). Out-of-range indices are a ValueError when checked on the host
 // (cpu) and are reported at the next synchronize (sim) — the kernel never reads outside
-// `in`.
+// `in`. Indices must be in [0, in.sizes[dim]) (no negative wrap-around).
 void index_select(const Stream& stream, const View& out, const View& in, int64_t dim,
                   const View& index);
-// out.index_select(dim, index) += src  (duplicates accumulate).
+// out.index_select(dim, index) += src  (duplicates accumulate, in index order). out and
+// src agree on every dim but `dim`, where src has index.numel() entries. Floating only.
+// Bad indices are reported as for index_select, before anything is written.
 void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                const View& src);
 // out[..., index[j], ...] += src[..., j, ...] along dim where index has src's sizes
-// (the backward of max/min along a dim).
+// (the backward of max/min along a dim). On dims other than `dim`, src may be smaller
+// than out. Floating only; bad indices are reported as for index_select.
 void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                  const View& src);
 

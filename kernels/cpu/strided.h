@@ -1,0 +1,148 @@
+// Internal to the cpu kernels: a compact strided layout shared by N operands, a loop over
+// it one contiguous-or-strided row at a time, and dtype dispatch.
+//
+// Offers:
+//   kMaxDims            the highest rank a kernel accepts (checks.h enforces it).
+//   Layout<N>           out's index space with each operand's strides, size-1 dims dropped
+//                       and mergeable dims fused, in fixed arrays: a plain value that
+//                       launch lambdas capture by value without touching the heap.
+//   make_layout<N>(sizes, {strides...})
+//   for_each_row(layout, fn)   calls fn(offsets[N], n, steps[N]) for every innermost row,
+//                       in row-major order (so a running counter is the flat index). A
+//                       fully contiguous layout is one row of numel elements, which lets
+//                       the per-row loops vectorise.
+//   Elem<DType>, dispatch_floating(dtype, fn), dispatch_any(dtype, fn)   fn(T{}) with the
+//                       element type (bool is handled as uint8_t so that loads of
+//                       arbitrary bytes stay defined).
+//
+// Thread-safety: pure functions on values. Failure: none; callers validate first (ranks
+// above kMaxDims must be rejected before make_layout).
+#ifndef STREAMGRAD_KERNELS_CPU_STRIDED_H_
+#define STREAMGRAD_KERNELS_CPU_STRIDED_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cpu {
+
+constexpr int kMaxDims = 16;
+
+template <int N>
+struct Layout {
+  int ndim = 0;
+  int64_t numel = 1;
+  // Zeroed so that copies into launch lambdas never read indeterminate values.
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+};
+
+// `strides[k]` points at operand k's strides, one per entry of `sizes`.
+template <int N>
+Layout<N> make_layout(const std::vector<int64_t>& sizes,
+                      const std::array<const int64_t*, N>& strides) {
+  Layout<N> l;
+  for (int64_t s : sizes) l.numel *= s;
+  if (l.numel == 0) return l;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;  // contributes nothing to any offset
+    bool merge = l.ndim > 0;
+    for (int k = 0; k < N && merge; ++k) {
+      merge = l.strides[k][l.ndim - 1] == strides[k][d] * sizes[d];
+    }
+    if (merge) {
+      l.sizes[l.ndim - 1] *= sizes[d];
+      for (int k = 0; k < N; ++k) l.strides[k][l.ndim - 1] = strides[k][d];
+    } else {
+      l.sizes[l.ndim] = sizes[d];
+      for (int k = 0; k < N; ++k) l.strides[k][l.ndim] = strides[k][d];
+      ++l.ndim;
+    }
+  }
+  return l;
+}
+
+template <int N, typename Fn>
+void for_each_row(const Layout<N>& l, Fn&& fn) {
+  if (l.numel == 0) return;
+  int64_t off[N] = {};
+  int64_t step[N] = {};
+  if (l.ndim == 0) {
+    fn(static_cast<const int64_t*>(off), int64_t{1}, static_cast<const int64_t*>(step));
+    return;
+  }
+  const int inner = l.ndim - 1;
+  const int64_t n = l.sizes[inner];
+  for (int k = 0; k < N; ++k) step[k] = l.strides[k][inner];
+  int64_t idx[kMaxDims] = {};
+  for (;;) {
+    fn(static_cast<const int64_t*>(off), n, static_cast<const int64_t*>(step));
+    int d = inner - 1;
+    for (; d >= 0; --d) {
+      if (++idx[d] < l.sizes[d]) {
+        for (int k = 0; k < N; ++k) off[k] += l.strides[k][d];
+        break;
+      }
+      for (int k = 0; k < N; ++k) off[k] -= l.strides[k][d] * (l.sizes[d] - 1);
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+template <DType D>
+struct Elem;
+template <>
+struct Elem<DType::kFloat32> {
+  using type = float;
+};
+template <>
+struct Elem<DType::kFloat64> {
+  using type = double;
+};
+template <>
+struct Elem<DType::kInt64> {
+  using type = int64_t;
+};
+template <>
+struct Elem<DType::kBool> {
+  using type = uint8_t;
+};
+
+// Callers have checked that `t` is floating.
+template <typename Fn>
+void dispatch_floating(DType t, Fn&& fn) {
+  if (t == DType::kFloat32) {
+    fn(float{});
+  } else {
+    fn(double{});
+  }
+}
+
+template <typename Fn>
+void dispatch_any(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::kFloat32:
+      fn(float{});
+      return;
+    case DType::kFloat64:
+      fn(double{});
+      return;
+    case DType::kInt64:
+      fn(int64_t{});
+      return;
+    case DType::kBool:
+      fn(uint8_t{});
+      return;
+  }
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_CPU_STRIDED_H_

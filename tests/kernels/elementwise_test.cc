@@ -1,0 +1,260 @@
+// unary, unary_scalar, binary and axpy against reference loops: contiguous, transposed,
+// sliced and broadcast (stride 0) views, in place, 0-d and empty views, and the errors
+// raised before anything is enqueued.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace streamgrad {
+namespace {
+
+using kernels::Binary;
+using kernels::Unary;
+using kernels::UnaryScalar;
+using testing::Buffer;
+using testing::gather;
+using testing::LaunchLog;
+using testing::random_values;
+using testing::Shape;
+
+constexpr double kSentinel = -777;
+
+double ref(Unary op, double x) {
+  switch (op) {
+    case Unary::kNeg: return -x;
+    case Unary::kExp: return std::exp(x);
+    case Unary::kLog: return std::log(x);
+    case Unary::kSqrt: return std::sqrt(x);
+    case Unary::kTanh: return std::tanh(x);
+    case Unary::kSigmoid: return 1 / (1 + std::exp(-x));
+    case Unary::kRelu: return x > 0 ? x : 0;
+    case Unary::kAbs: return std::abs(x);
+    case Unary::kSign: return x > 0 ? 1 : x < 0 ? -1 : 0;
+    case Unary::kReciprocal: return 1 / x;
+    case Unary::kSquare: return x * x;
+  }
+  return 0;
+}
+
+double ref(UnaryScalar op, double x, double s) {
+  switch (op) {
+    case UnaryScalar::kAdd: return x + s;
+    case UnaryScalar::kMul: return x * s;
+    case UnaryScalar::kPow: return std::pow(x, s);
+    case UnaryScalar::kRSub: return s - x;
+    case UnaryScalar::kRDiv: return s / x;
+  }
+  return 0;
+}
+
+double ref(Binary op, double a, double b) {
+  switch (op) {
+    case Binary::kAdd: return a + b;
+    case Binary::kSub: return a - b;
+    case Binary::kMul: return a * b;
+    case Binary::kDiv: return a / b;
+    case Binary::kPow: return std::pow(a, b);
+    case Binary::kReluBackward: return b > 0 ? a : 0;
+    case Binary::kTanhBackward: return a * (1 - b * b);
+    case Binary::kSigmoidBackward: return a * b * (1 - b);
+  }
+  return 0;
+}
+
+// Checks that `out` holds `want` at `shape`'s elements and the sentinel everywhere else.
+template <typename T>
+void check_out(const Buffer<T>& out, const Shape& shape, const std::vector<double>& want) {
+  const std::vector<T> all = out.read();
+  testing::check_close(gather(all, shape), want);
+  std::vector<bool> inside(all.size(), false);
+  for (int64_t off : shape.offsets()) inside[static_cast<size_t>(off)] = true;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!inside[i]) CHECK(all[i] == static_cast<T>(kSentinel));
+  }
+}
+
+TEMPLATE_TEST_CASE("unary ops on contiguous, transposed and sliced views", "[elementwise]",
+                   float, double) {
+  using T = TestType;
+  const Device dev = testing::test_device();
+  const Unary op = GENERATE(Unary::kNeg, Unary::kExp, Unary::kLog, Unary::kSqrt, Unary::kTanh,
+                            Unary::kSigmoid, Unary::kRelu, Unary::kAbs, Unary::kSign,
+                            Unary::kReciprocal, Unary::kSquare);
+  INFO("device " << dev << ", op " << static_cast<int>(op));
+  const Stream s = current_stream(dev);
+  const bool positive = op == Unary::kLog || op == Unary::kSqrt;
+  const std::vector<T> host = random_values<T>(12, positive ? 0.1 : -3, 3, 1);
+  Buffer<T> in(dev, host);
+  LaunchLog log;
+
+  // in is stored [4, 3] and read transposed as [3, 4]; out is every other column of a
+  // [3, 8] buffer.
+  const Shape in_shapes[] = {Shape({3, 4}), Shape({4, 3}).transposed(0, 1)};
+  const Shape out_shapes[] = {Shape({3, 4}), Shape({3, 4}, {8, 2}, 1)};
+  for (int variant = 0; variant < 2; ++variant) {
+    const Shape& is = in_shapes[variant];
+    const Shape& os = out_shapes[variant];
+    Buffer<T> out(dev, 24, static_cast<T>(kSentinel));
+    kernels::unary(s, op, out.view(os), in.view(is));
+    std::vector<double> want;
+    for (T x : gather(host, is)) want.push_back(ref(op, x));
+    check_out(out, os, want);
+    log.expect_ranges(log.last().name, {in.view(is)}, {out.view(os)});
+  }
+}
+
+TEMPLATE_TEST_CASE("unary_scalar ops, with the scalar in the tensor's precision",
+                   "[elementwise]", float, double) {
+  using T = TestType;
+  const Device dev = testing::test_device();
+  const UnaryScalar op = GENERATE(UnaryScalar::kAdd, UnaryScalar::kMul, UnaryScalar::kPow,
+                                  UnaryScalar::kRSub, UnaryScalar::kRDiv);
+  const double scalar = GENERATE(2.0, -0.5);
+  INFO("device " << dev << ", op " << static_cast<int>(op) << ", scalar " << scalar);
+  const Stream s = current_stream(dev);
+  const std::vector<T> host = random_values<T>(10, 0.2, 3, 2);
+  Buffer<T> in(dev, host);
+  Buffer<T> out(dev, 20, static_cast<T>(kSentinel));
+  LaunchLog log;
+  const Shape is({2, 5}, {1, 2});  // transposed storage
+  const Shape os({2, 5}, {10, 2}, 1);
+  kernels::unary_scalar(s, op, out.view(os), in.view(is), scalar);
+  std::vector<double> want;
+  for (T x : gather(host, is)) want.push_back(ref(op, x, static_cast<T>(scalar)));
+  check_out(out, os, want);
+  log.expect_ranges(log.last().name, {in.view(is)}, {out.view(os)});
+}
+
+TEMPLATE_TEST_CASE("binary ops broadcast inputs through stride 0", "[elementwise]", float,
+                   double) {
+  using T = TestType;
+  const Device dev = testing::test_device();
+  const Binary op = GENERATE(Binary::kAdd, Binary::kSub, Binary::kMul, Binary::kDiv,
+                             Binary::kPow, Binary::kReluBackward, Binary::kTanhBackward,
+                             Binary::kSigmoidBackward);
+  INFO("device " << dev << ", op " << static_cast<int>(op));
+  const Stream s = current_stream(dev);
+  const std::vector<T> ha = random_values<T>(24, 0.1, 2, 3);
+  const std::vector<T> hb = random_values<T>(12, -1, 1, 4);
+  Buffer<T> a(dev, ha), b(dev, hb);
+  LaunchLog log;
+
+  SECTION("b is [1, 3, 1] broadcast to [2, 3, 4]") {
+    const Shape as({2, 3, 4}), bs({2, 3, 4}, {0, 1, 0}), os({2, 3, 4});
+    Buffer<T> out(dev, 24, static_cast<T>(kSentinel));
+    kernels::binary(s, op, out.view(os), a.view(as), b.view(bs));
+    std::vector<double> want;
+    const auto ga = gather(ha, as), gb = gather(hb, bs);
+    for (size_t i = 0; i < ga.size(); ++i) want.push_back(ref(op, ga[i], gb[i]));
+    check_out(out, os, want);
+    log.expect_ranges(log.last().name, {a.view(as), b.view(bs)}, {out.view(os)});
+  }
+  SECTION("a is a scalar broadcast, b transposed, out a strided slice") {
+    const Shape as({3, 4}, {0, 0}, 5), bs({3, 4}, {1, 3}), os({3, 4}, {10, 2}, 3);
+    Buffer<T> out(dev, 32, static_cast<T>(kSentinel));
+    kernels::binary(s, op, out.view(os), a.view(as), b.view(bs));
+    std::vector<double> want;
+    const auto ga = gather(ha, as), gb = gather(hb, bs);
+    for (size_t i = 0; i < ga.size(); ++i) want.push_back(ref(op, ga[i], gb[i]));
+    check_out(out, os, want);
+    log.expect_ranges(log.last().name, {a.view(as), b.view(bs)}, {out.view(os)});
+  }
+}
+
+TEMPLATE_TEST_CASE("axpy, out of place and in place", "[elementwise]", float, double) {
+  using T = TestType;
+  const Device dev = testing::test_device();
+  INFO("device " << dev);
+  const Stream s = current_stream(dev);
+  const std::vector<T> ha = random_values<T>(6, -1, 1, 5), hb = random_values<T>(6, -1, 1, 6);
+  Buffer<T> a(dev, ha), b(dev, hb);
+  LaunchLog log;
+  const Shape sh({2, 3});
+  std::vector<double> want;
+  for (size_t i = 0; i < 6; ++i) want.push_back(ha[i] + static_cast<T>(-0.25) * hb[i]);
+
+  Buffer<T> out(dev, 6, T(0));
+  kernels::axpy(s, out.view(sh), a.view(sh), b.view(sh), -0.25);
+  testing::check_close(out.read(), want);
+  log.expect_ranges("axpy", {a.view(sh), b.view(sh)}, {out.view(sh)});
+
+  kernels::axpy(s, a.view(sh), a.view(sh), b.view(sh), -0.25);  // a += -0.25 * b
+  testing::check_close(a.read(), want);
+  log.expect_ranges("axpy", {a.view(sh), b.view(sh)}, {a.view(sh)});
+}
+
+TEST_CASE("NaN propagates through relu, sign and abs", "[elementwise]") {
+  const Device dev = testing::test_device();
+  const Stream s = current_stream(dev);
+  const double nan = std::nan("");
+  Buffer<double> in(dev, {nan, -1.5, 0.0, 2.0});
+  Buffer<double> out(dev, 4, 0.0);
+  kernels::unary(s, Unary::kRelu, out.view(), in.view());
+  testing::check_close(out.read(), {nan, 0, 0, 2});
+  kernels::unary(s, Unary::kSign, out.view(), in.view());
+  testing::check_close(out.read(), {nan, -1, 0, 1});
+  kernels::unary(s, Unary::kAbs, out.view(), in.view());
+  testing::check_close(out.read(), {nan, 1.5, 0, 2});
+}
+
+TEST_CASE("0-d views compute one element; empty views launch nothing", "[elementwise]") {
+  const Device dev = testing::test_device();
+  const Stream s = current_stream(dev);
+  LaunchLog log;
+  Buffer<float> a(dev, {3}), b(dev, {4}), out(dev, {0});
+  const Shape scalar(std::vector<int64_t>{});
+  kernels::binary(s, Binary::kMul, out.view(scalar), a.view(scalar), b.view(scalar));
+  CHECK(out.read()[0] == 12);
+  log.expect_ranges("mul", {a.view(scalar), b.view(scalar)}, {out.view(scalar)});
+
+  const size_t before = log.count();
+  const Shape empty({0, 3});
+  kernels::binary(s, Binary::kAdd, out.view(empty), a.view(empty), b.view(empty));
+  kernels::unary(s, Unary::kExp, out.view(empty), a.view(empty));
+  CHECK(log.count() == before);
+}
+
+TEST_CASE("element-wise errors are ValueErrors raised before anything is enqueued",
+          "[elementwise][errors]") {
+  const Device dev = testing::test_device();
+  const Stream s = current_stream(dev);
+  Buffer<float> f(dev, 16, 1.0f);
+  Buffer<double> d(dev, 16, 1.0);
+  Buffer<int64_t> i(dev, 16, 1);
+  LaunchLog log;
+  const Shape s23({2, 3}), s32({3, 2});
+
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(kernels::binary(s, Binary::kAdd, f.view(s23), f.view(s23), f.view(s32)),
+                    Contains("add") && Contains("[2, 3]") && Contains("[3, 2]"));
+  CHECK_THROWS_AS(kernels::binary(s, Binary::kAdd, f.view(s23), f.view(s23), f.view(s32)),
+                  ValueError);
+  CHECK_THROWS_WITH(kernels::unary(s, Unary::kExp, f.view(s23), d.view(s23)),
+                    Contains("exp") && Contains("float32") && Contains("float64"));
+  CHECK_THROWS_AS(kernels::unary(s, Unary::kExp, i.view(s23), i.view(s23)), ValueError);
+  CHECK_THROWS_AS(kernels::axpy(s, f.view(s23), f.view(s23), d.view(s23), 1.0), ValueError);
+  // A broadcast out would be written twice at one address.
+  CHECK_THROWS_WITH(
+      kernels::unary(s, Unary::kNeg, f.view(Shape({2, 3}, {0, 1})), f.view(s23)),
+      Contains("stride 0"));
+  // Shifted by one element: neither identical nor disjoint.
+  CHECK_THROWS_WITH(
+      kernels::unary(s, Unary::kNeg, f.view(Shape({4}, {1}, 1)), f.view(Shape({4}))),
+      Contains("overlaps"));
+  // In-place transpose reads elements it has already overwritten.
+  CHECK_THROWS_AS(kernels::unary(s, Unary::kNeg, f.view(Shape({3, 3})),
+                                 f.view(Shape({3, 3}).transposed(0, 1))),
+                  ValueError);
+  kernels::View bad = f.view(s23);
+  bad.strides.pop_back();
+  CHECK_THROWS_AS(kernels::unary(s, Unary::kNeg, bad, f.view(s23)), ValueError);
+  kernels::View deep = f.view(Shape(std::vector<int64_t>(17, 1)));
+  CHECK_THROWS_WITH(kernels::unary(s, Unary::kNeg, deep, deep), Contains("rank 17"));
+  CHECK(log.count() == 0);
+}
+
+}  // namespace
+}  // namespace streamgrad
