@@ -296,7 +296,9 @@ Tensor Tensor::detach() const {
   impl->dtype = t.dtype;
   impl->stream = t.stream;
   impl->version = t.version;  // in-place changes stay visible to saved-tensor checks
-  impl->base = t.base ? t.base : impl_;
+  // No base: in-place ops on a detached tensor are allowed (as in libtorch); the shared
+  // version counter still reports a saved tensor modified through it.
+  impl->base = nullptr;
   return Tensor(std::move(impl));
 }
 

@@ -79,6 +79,15 @@ Tensor new_output(const Shape& sizes, DType dtype, Device device) {
   return empty(sizes, TensorOptions().dtype(dtype).device(device));
 }
 
+kernels::View contiguous_view_as(const Tensor& t, const Shape& shape) {
+  SG_INTERNAL_CHECK(t.is_contiguous() && numel_of(shape) == t.numel(), "viewing ",
+                    t.describe(), " as [", absl::StrJoin(shape, ", "), "]");
+  kernels::View v = t.view();
+  v.sizes = shape;
+  v.strides = kernels::contiguous_strides(shape);
+  return v;
+}
+
 void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const TensorList& outputs) {
   node->set_next_edges(collect_next_edges(inputs));
   for (const Tensor& out : outputs) set_history(out, node);

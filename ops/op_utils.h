@@ -37,6 +37,11 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 // A fresh output on the current stream of `like`'s device.
 Tensor new_output(const Shape& sizes, DType dtype, Device device);
 inline Stream stream_of(const Tensor& t) { return current_stream(t.device()); }
+// A contiguous tensor `t` seen by a kernel as `shape` (same number of elements): e.g. a
+// reduction's output allocated without keepdim, handed to the kernel in keepdim form. Ops
+// return `t` itself rather than a make_view of a hidden keepdim tensor, so that views of
+// their result keep `t` as base (check_inplace looks at the base).
+kernels::View contiguous_view_as(const Tensor& t, const Shape& shape);
 
 // Whether backward input `i` of `node` needs a gradient.
 inline bool needs_grad(const Node& node, size_t i) { return node.next_edge(i).valid(); }

@@ -54,10 +54,10 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   check_floating(a, "sum");
   const std::vector<bool> reduced = reduced_dims(a, dims, "sum");
   const Shape keep = keepdim_shape(a.sizes(), reduced);
-  Tensor out = new_output(keep, a.dtype(), a.device());
-  kernels::reduce(stream_of(out), kernels::Reduce::kSum, out.view(), a.view());
-  if (!keepdim) out = make_view(out, squeeze_reduced(keep, reduced),
-                                kernels::contiguous_strides(squeeze_reduced(keep, reduced)), 0);
+  // Allocated in its final shape (not a view of a hidden keepdim tensor: views of the
+  // result must have it as their base for check_inplace).
+  Tensor out = new_output(keepdim ? keep : squeeze_reduced(keep, reduced), a.dtype(), a.device());
+  kernels::reduce(stream_of(out), kernels::Reduce::kSum, contiguous_view_as(out, keep), a.view());
   if (any_requires_grad({a})) {
     auto node = std::make_shared<SumBackward>();
     node->input_shape = a.sizes();

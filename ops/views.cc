@@ -68,8 +68,9 @@ Tensor view(const Tensor& a, const Shape& sizes) {
 
 Tensor reshape(const Tensor& a, const Shape& sizes) {
   check_defined(a, "reshape", "the input");
-  if (a.is_contiguous()) return view(a, sizes);
-  return view(contiguous(a), sizes);
+  const Shape shape = infer_shape(sizes, a.numel(), "reshape");  // errors name reshape
+  if (a.is_contiguous()) return view(a, shape);
+  return view(contiguous(a), shape);
 }
 
 Tensor expand(const Tensor& a, const Shape& sizes) {

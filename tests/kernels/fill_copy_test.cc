@@ -181,3 +181,20 @@ TEST_CASE("arange rejects bool and non-integral int64 ranges", "[arange][errors]
 
 }  // namespace
 }  // namespace streamgrad
+
+namespace streamgrad {
+namespace kernels {
+namespace {
+
+TEST_CASE("empty views with zero strides are accepted as outputs", "[kernels][fill]") {
+  const Device d = GENERATE(Device("cpu"), Device("sim:0"));
+  Storage s = Storage::allocate(8, d);
+  View v{s.data(), DType::kFloat32, {2, 0}, contiguous_strides({2, 0})};
+  CHECK(v.strides[0] == 0);
+  fill(current_stream(d), v, 1.0);  // writes nothing, throws nothing
+  synchronize(d);
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace streamgrad

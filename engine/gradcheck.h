@@ -1,0 +1,88 @@
+// gradcheck / gradgradcheck: compare a function's analytical gradients (from backward)
+// with numerical ones (central differences in float64), as a library for tests.
+//
+//   GradcheckFn f = [](const TensorList& in) { return TensorList{mul(in[0], in[1])}; };
+//   TensorList in = {randn({3}, f64).requires_grad_(), randn({3}, f64).requires_grad_()};
+//   GradcheckResult r = gradcheck(f, in);          // throws GradcheckError on mismatch
+//   GradcheckOptions o; o.raise_exception = false; o.fast_mode = true;
+//   CHECK(gradcheck(f, in, o).passed);
+//
+// Checked, per output o and input i: every element of the Jacobian d out_o / d in_i,
+// |analytical - numerical| <= atol + rtol * |numerical|. fast_mode compares u^T J v for
+// random u, v instead (one backward and two forward calls per pair). nondet_tol > 0 runs
+// backward twice and allows that much difference (0: the two runs must agree exactly).
+// check_undefined_grad differentiates each output alone, so backward functions see
+// undefined gradients for the others and must treat them as zeros.
+// The result names the failing output and input, the worst element (flat indices into
+// the output and the input) with both values, and holds both Jacobians when they have at
+// most 4096 entries.
+//
+// Inputs: float64 tensors (float32 is refused: central differences in float32 are too
+// coarse to tell right from wrong), at least one requiring grad; inputs that do not
+// require grad are constants. Outputs must be defined floating tensors.
+// Thread-safety: as the function checked. Perturbations are written into the inputs'
+// memory and restored, so the inputs must not be used concurrently elsewhere.
+// Failure: ValueError for bad inputs or outputs; GradcheckError (raise_exception) for a
+// mismatch.
+#ifndef STREAMGRAD_ENGINE_GRADCHECK_H_
+#define STREAMGRAD_ENGINE_GRADCHECK_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/node.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+
+using GradcheckFn = std::function<TensorList(const TensorList&)>;
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  bool raise_exception = true;
+  double nondet_tol = 0.0;
+  bool check_undefined_grad = true;
+  bool fast_mode = false;
+  uint64_t seed = 0;  // fast mode's random projections
+};
+
+struct GradcheckResult {
+  bool passed = true;
+  std::string message;  // empty when passed
+  int output_index = -1;
+  int input_index = -1;
+  int64_t output_element = -1;  // flat index into the output (-1 in fast mode)
+  int64_t input_element = -1;   // flat index into the input (-1 in fast mode)
+  double analytical = 0;
+  double numerical = 0;
+  double max_abs_err = 0;  // over everything compared
+  double max_rel_err = 0;
+  // Row-major [output numel][input numel] of the failing pair, when small enough.
+  std::vector<double> analytical_jacobian;
+  std::vector<double> numerical_jacobian;
+};
+
+class GradcheckError : public Error {
+ public:
+  explicit GradcheckError(GradcheckResult r) : Error(r.message), result_(std::move(r)) {}
+  const GradcheckResult& result() const { return result_; }
+
+ private:
+  GradcheckResult result_;
+};
+
+GradcheckResult gradcheck(const GradcheckFn& fn, const TensorList& inputs,
+                          const GradcheckOptions& options = {});
+
+// Checks the gradients of the gradients: gradcheck of x -> grad(fn(x) . w, x,
+// create_graph) for fixed random weights w.
+GradcheckResult gradgradcheck(const GradcheckFn& fn, const TensorList& inputs,
+                              const GradcheckOptions& options = {});
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_ENGINE_GRADCHECK_H_

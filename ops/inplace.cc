@@ -1,0 +1,219 @@
+// In-place ops: add_, mul_ (tensor and scalar), zero_, fill_, copy_.
+//
+// Each validates everything before it touches memory, refuses leaves that require grad
+// (check_inplace), enqueues its kernel on the current stream of the tensor's device, then
+// bumps the version counter so that a backward that saved the old value reports it.
+// When the tensor or the other operand requires grad, the tensor's history is rebased: it
+// gets a new grad_fn whose next edges are the tensor's old history and the operand's, and
+// whose canonical stream is the stream the in-place kernel ran on (S1).
+//
+// Writing a tensor that requires grad into a view of another tensor is refused (the base
+// would be changed without history); views that alias their whole base, such as
+// detach() results, are allowed, as in PyTorch.
+#include "engine/accumulate_grad.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT
+
+// Gives `a` the history `node` (S1: stamped with the stream the kernel ran on).
+void rebase(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge> edges) {
+  node->set_next_edges(std::move(edges));
+  if (!a.device().is_cpu()) node->set_stream(stream_of(a));
+  set_history(a, node);
+}
+
+// A view that covers exactly its base's elements in the same order (detach(), the result
+// of a reduction without keepdim): its base needs no history of its own.
+bool aliases_whole_base(const Tensor& a) {
+  const TensorImpl* base = a.impl()->base.get();
+  if (base == nullptr) return true;
+  const kernels::View bv{nullptr, base->dtype, base->sizes, base->strides};
+  return numel_of(base->sizes) == a.numel() && base->offset == a.storage_offset() &&
+         bv.is_contiguous() && a.is_contiguous();
+}
+
+void check_view_history(const Tensor& a, const Tensor& other, const char* op) {
+  if (!is_floating(a.dtype()) || !any_requires_grad({other}) || a.requires_grad() ||
+      aliases_whole_base(a)) {
+    return;
+  }
+  throw Error(absl::StrCat(
+      op, ": writing a tensor that requires grad (", other.describe(), ") into a view (",
+      a.describe(),
+      ") of another tensor is not supported: the viewed tensor would change "
+      "without history. Build the result out of place (e.g. with cat), or clone the view"));
+}
+
+void check_broadcast_into(const Tensor& a, const Tensor& b, const char* op) {
+  const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op);
+  SG_CHECK(shape == a.sizes(), ValueError, op, ": the operand ", b.describe(),
+           " cannot be broadcast to the shape of the tensor modified in place ", a.describe());
+}
+
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.storage().defined() && b.storage().defined() && a.storage().id() == b.storage().id();
+}
+
+struct AddInplaceBackward final : Node {
+  AddInplaceBackward(Shape b, double alpha) : b_shape(std::move(b)), alpha(alpha) {}
+  std::string name() const override { return "Add_Backward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    TensorList out(2);
+    if (!g.defined()) return out;
+    if (needs_grad(*this, 0)) out[0] = g;
+    if (needs_grad(*this, 1)) out[1] = sum_to(alpha == 1 ? g : mul(g, alpha), b_shape);
+    return out;
+  }
+  Shape b_shape;
+  double alpha;
+};
+
+// a·b with a's old value saved as a clone (it is overwritten) when b needs its gradient.
+struct MulInplaceBackward final : Node {
+  std::string name() const override { return "Mul_Backward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    TensorList out(2);
+    if (!g.defined()) return out;
+    if (needs_grad(*this, 0)) out[0] = mul(g, b.unpack("Mul_Backward"));
+    if (needs_grad(*this, 1)) out[1] = sum_to(mul(g, a_old.unpack("Mul_Backward")), b_shape);
+    return out;
+  }
+  void release_variables() override {
+    a_old.reset();
+    b.reset();
+  }
+  SavedTensor a_old, b;
+  Shape b_shape;
+};
+
+struct ScaleInplaceBackward final : Node {
+  explicit ScaleInplaceBackward(double s) : scale(s) {}
+  std::string name() const override { return "Mul_Backward"; }
+  TensorList apply(TensorList&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    return {mul(grads[0], scale)};
+  }
+  double scale;
+};
+
+// fill_/zero_: the old value does not matter any more.
+struct FillBackward final : Node {
+  explicit FillBackward(const char* n) : op_name(n) {}
+  std::string name() const override { return op_name; }
+  TensorList apply(TensorList&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    return {zeros_like(grads[0])};
+  }
+  const char* op_name;
+};
+
+// copy_: the old value gets no gradient, src gets g summed to its shape, in its dtype.
+struct CopyBackward final : Node {
+  CopyBackward(Shape s, DType d) : src_shape(std::move(s)), src_dtype(d) {}
+  std::string name() const override { return "Copy_Backward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    TensorList out(2);
+    if (!g.defined()) return out;
+    if (needs_grad(*this, 0)) out[0] = zeros_like(g);
+    if (needs_grad(*this, 1)) out[1] = to(sum_to(g, src_shape), src_dtype);
+    return out;
+  }
+  Shape src_shape;
+  DType src_dtype;
+};
+
+void check_binary_inplace(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "the tensor modified in place");
+  check_defined(b, op, "the operand");
+  check_same_device(a, b, op);
+  check_floating(a, op);
+  check_same_dtype(a, b, op);
+  check_broadcast_into(a, b, op);
+  check_inplace(a, op);
+  check_view_history(a, b, op);
+}
+
+Tensor& fill_impl(Tensor& a, double value, const char* op, const char* node_name) {
+  check_defined(a, op, "the tensor modified in place");
+  check_inplace(a, op);
+  kernels::fill(stream_of(a), a.view(), value);
+  a.bump_version();
+  if (any_requires_grad({a})) {
+    rebase(a, std::make_shared<FillBackward>(node_name), collect_next_edges({a}));
+  }
+  return a;
+}
+
+}  // namespace
+
+Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
+  check_binary_inplace(a, b, "add_");
+  const bool record = any_requires_grad({a, b});
+  std::vector<Edge> edges = record ? collect_next_edges({a, b}) : std::vector<Edge>{};
+  kernels::axpy(stream_of(a), a.view(), a.view(), expand_view(b, a.sizes()), alpha);
+  a.bump_version();
+  if (record) rebase(a, std::make_shared<AddInplaceBackward>(b.sizes(), alpha), std::move(edges));
+  return a;
+}
+
+Tensor& mul_(Tensor& a, const Tensor& b) {
+  check_binary_inplace(a, b, "mul_");
+  const bool record = any_requires_grad({a, b});
+  std::shared_ptr<MulInplaceBackward> node;
+  std::vector<Edge> edges;
+  if (record) {
+    node = std::make_shared<MulInplaceBackward>();
+    edges = collect_next_edges({a, b});
+    // Both saved values must survive the write into a: a's old value is cloned (with its
+    // history, for double backward), and so is b when it shares a's memory.
+    if (a.requires_grad()) node->b = SavedTensor(shares_storage(a, b) ? clone(b) : b);
+    if (b.requires_grad()) node->a_old = SavedTensor(clone(a));
+    node->b_shape = b.sizes();
+  }
+  kernels::binary(stream_of(a), kernels::Binary::kMul, a.view(), a.view(),
+                  expand_view(b, a.sizes()));
+  a.bump_version();
+  if (record) rebase(a, node, std::move(edges));
+  return a;
+}
+
+Tensor& mul_(Tensor& a, double b) {
+  check_defined(a, "mul_", "the tensor modified in place");
+  check_floating(a, "mul_");
+  check_inplace(a, "mul_");
+  kernels::unary_scalar(stream_of(a), kernels::UnaryScalar::kMul, a.view(), a.view(), b);
+  a.bump_version();
+  if (any_requires_grad({a})) {
+    rebase(a, std::make_shared<ScaleInplaceBackward>(b), collect_next_edges({a}));
+  }
+  return a;
+}
+
+Tensor& zero_(Tensor& a) { return fill_impl(a, 0, "zero_", "Zero_Backward"); }
+
+Tensor& fill_(Tensor& a, double value) { return fill_impl(a, value, "fill_", "Fill_Backward"); }
+
+Tensor& copy_(Tensor& a, const Tensor& src) {
+  check_defined(a, "copy_", "the destination");
+  check_defined(src, "copy_", "the source");
+  check_broadcast_into(a, src, "copy_");
+  check_inplace(a, "copy_");
+  check_view_history(a, src, "copy_");
+  // Across devices: a differentiable copy to a's device first (S7), then a local copy.
+  const Tensor s = src.device() == a.device() ? src : to(src, a.device());
+  const bool record = is_floating(a.dtype()) && any_requires_grad({a, s});
+  std::vector<Edge> edges = record ? collect_next_edges({a, s}) : std::vector<Edge>{};
+  kernels::copy(stream_of(a), a.view(), expand_view(s, a.sizes()));
+  a.bump_version();
+  if (record) rebase(a, std::make_shared<CopyBackward>(s.sizes(), s.dtype()), std::move(edges));
+  return a;
+}
+
+}  // namespace streamgrad

@@ -1,0 +1,102 @@
+// cat and stack.
+//
+// cat copies each input into its slice of a fresh output; its backward hands each input
+// the matching narrow() of the gradient (differentiable again). stack is cat of the
+// inputs unsqueezed at `dim`, after checking that their shapes agree.
+#include "absl/strings/str_join.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT
+
+struct CatBackward final : Node {
+  std::string name() const override { return "CatBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    TensorList out(sizes.size());
+    if (!grads[0].defined()) return out;
+    int64_t offset = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (needs_grad(*this, i)) out[i] = narrow(grads[0], dim, offset, sizes[i]);
+      offset += sizes[i];
+    }
+    return out;
+  }
+  int64_t dim = 0;
+  std::vector<int64_t> sizes;  // each input's extent along dim
+};
+
+std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
+
+// The common checks of cat and stack: a non-empty list of defined tensors on one device
+// with one dtype.
+void check_list(const std::vector<Tensor>& tensors, const char* op) {
+  SG_CHECK(!tensors.empty(), ValueError, op, ": expected a non-empty list of tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    SG_CHECK(tensors[i].defined(), ValueError, op, ": tensor ", i, " is undefined");
+    check_same_device(tensors[0], tensors[i], op);
+    SG_CHECK(tensors[i].dtype() == tensors[0].dtype(), ValueError, op,
+             ": all tensors must have one dtype, but tensor 0 is ", tensors[0].describe(),
+             " and tensor ", i, " is ", tensors[i].describe());
+  }
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  check_list(tensors, "cat");
+  const Tensor& first = tensors[0];
+  SG_CHECK(first.dim() > 0, ValueError, "cat: zero-dimensional tensor ", first.describe(),
+           " cannot be concatenated; unsqueeze it or use stack()");
+  const int64_t d = wrap_dim(dim, first.dim(), "cat");
+  Shape shape = first.sizes();
+  shape[d] = 0;
+  std::vector<int64_t> extents;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    bool fits = t.dim() == first.dim();
+    for (int64_t k = 0; fits && k < t.dim(); ++k) fits = k == d || t.sizes()[k] == first.sizes()[k];
+    SG_CHECK(fits, ValueError, "cat: tensor ", i, " ", t.describe(), " does not match tensor 0 ",
+             first.describe(), "; sizes must agree except on dimension ", dim);
+    extents.push_back(t.sizes()[d]);
+    shape[d] += t.sizes()[d];
+  }
+  Tensor out = new_output(shape, first.dtype(), first.device());
+  const Stream s = stream_of(out);
+  int64_t offset = 0;
+  const kernels::View ov = out.view();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    kernels::View piece = ov;
+    piece.sizes[d] = extents[i];
+    if (extents[i] > 0 && out.numel() > 0) {
+      piece.data = static_cast<char*>(ov.data) + offset * ov.strides[d] * element_size(ov.dtype);
+    }
+    kernels::copy(s, piece, tensors[i].view());
+    offset += extents[i];
+  }
+  if (any_requires_grad(tensors)) {
+    auto node = std::make_shared<CatBackward>();
+    node->dim = d;
+    node->sizes = extents;
+    wire(node, tensors, {out});
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  check_list(tensors, "stack");
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> pieces;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    SG_CHECK(tensors[i].sizes() == tensors[0].sizes(), ValueError,
+             "stack: all tensors must have one shape, but tensor 0 is ",
+             shape_str(tensors[0].sizes()), " and tensor ", i, " is ",
+             shape_str(tensors[i].sizes()));
+    pieces.push_back(unsqueeze(tensors[i], d));
+  }
+  return cat(pieces, d);
+}
+
+}  // namespace streamgrad
