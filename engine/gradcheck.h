@@ -83,6 +83,25 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const TensorList& inputs,
 GradcheckResult gradgradcheck(const GradcheckFn& fn, const TensorList& inputs,
                               const GradcheckOptions& options = {});
 
+// Stream consistency (streamgrad's own check): runs fn and backward once on one stream,
+// then again with every op on a different stream (StreamPlacementScope: `streams`
+// streams per device) under the deterministic adversarial sim scheduler for
+// `adversarial_seeds` seeds and under the threaded scheduler, and on every other sim
+// device; every input gradient and every intermediate gradient must equal the
+// single-stream run bit for bit. A failure names the first op (in forward order) whose
+// gradient differs, the variant (device, scheduler, seed) and the first differing element.
+// Inputs must live on a sim device. Uses options.raise_exception and options.seed.
+struct StreamCheckOptions {
+  int streams = 3;
+  int adversarial_seeds = 8;
+  int threaded_runs = 4;
+  bool across_devices = true;
+};
+
+GradcheckResult check_stream_consistency(const GradcheckFn& fn, const TensorList& inputs,
+                                         const GradcheckOptions& options = {},
+                                         const StreamCheckOptions& stream_options = {});
+
 }  // namespace streamgrad
 
 #endif  // STREAMGRAD_ENGINE_GRADCHECK_H_

@@ -11,6 +11,7 @@
 // would be changed without history); views that alias their whole base, such as
 // detach() results, are allowed, as in PyTorch.
 #include "engine/accumulate_grad.h"
+#include "engine/stream_placement.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -24,6 +25,7 @@ void rebase(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge
   node->set_next_edges(std::move(edges));
   if (!a.device().is_cpu()) node->set_stream(stream_of(a));
   set_history(a, node);
+  op_recorded({a});
 }
 
 // A view that covers exactly its base's elements in the same order (detach(), the result

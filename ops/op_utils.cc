@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/grad_mode.h"
+#include "engine/stream_placement.h"
 #include "ops/ops.h"
 
 namespace streamgrad {
@@ -91,6 +92,7 @@ kernels::View contiguous_view_as(const Tensor& t, const Shape& shape) {
 void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const TensorList& outputs) {
   node->set_next_edges(collect_next_edges(inputs));
   for (const Tensor& out : outputs) set_history(out, node);
+  op_recorded(outputs);  // the stream-consistency check moves to the next stream here
 }
 
 void check_inplace(const Tensor& a, const char* op) {

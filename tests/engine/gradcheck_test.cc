@@ -134,6 +134,50 @@ TEST_CASE("nondet_tol catches a nondeterministic backward", "[gradcheck]") {
   CHECK_FALSE(gradcheck(f, in, quiet(true)).passed);
 }
 
+// Right on one stream; with its input produced on another stream it computes on that
+// stream without waiting for the incoming gradient, and hands the result over as if it
+// had been produced on its own stream.
+struct RacyScale : Function<RacyScale> {
+  static TensorList forward(FunctionCtx& ctx, const TensorList& in) {
+    ctx.save_for_backward({in[0]});
+    return {mul(in[0], 2.0)};
+  }
+  static TensorList backward(FunctionCtx& ctx, const TensorList& g) {
+    const Tensor x = ctx.saved_tensors()[0];
+    Tensor out = empty_like(g[0]);
+    kernels::unary_scalar(x.stream(), kernels::UnaryScalar::kMul, out.view(), g[0].view(), 2.0);
+    return {out};
+  }
+};
+
+TEST_CASE("stream consistency: right programs pass bit for bit", "[gradcheck][streams]") {
+  TensorList in{randn({4, 3}, f64("sim:0")).requires_grad_(),
+                randn({3, 2}, f64("sim:0")).requires_grad_()};
+  GradcheckFn f = [](const TensorList& x) {
+    Tensor h = tanh(matmul(x[0], x[1]));
+    return TensorList{sum(mul(h, h)), mean(exp(x[1]))};
+  };
+  const GradcheckResult r = check_stream_consistency(f, in, quiet());
+  INFO(r.message);
+  CHECK(r.passed);
+}
+
+TEST_CASE("stream consistency catches a backward that races across streams",
+          "[gradcheck][streams]") {
+  TensorList in{randn({5}, f64("sim:0")).requires_grad_()};
+  GradcheckFn f = [](const TensorList& x) {
+    Tensor a = mul(x[0], 3.0);
+    Tensor b = RacyScale::apply({a}, "RacyScale")[0];
+    return TensorList{sum(mul(b, 1.5))};
+  };
+  CHECK(gradcheck(f, in, quiet()).passed);  // on one stream it is right
+  const GradcheckResult r = check_stream_consistency(f, in, quiet());
+  CHECK_FALSE(r.passed);
+  CHECK(r.message.find("adversarial") != std::string::npos);
+  CHECK(r.message.find("op #") != std::string::npos);
+  CHECK_THROWS_AS(check_stream_consistency(f, in), GradcheckError);
+}
+
 TEST_CASE("bad inputs to gradcheck are clear errors", "[gradcheck][errors]") {
   GradcheckFn f = [](const TensorList& x) { return TensorList{mul(x[0], 2.0)}; };
   CHECK_THROWS_WITH(gradcheck(f, {randn({2}).requires_grad_()}),
