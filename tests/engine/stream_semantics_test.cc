@@ -261,6 +261,13 @@ TEST_CASE("S6: the caller's streams wait for every result stream", "[S6]") {
   }
 }
 
+TEST_CASE("S6: right in 1000 threaded runs with jitter", "[S6][threaded]") {
+  SimSchedulerScope scope(threaded_jitter(6));
+  int wrong = 0;
+  for (int run = 0; run < 1000; ++run) wrong += leaf_sync(run) != 2.0;
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("S6 off (S9): leaves synced with default streams only read stale grads",
           "[S6][S9]") {
   EngineOptions legacy;
