@@ -10,6 +10,7 @@
 #include "engine/factories.h"
 #include "engine/function.h"
 #include "engine/grad_mode.h"
+#include "engine/gradcheck.h"
 #include "engine/tensor.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"

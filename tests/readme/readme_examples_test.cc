@@ -1,0 +1,47 @@
+// The code shown in README.md, compiled and run so that the README cannot rot. Keep the
+// two in step: the README's snippets are copied from here.
+#include <catch2/catch.hpp>
+
+#include "streamgrad.h"
+
+namespace {
+using namespace streamgrad;
+
+// README: "Checking your own operator's gradients"
+struct MySquare : Function<MySquare> {
+  static TensorList forward(FunctionCtx& ctx, const TensorList& in) {
+    ctx.save_for_backward({in[0]});
+    return {mul(in[0], in[0])};
+  }
+  static TensorList backward(FunctionCtx& ctx, const TensorList& grad_out) {
+    Tensor x = ctx.saved_tensors()[0];
+    return {mul(grad_out[0], mul(x, 2.0))};
+  }
+};
+
+TEST_CASE("MySquare has the right gradients", "[readme]") {
+  const TensorOptions f64 = TensorOptions().dtype(DType::kFloat64).device(default_device());
+  TensorList inputs{randn({3, 4}, f64).requires_grad_()};
+  GradcheckFn f = [](const TensorList& x) { return MySquare::apply(x, "MySquare"); };
+
+  CHECK(gradcheck(f, inputs).passed);       // throws GradcheckError with the worst element
+  CHECK(gradgradcheck(f, inputs).passed);   // gradients of gradients
+  GradcheckOptions fast;
+  fast.fast_mode = true;                    // random projections: one backward per input
+  CHECK(gradcheck(f, inputs, fast).passed);
+  if (inputs[0].device().type() == DeviceType::kSim) {
+    CHECK(check_stream_consistency(f, inputs).passed);  // every op on its own stream
+  }
+}
+
+// README: "Autograd in five minutes"
+TEST_CASE("autograd in five minutes", "[readme]") {
+  Tensor x = randn({64, 784}, TensorOptions().device("sim:0"));
+  Tensor w = randn({784, 10}, TensorOptions().device("sim:0")).requires_grad_();
+  Tensor loss = mean(relu(matmul(x, w)));
+  loss.backward();  // w.grad() is ready for the caller's current stream
+  std::vector<float> g = w.grad().to_vector<float>();
+  CHECK(g.size() == 7840);
+}
+
+}  // namespace
