@@ -135,17 +135,13 @@ void index_select(const Stream& stream, const View& out, const View& in, int64_t
   });
 }
 
-void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
-               const View& src) {
-  const char* name = "index_add";
-  check_common(name, stream, out, src, "src", index, dim);
-  cpu::check_floating(name, "out", out);
-  check_one_d(name, out, src, "src", index, dim, src);
-  const IndexCheck chk = make_check(name, index, dim, out.sizes[dim]);
-  const std::vector<int64_t> out_strides = without_dim(out, dim);
-  const std::vector<int64_t> idx_strides = index_along(index, src.dim(), dim);
-  const Layout<3> l = cpu::make_layout<3>(
-      src.sizes, {out_strides.data(), src.strides.data(), idx_strides.data()});
+namespace {
+
+// The shared body of index_add and scatter_add: out[walk] += src, indices checked on
+// the host for cpu and inside the task for sim (before anything is written).
+void accumulate_indexed(const Stream& stream, const char* name, const View& out,
+                        const View& src, const View& index, int64_t dim,
+                        const IndexCheck& chk, const Layout<3>& l) {
   if (l.numel == 0) return;
   const bool host_checked = stream.device().is_cpu();
   if (host_checked) check_indices(chk);
@@ -169,6 +165,22 @@ void index_add(const Stream& stream, const View& out, int64_t dim, const View& i
   });
 }
 
+}  // namespace
+
+void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
+               const View& src) {
+  const char* name = "index_add";
+  check_common(name, stream, out, src, "src", index, dim);
+  cpu::check_floating(name, "out", out);
+  check_one_d(name, out, src, "src", index, dim, src);
+  const IndexCheck chk = make_check(name, index, dim, out.sizes[dim]);
+  const std::vector<int64_t> out_strides = without_dim(out, dim);
+  const std::vector<int64_t> idx_strides = index_along(index, src.dim(), dim);
+  accumulate_indexed(stream, name, out, src, index, dim, chk,
+                     cpu::make_layout<3>(src.sizes, {out_strides.data(), src.strides.data(),
+                                                     idx_strides.data()}));
+}
+
 void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                  const View& src) {
   const char* name = "scatter_add";
@@ -181,28 +193,9 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
            cpu::describe(out), " on a dim other than ", dim);
   const IndexCheck chk = make_check(name, index, dim, out.sizes[dim]);
   const std::vector<int64_t> out_strides = without_dim(out, dim);
-  const Layout<3> l = cpu::make_layout<3>(
-      src.sizes, {out_strides.data(), src.strides.data(), index.strides.data()});
-  if (l.numel == 0) return;
-  const bool host_checked = stream.device().is_cpu();
-  if (host_checked) check_indices(chk);
-  const MemRange reads[] = {out.byte_range(), src.byte_range(), index.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
-  void* o = out.data;
-  const void* s = src.data;
-  const int64_t sd = out.strides[dim];
-  const DType dt = out.dtype;
-  launch(stream, {name, reads, writes}, [l, chk, host_checked, o, s, sd, dt] {
-    if (!host_checked) check_indices(chk);
-    cpu::dispatch_floating(dt, [&](auto t) {
-      using T = decltype(t);
-      T* o0 = static_cast<T*>(o);
-      const T* s0 = static_cast<const T*>(s);
-      indexed_walk(l, chk.data, [&](int64_t oo, int64_t so, int64_t i) {
-        o0[oo + i * sd] += s0[so];
-      });
-    });
-  });
+  accumulate_indexed(stream, name, out, src, index, dim, chk,
+                     cpu::make_layout<3>(src.sizes, {out_strides.data(), src.strides.data(),
+                                                     index.strides.data()}));
 }
 
 }  // namespace kernels

@@ -1,17 +1,6 @@
-"""A Catch2 test of the engine: one source file named after the target."""
+"""A Catch2 test of the engine."""
 
-def engine_test(name, env = {}, size = "small", **kwargs):
-    native.cc_test(
-        name = name,
-        size = size,
-        srcs = [name + ".cc"],
-        env = env,
-        deps = [
-            ":engine_test_util",
-            "//engine",
-            "//ops",
-            "//runtime",
-            "//third_party/catch2:catch2_main",
-        ],
-        **kwargs
-    )
+load("//tests:defs.bzl", "catch_test")
+
+def engine_test(name, **kwargs):
+    catch_test(name = name, deps = [":engine_test_util", "//engine", "//ops", "//runtime"], **kwargs)

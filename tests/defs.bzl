@@ -1,0 +1,11 @@
+"""catch_test: a Catch2 test made of one source file named after the target."""
+
+def catch_test(name, deps, env = {}, size = "small", **kwargs):
+    native.cc_test(
+        name = name,
+        size = size,
+        srcs = [name + ".cc"],
+        env = env,
+        deps = deps + ["//third_party/catch2:catch2_main"],
+        **kwargs
+    )
