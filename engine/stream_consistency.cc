@@ -62,14 +62,17 @@ Run run_once(const GradcheckFn& fn, const TensorList& inputs, Device device,
   TensorList roots, seeds;
   for (size_t o = 0; o < outs.size(); ++o) {
     if (!outs[o].requires_grad()) continue;
-    Tensor w = empty(outs[o].sizes(), TensorOptions().dtype(outs[o].dtype()).device(device));
-    copy_bytes(w.data_ptr(), device, weights[o].data(), Device("cpu"), weights[o].size());
+    // Each seed lives on its output's device (an op may move data to another device).
+    const Device od = outs[o].device();
+    Tensor w = empty(outs[o].sizes(), TensorOptions().dtype(outs[o].dtype()).device(od));
+    copy_bytes(w.data_ptr(), od, weights[o].data(), Device("cpu"), weights[o].size());
     roots.push_back(outs[o]);
     seeds.push_back(w);
   }
   SG_CHECK(!roots.empty(), ValueError, "check_stream_consistency: no output requires grad");
   backward(roots, seeds);
   for (const Tensor& t : leaves) run.input_grads.push_back(bytes_of(t.grad()));
+  for (const Tensor& o : outs) synchronize(o.device());
   for (const Tensor& t : ops) {
     run.op_grads.push_back(bytes_of(t.retains_grad() ? t.grad() : Tensor()));
     run.op_names.push_back(t.grad_fn() ? t.grad_fn()->name() : "leaf");

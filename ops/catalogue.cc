@@ -1,0 +1,374 @@
+// The operator catalogue (ops/catalogue.h): entries in ops.h order.
+#include "ops/catalogue.h"
+
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "engine/factories.h"
+#include "engine/grad_mode.h"
+#include "ops/ops.h"
+#include "runtime/devices.h"
+
+namespace streamgrad {
+namespace {
+
+using T = const Tensor&;
+using Fn = std::function<TensorList(const TensorList&)>;
+
+// Where an input's values may lie. `away` keeps every value at least that far from 0
+// (relu/abs kinks, divisors); `apart` keeps values pairwise at least that far apart (no
+// ties for max/min, even after a perturbation by eps).
+struct Domain {
+  double lo = -1, hi = 1, away = 0, apart = 0;
+};
+constexpr Domain kAny{};
+constexpr Domain kPositive{0.5, 2.0};
+constexpr Domain kNonzero{-1.5, 1.5, 0.5};
+constexpr Domain kKinkFree{-2, 2, 0.1};
+constexpr Domain kDistinct{-2, 2, 0, 0.05};
+// float32 rounding of x +- eps must stay far below the unit derivative: below 2^-17 an
+// ulp of float32 is at most 2^-40, so the central difference is off by < 5e-7.
+constexpr Domain kTiny{-7e-6, 7e-6};
+
+enum class Layout { kDense, kTransposed, kStrided, kIndex };
+
+// How to make one input.
+struct In {
+  Layout layout;
+  Shape shape;
+  Domain dom = kAny;
+  std::vector<int64_t> index = {};
+};
+In dense(Shape s, Domain d = kAny) { return In{Layout::kDense, std::move(s), d}; }
+// A 2-D leaf stored column-major (the transpose of a [s1, s0] tensor).
+In transposed(Shape s, Domain d = kAny) { return In{Layout::kTransposed, std::move(s), d}; }
+// A leaf whose last dim has stride 2 (every other column of a wider tensor).
+In strided(Shape s, Domain d = kAny) { return In{Layout::kStrided, std::move(s), d}; }
+// An int64 index: a constant input (never perturbed, no gradient).
+In indices(std::vector<int64_t> v) { return In{Layout::kIndex, {}, kAny, std::move(v)}; }
+
+// Values are drawn on the host: an entry's inputs depend on (seed, entry) only, not on the
+// shared generator behind manual_seed/randn, and are the same on every device.
+std::vector<double> draw(std::mt19937_64& rng, int64_t n, const Domain& dom) {
+  std::uniform_real_distribution<double> u(dom.lo, dom.hi);
+  std::vector<double> v;
+  while (static_cast<int64_t>(v.size()) < n) {
+    const double x = u(rng);
+    bool ok = std::abs(x) >= dom.away;
+    for (double y : v) ok = ok && std::abs(x - y) >= dom.apart;
+    if (ok) v.push_back(x);
+  }
+  return v;
+}
+
+// Non-contiguous leaves are views of a larger tensor, detached: detach() keeps the strided
+// layout and makes a leaf, which gradcheck can perturb in place.
+Tensor make_input(const In& in, Device d, std::mt19937_64& rng) {
+  const TensorOptions f64 = TensorOptions().dtype(DType::kFloat64).device(d);
+  switch (in.layout) {
+    case Layout::kDense:
+      return from_vector<double>(draw(rng, numel_of(in.shape), in.dom), in.shape, f64)
+          .requires_grad_();
+    case Layout::kTransposed: {
+      const Shape stored{in.shape[1], in.shape[0]};
+      const Tensor base = from_vector<double>(draw(rng, numel_of(stored), in.dom), stored, f64);
+      return transpose(base, 0, 1).detach().requires_grad_();
+    }
+    case Layout::kStrided: {
+      Shape wide = in.shape;
+      wide.back() *= 2;
+      const Tensor base = from_vector<double>(draw(rng, numel_of(wide), in.dom), wide, f64);
+      return slice(base, -1, 0, wide.back(), 2).detach().requires_grad_();
+    }
+    case Layout::kIndex:
+      break;
+  }
+  return from_vector<int64_t>(in.index, {static_cast<int64_t>(in.index.size())},
+                              TensorOptions().dtype(DType::kInt64).device(d));
+}
+
+using Maker = std::vector<In>;
+
+OpSpec entry(std::string name, std::string notes, Fn fn, Maker ins, bool twice) {
+  auto make = [ins = std::move(ins)](Device d, uint64_t seed) {
+    const Device device = resolve_device(d, "op_catalogue");
+    std::mt19937_64 rng(seed);
+    TensorList out;
+    for (const In& in : ins) out.push_back(make_input(in, device, rng));
+    return out;
+  };
+  return OpSpec{std::move(name), std::move(fn), std::move(make), twice, std::move(notes)};
+}
+
+Fn unary(std::function<Tensor(T)> f) {
+  return [f = std::move(f)](const TensorList& x) { return TensorList{f(x[0])}; };
+}
+Fn binary(std::function<Tensor(T, T)> f) {
+  return [f = std::move(f)](const TensorList& x) { return TensorList{f(x[0], x[1])}; };
+}
+
+// Collects entries in ops.h order.
+class Catalogue {
+ public:
+  // `twice`: false where gradgradcheck does not apply (every op so far is twice
+  // differentiable: backward formulas are written with differentiable ops).
+  void add(std::string name, std::string notes, Fn fn, Maker ins, bool twice = true) {
+    entries_.push_back(
+        entry(std::move(name), std::move(notes), std::move(fn), std::move(ins), twice));
+  }
+  std::vector<OpSpec> take() { return std::move(entries_); }
+
+ private:
+  std::vector<OpSpec> entries_;
+};
+
+void arithmetic(Catalogue& c) {
+  const Maker pair = {dense({2, 3}), dense({2, 3})};
+  const Maker noncontig = {transposed({2, 3}), strided({2, 3})};
+  const Maker one = {dense({2, 3})};
+  const Fn add2 = binary([](T a, T b) { return add(a, b); });
+  const Fn mul2 = binary([](T a, T b) { return mul(a, b); });
+  const Fn div2 = binary([](T a, T b) { return div(a, b); });
+  c.add("add", "[2,3] + [2,3]", add2, pair);
+  c.add("add_alpha", "a + (-2.5) b", binary([](T a, T b) { return add(a, b, -2.5); }), pair);
+  c.add("add_broadcast", "[3,1] + [4] -> [3,4]", add2, {dense({3, 1}), dense({4})});
+  c.add("add_noncontig", "transposed + every-other-column leaves", add2, noncontig);
+  c.add("add_scalar", "a + 1.5", unary([](T a) { return add(a, 1.5); }), one);
+  c.add("sub", "[2,3] - [2,3]", binary([](T a, T b) { return sub(a, b); }), pair);
+  c.add("sub_alpha_broadcast", "[2,3] - 0.25 * [3]",
+        binary([](T a, T b) { return sub(a, b, 0.25); }), {dense({2, 3}), dense({3})});
+  c.add("sub_scalar", "a - 2", unary([](T a) { return sub(a, 2.0); }), one);
+  c.add("sub_rscalar", "sub(double, Tensor): 2 - a", unary([](T a) { return sub(2.0, a); }), one);
+  c.add("mul", "[2,3] * [2,3]", mul2, pair);
+  c.add("mul_broadcast", "[2,1,3] * [2,3] -> [2,2,3]", mul2, {dense({2, 1, 3}), dense({2, 3})});
+  c.add("mul_noncontig", "transposed * every-other-column leaves", mul2, noncontig);
+  c.add("mul_self", "a * a: one leaf on both operands, gradients accumulate",
+        unary([](T a) { return mul(a, a); }), one);
+  c.add("mul_scalar", "a * -1.5", unary([](T a) { return mul(a, -1.5); }), one);
+  c.add("div", "[2,3] / [2,3], |divisor| >= 0.5", div2, {dense({2, 3}), dense({2, 3}, kNonzero)});
+  c.add("div_broadcast", "[2,3] / [2,1], |divisor| >= 0.5", div2,
+        {dense({2, 3}), dense({2, 1}, kNonzero)});
+  c.add("div_scalar", "a / 4", unary([](T a) { return div(a, 4.0); }), one);
+  c.add("div_rscalar", "div(double, Tensor): 2 / a, |a| >= 0.5",
+        unary([](T a) { return div(2.0, a); }), {dense({2, 3}, kNonzero)});
+  c.add("neg", "-a", unary([](T a) { return neg(a); }), one);
+  c.add("neg_noncontig", "-a, every-other-column leaf", unary([](T a) { return neg(a); }),
+        {strided({3, 2})});
+}
+
+void math(Catalogue& c) {
+  const Maker any = {dense({2, 3})};
+  const Maker pos = {dense({2, 3}, kPositive)};
+  const Maker kinkfree = {dense({2, 3}, kKinkFree)};
+  c.add("exp", "[2,3]", unary([](T a) { return exp(a); }), any);
+  c.add("exp_noncontig", "transposed leaf", unary([](T a) { return exp(a); }),
+        {transposed({3, 2})});
+  c.add("log", "a in [0.5, 2)", unary([](T a) { return log(a); }), pos);
+  c.add("log_noncontig", "every-other-column leaf in [0.5, 2)",
+        unary([](T a) { return log(a); }), {strided({2, 3}, kPositive)});
+  c.add("sqrt", "a in [0.5, 2)", unary([](T a) { return sqrt(a); }), pos);
+  c.add("pow", "a^2.5, a in [0.5, 2)", unary([](T a) { return pow(a, 2.5); }), pos);
+  c.add("pow_int", "a^3, any sign", unary([](T a) { return pow(a, 3.0); }), any);
+  c.add("pow_negative", "a^-1.5, a in [0.5, 2)", unary([](T a) { return pow(a, -1.5); }), pos);
+  c.add("tanh", "[2,3] in [-1, 1)", unary([](T a) { return tanh(a); }), any);
+  c.add("sigmoid", "[2,3] in [-1, 1)", unary([](T a) { return sigmoid(a); }), any);
+  c.add("relu", "|a| >= 0.1 (away from the kink)", unary([](T a) { return relu(a); }), kinkfree);
+  c.add("relu_noncontig", "transposed leaf, |a| >= 0.1", unary([](T a) { return relu(a); }),
+        {transposed({3, 2}, kKinkFree)});
+  c.add("abs", "|a| >= 0.1 (away from the kink)", unary([](T a) { return abs(a); }), kinkfree);
+}
+
+void reductions(Catalogue& c) {
+  const Maker cube = {dense({2, 3, 2})};
+  const Maker tr = {transposed({3, 4})};
+  c.add("sum", "all of [2,3,2]", unary([](T a) { return sum(a); }), cube);
+  c.add("sum_dims", "dims {0, 2} of [2,3,2]", unary([](T a) { return sum(a, {0, 2}); }), cube);
+  c.add("sum_keepdim", "dim -1 of [2,3,2], keepdim",
+        unary([](T a) { return sum(a, {-1}, true); }), cube);
+  c.add("sum_noncontig", "dim 0 of a transposed [3,4] leaf",
+        unary([](T a) { return sum(a, {0}); }), tr);
+  c.add("mean", "all of [2,3,2]", unary([](T a) { return mean(a); }), cube);
+  c.add("mean_dims", "dim 1 of [2,3,2]", unary([](T a) { return mean(a, {1}); }), cube);
+  c.add("mean_keepdim", "dims {0, 2} of [2,3,2], keepdim",
+        unary([](T a) { return mean(a, {0, 2}, true); }), cube);
+  c.add("mean_noncontig", "dim 1 of a transposed [3,4] leaf",
+        unary([](T a) { return mean(a, {1}); }), tr);
+  // Values only: the int64 indices are not differentiable. Distinct values: no ties.
+  const Maker distinct = {dense({3, 4}, kDistinct)};
+  const Maker distinct_tr = {transposed({3, 4}, kDistinct)};
+  c.add("max", "values along dim 1 of [3,4], no ties",
+        unary([](T a) { return max(a, 1).first; }), distinct);
+  c.add("max_keepdim", "values along dim 0 of [3,4], keepdim, no ties",
+        unary([](T a) { return max(a, 0, true).first; }), distinct);
+  c.add("max_noncontig", "values along dim -1 of a transposed leaf, no ties",
+        unary([](T a) { return max(a, -1).first; }), distinct_tr);
+  c.add("min", "values along dim 1 of [3,4], no ties",
+        unary([](T a) { return min(a, 1).first; }), distinct);
+  c.add("min_keepdim", "values along dim 0 of [3,4], keepdim, no ties",
+        unary([](T a) { return min(a, 0, true).first; }), distinct);
+  c.add("min_noncontig", "values along dim 0 of a transposed leaf, no ties",
+        unary([](T a) { return min(a, 0).first; }), distinct_tr);
+}
+
+void linear_algebra(Catalogue& c) {
+  const Fn mm = binary([](T a, T b) { return matmul(a, b); });
+  c.add("matmul", "[3,2] x [2,4]", mm, {dense({3, 2}), dense({2, 4})});
+  c.add("matmul_batched", "[2,2,3] x [2,3,2]", mm, {dense({2, 2, 3}), dense({2, 3, 2})});
+  c.add("matmul_broadcast", "[2,2,3] x [3,2] (the 2-D operand broadcasts over the batch)", mm,
+        {dense({2, 2, 3}), dense({3, 2})});
+  c.add("matmul_noncontig", "transposed [3,2] x every-other-column [2,4]", mm,
+        {transposed({3, 2}), strided({2, 4})});
+}
+
+void shapes(Catalogue& c) {
+  const Maker cube = {dense({2, 3, 2})};
+  const Maker m34 = {dense({3, 4})};
+  const Maker tr = {transposed({3, 4})};
+  c.add("transpose", "dims 0, 2 of [2,3,2]", unary([](T a) { return transpose(a, 0, 2); }), cube);
+  c.add("transpose_noncontig", "back to row-major: a transposed leaf, dims 0, 1",
+        unary([](T a) { return transpose(a, 0, 1); }), tr);
+  c.add("permute", "{1, 2, 0} of [2,3,2]", unary([](T a) { return permute(a, {1, 2, 0}); }),
+        cube);
+  c.add("permute_negative", "{-1, 0, 1} of [2,3,2]",
+        unary([](T a) { return permute(a, {-1, 0, 1}); }), cube);
+  c.add("reshape", "[2,3,2] -> [4,-1] (a view)", unary([](T a) { return reshape(a, {4, -1}); }),
+        cube);
+  c.add("reshape_noncontig", "transposed [3,4] -> [12] (a copy)",
+        unary([](T a) { return reshape(a, {12}); }), tr);
+  c.add("view", "[2,3,2] -> [6,2]", unary([](T a) { return view(a, {6, 2}); }), cube);
+  c.add("expand", "[3,1] -> [2,3,4]", unary([](T a) { return expand(a, {2, 3, 4}); }),
+        {dense({3, 1})});
+  c.add("squeeze", "all size-1 dims of [1,3,1,2]", unary([](T a) { return squeeze(a); }),
+        {dense({1, 3, 1, 2})});
+  c.add("squeeze_dim", "dim -1 of [2,3,1]", unary([](T a) { return squeeze(a, -1); }),
+        {dense({2, 3, 1})});
+  c.add("unsqueeze", "dim 1 of [2,3]", unary([](T a) { return unsqueeze(a, 1); }),
+        {dense({2, 3})});
+  c.add("unsqueeze_noncontig", "dim 2 of a transposed [3,4] leaf",
+        unary([](T a) { return unsqueeze(a, 2); }), tr);
+  c.add("slice", "dim 1, [0, 4) step 2 of [3,4]",
+        unary([](T a) { return slice(a, 1, 0, 4, 2); }), m34);
+  c.add("slice_negative", "dim -1, [-3, -1) of [3,4]",
+        unary([](T a) { return slice(a, -1, -3, -1); }), m34);
+  c.add("slice_noncontig", "dim 0, [1, 3) of a transposed [3,4] leaf",
+        unary([](T a) { return slice(a, 0, 1, 3); }), tr);
+  c.add("narrow", "dim 1, start 1, length 2 of [3,4]",
+        unary([](T a) { return narrow(a, 1, 1, 2); }), m34);
+  c.add("narrow_noncontig", "dim 0, start 1, length 2 of an every-other-column [3,2] leaf",
+        unary([](T a) { return narrow(a, 0, 1, 2); }), {strided({3, 2})});
+  c.add("cat", "[2,3] and [1,3] along dim 0", binary([](T a, T b) { return cat({a, b}); }),
+        {dense({2, 3}), dense({1, 3})});
+  c.add("cat_dim1", "[2,3] and a transposed [2,2] leaf along dim -1",
+        binary([](T a, T b) { return cat({a, b}, -1); }), {dense({2, 3}), transposed({2, 2})});
+  c.add("cat_repeated", "{a, b, a} along dim 0: a's gradient accumulates",
+        binary([](T a, T b) { return cat({a, b, a}); }), {dense({2, 2}), dense({1, 2})});
+  c.add("stack", "two [2,3] along dim 0", binary([](T a, T b) { return stack({a, b}); }),
+        {dense({2, 3}), dense({2, 3})});
+  c.add("stack_dim2", "[2,3] and a transposed [2,3] leaf along dim 2",
+        binary([](T a, T b) { return stack({a, b}, 2); }), {dense({2, 3}), transposed({2, 3})});
+  c.add("stack_repeated", "{a, a} along dim -1", unary([](T a) { return stack({a, a}, -1); }),
+        {dense({2, 3})});
+  const Fn select1 = binary([](T a, T i) { return index_select(a, 1, i); });
+  c.add("index_select", "dim 1 of [3,4], index {3, 0, 3, 1} (repeats accumulate)", select1,
+        {dense({3, 4}), indices({3, 0, 3, 1})});
+  c.add("index_select_dim0", "dim 0 of [3,4], index {2, 2, 0}",
+        binary([](T a, T i) { return index_select(a, 0, i); }),
+        {dense({3, 4}), indices({2, 2, 0})});
+  c.add("index_select_noncontig", "dim 1 of a transposed [3,4] leaf, index {1, 3}", select1,
+        {transposed({3, 4}), indices({1, 3})});
+  c.add("clone", "[2,3]", unary([](T a) { return clone(a); }), {dense({2, 3})});
+  c.add("clone_noncontig", "every-other-column leaf", unary([](T a) { return clone(a); }),
+        {strided({2, 3})});
+  c.add("contiguous", "transposed [3,4] leaf (a real copy)",
+        unary([](T a) { return contiguous(a); }), tr);
+  c.add("contiguous_noop", "contiguous [2,3] leaf: the output is the input itself",
+        unary([](T a) { return contiguous(a); }), {dense({2, 3})});
+}
+
+void devices_and_dtypes(Catalogue& c) {
+  c.add("to_device", "to(peer_device): sim:0 -> sim:1, cpu -> sim:0",
+        unary([](T a) { return to(a, peer_device(a.device())); }), {dense({2, 3})});
+  c.add("to_device_roundtrip", "to the peer device, * 2 there, and back",
+        unary([](T a) { return to(mul(to(a, peer_device(a.device())), 2.0), a.device()); }),
+        {dense({2, 3})});
+  c.add("to_device_nonblocking", "non_blocking there and back, transposed leaf",
+        unary([](T a) { return to(to(a, peer_device(a.device()), true), a.device(), true); }),
+        {transposed({2, 3})});
+  c.add("to_dtype", "float64 -> float32, |a| < 7e-6 (float32 rounding stays small)",
+        unary([](T a) { return to(a, DType::kFloat32); }), {dense({2, 3}, kTiny)});
+}
+
+// In place, wrapped: the leaf is cloned and the clone modified, so gradients reach it.
+void in_place(Catalogue& c) {
+  const Maker pair = {dense({2, 3}), dense({2, 3})};
+  const Maker row = {dense({2, 3}), dense({3})};
+  const Maker one = {dense({2, 3})};
+  c.add("add_", "clone(a).add_(b, 0.5)",
+        binary([](T a, T b) { Tensor t = clone(a); return add_(t, b, 0.5); }), pair);
+  c.add("add__broadcast", "clone(a [2,3]).add_(b [3], -1)",
+        binary([](T a, T b) { Tensor t = clone(a); return add_(t, b, -1.0); }), row);
+  c.add("mul_", "clone(a).mul_(b)",
+        binary([](T a, T b) { Tensor t = clone(a); return mul_(t, b); }), pair);
+  c.add("mul__broadcast", "clone(a [2,3]).mul_(b [3])",
+        binary([](T a, T b) { Tensor t = clone(a); return mul_(t, b); }), row);
+  c.add("mul__self", "t = clone(a); t.mul_(t): t squared through aliasing",
+        unary([](T a) { Tensor t = clone(a); return mul_(t, t); }), one);
+  c.add("mul__scalar", "clone(a).mul_(-3)",
+        unary([](T a) { Tensor t = clone(a); return mul_(t, -3.0); }), one);
+  c.add("zero_", "clone(a).zero_(): a's gradient is zero",
+        unary([](T a) { Tensor t = clone(a); return zero_(t); }), one);
+  c.add("zero__then_add_", "t = clone(a); t.zero_(); t.add_(b): a gets 0, b gets 1",
+        binary([](T a, T b) { Tensor t = clone(a); zero_(t); return add_(t, b); }), pair);
+  c.add("fill_", "t = clone(a); t.fill_(2.5); t.mul_(b): a gets 0, b gets 2.5",
+        binary([](T a, T b) { Tensor t = clone(a); fill_(t, 2.5); return mul_(t, b); }), pair);
+  c.add("copy_", "clone(a).copy_(b): a gets 0, b gets 1",
+        binary([](T a, T b) { Tensor t = clone(a); return copy_(t, b); }), pair);
+  c.add("copy__broadcast", "clone(a [2,3]).copy_(b [3])",
+        binary([](T a, T b) { Tensor t = clone(a); return copy_(t, b); }), row);
+  c.add("copy__noncontig", "clone(a [2,3]).copy_(transposed leaf)",
+        binary([](T a, T b) { Tensor t = clone(a); return copy_(t, b); }),
+        {dense({2, 3}), transposed({2, 3})});
+  c.add("copy__device", "clone(a).copy_(to(3 b, peer_device)): the source on another device",
+        binary([](T a, T b) {
+          Tensor t = clone(a);
+          return copy_(t, to(mul(b, 3.0), peer_device(b.device())));
+        }),
+        pair);
+}
+
+std::vector<OpSpec> build() {
+  Catalogue c;
+  arithmetic(c);
+  math(c);
+  reductions(c);
+  linear_algebra(c);
+  shapes(c);
+  devices_and_dtypes(c);
+  in_place(c);
+  return c.take();
+}
+
+}  // namespace
+
+const std::vector<OpSpec>& op_catalogue() {
+  static const std::vector<OpSpec> catalogue = build();
+  return catalogue;
+}
+
+const OpSpec* find_op(const std::string& name) {
+  for (const OpSpec& op : op_catalogue()) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+Device peer_device(Device d) {
+  if (d.is_cpu()) return try_device(DeviceType::kSim, 0);
+  for (const Device& other : all_devices(d.type())) {
+    if (!other.is_cpu() && other != d) return other;
+  }
+  return Device("cpu");
+}
+
+}  // namespace streamgrad
