@@ -218,13 +218,14 @@ GradcheckResult full_check(const GradcheckFn& fn, const TensorList& inputs,
       }
       if (!r.passed) return finish(r, o);
       double worst = 0;
-      int64_t worst_e = -1;
+      int64_t worst_e = -1, first_e = -1;
       for (size_t e = 0; e < aj.size(); ++e) {
         const double num = n.j[out][in][e];
         const double err = std::abs(aj[e] - num);
         r.max_abs_err = std::max(r.max_abs_err, err);
         if (num != 0) r.max_rel_err = std::max(r.max_rel_err, err / std::abs(num));
         const double excess = err - (o.atol + o.rtol * std::abs(num));
+        if (excess > 0 && first_e < 0) first_e = static_cast<int64_t>(e);
         if (excess > worst) {
           worst = excess;
           worst_e = static_cast<int64_t>(e);
@@ -238,16 +239,23 @@ GradcheckResult full_check(const GradcheckFn& fn, const TensorList& inputs,
         r.input_element = worst_e % cols;
         r.analytical = aj[worst_e];
         r.numerical = n.j[out][in][worst_e];
+        r.first_output_element = first_e / cols;
+        r.first_input_element = first_e % cols;
+        r.first_analytical = aj[first_e];
+        r.first_numerical = n.j[out][in][first_e];
         if (aj.size() <= kMaxStoredJacobian) {
           r.analytical_jacobian = aj;
           r.numerical_jacobian = n.j[out][in];
         }
         r.message = absl::StrFormat(
-            "gradcheck failed for output %d with respect to input %d: the worst Jacobian "
-            "element is [%d, %d] (output element %d, input element %d): analytical %.10g, "
-            "numerical %.10g (|difference| %.3g > atol %g + rtol %g * |numerical|)",
-            out, in, r.output_element, r.input_element, r.output_element, r.input_element,
-            r.analytical, r.numerical, std::abs(r.analytical - r.numerical), o.atol, o.rtol);
+            "gradcheck failed for output %d with respect to input %d: the first wrong "
+            "Jacobian element is [%d, %d] (output element %d, input element %d): analytical "
+            "%.10g, numerical %.10g; the worst is [%d, %d]: analytical %.10g, numerical "
+            "%.10g (|difference| %.3g > atol %g + rtol %g * |numerical|)",
+            out, in, r.first_output_element, r.first_input_element, r.first_output_element,
+            r.first_input_element, r.first_analytical, r.first_numerical, r.output_element,
+            r.input_element, r.analytical, r.numerical, std::abs(r.analytical - r.numerical),
+            o.atol, o.rtol);
         if (aj.size() <= 36) {
           absl::StrAppend(&r.message, "\nanalytical:\n", jacobian_text(aj, rows, cols),
                           "\nnumerical:\n", jacobian_text(n.j[out][in], rows, cols));

@@ -13,8 +13,8 @@
 // backward twice and allows that much difference (0: the two runs must agree exactly).
 // check_undefined_grad differentiates each output alone, so backward functions see
 // undefined gradients for the others and must treat them as zeros.
-// The result names the failing output and input, the worst element (flat indices into
-// the output and the input) with both values, and holds both Jacobians when they have at
+// The result names the failing output and input, the first wrong element and the worst
+// one (flat indices into the output and the input) with both values, and holds both Jacobians when they have at
 // most 4096 entries.
 //
 // Inputs: float64 tensors (float32 is refused: central differences in float32 are too
@@ -55,10 +55,16 @@ struct GradcheckResult {
   std::string message;  // empty when passed
   int output_index = -1;
   int input_index = -1;
-  int64_t output_element = -1;  // flat index into the output (-1 in fast mode)
-  int64_t input_element = -1;   // flat index into the input (-1 in fast mode)
+  // The worst element of the failing pair (flat indices; -1 in fast mode).
+  int64_t output_element = -1;
+  int64_t input_element = -1;
   double analytical = 0;
   double numerical = 0;
+  // The first wrong element in row-major order of the failing pair's Jacobian.
+  int64_t first_output_element = -1;
+  int64_t first_input_element = -1;
+  double first_analytical = 0;
+  double first_numerical = 0;
   double max_abs_err = 0;  // over everything compared
   double max_rel_err = 0;
   // Row-major [output numel][input numel] of the failing pair, when small enough.

@@ -88,6 +88,11 @@ TEST_CASE("a backward off by a factor on input 1 is reported precisely", "[gradc
   CHECK(r.input_element == 2);
   CHECK(r.analytical == Approx(4.5));
   CHECK(r.numerical == Approx(3.0));
+  CHECK(r.first_output_element == 0);  // the first wrong one: (0, 0), 1.5 vs 1
+  CHECK(r.first_input_element == 0);
+  CHECK(r.first_analytical == Approx(1.5));
+  CHECK(r.first_numerical == Approx(1.0));
+  CHECK(r.message.find("first wrong Jacobian element is [0, 0]") != std::string::npos);
   CHECK(r.analytical_jacobian.size() == 9);
   CHECK(r.message.find("output 0 with respect to input 1") != std::string::npos);
   CHECK(r.message.find("analytical 4.5") != std::string::npos);
