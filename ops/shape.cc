@@ -110,6 +110,20 @@ std::string dims_str(const std::vector<int64_t>& dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
 
+// The view of `a` with dims reordered by `perm`; its backward applies `inverse`.
+Tensor permuted_view(const Tensor& a, const std::vector<int64_t>& perm,
+                     const std::vector<int64_t>& inverse, const char* node_name) {
+  const size_t rank = perm.size();
+  Shape sizes(rank), strides(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    sizes[i] = a.sizes()[perm[i]];
+    strides[i] = a.strides()[perm[i]];
+  }
+  Tensor out = make_view(a, sizes, strides, a.storage_offset());
+  if (any_requires_grad({a})) wire(std::make_shared<PermuteBackward>(inverse, node_name), {a}, {out});
+  return out;
+}
+
 }  // namespace
 
 Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
@@ -124,16 +138,7 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
              dims_str(dims));
     inverse[perm[i]] = i;
   }
-  Shape sizes(rank), strides(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    sizes[i] = a.sizes()[perm[i]];
-    strides[i] = a.strides()[perm[i]];
-  }
-  Tensor out = make_view(a, sizes, strides, a.storage_offset());
-  if (any_requires_grad({a})) {
-    wire(std::make_shared<PermuteBackward>(inverse, "PermuteBackward"), {a}, {out});
-  }
-  return out;
+  return permuted_view(a, perm, inverse, "PermuteBackward");
 }
 
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
@@ -143,17 +148,8 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
   std::vector<int64_t> perm(rank);
   for (int64_t i = 0; i < rank; ++i) perm[i] = i;
   if (rank > 0) std::swap(perm[d0], perm[d1]);
-  Shape sizes(rank), strides(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    sizes[i] = a.sizes()[perm[i]];
-    strides[i] = a.strides()[perm[i]];
-  }
-  Tensor out = make_view(a, sizes, strides, a.storage_offset());
   // A transposition is its own inverse.
-  if (any_requires_grad({a})) {
-    wire(std::make_shared<PermuteBackward>(perm, "TransposeBackward"), {a}, {out});
-  }
-  return out;
+  return permuted_view(a, perm, perm, "TransposeBackward");
 }
 
 Tensor squeeze(const Tensor& a) {
