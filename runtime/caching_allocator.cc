@@ -8,6 +8,7 @@
 #include "runtime/config.h"
 #include "runtime/devices.h"
 #include "runtime/error.h"
+#include "runtime/launch.h"
 
 namespace streamgrad {
 
@@ -111,6 +112,7 @@ void* DeviceAllocator::allocate(size_t bytes, const Stream& stream) {
                      ". Free tensors that are no longer needed or use smaller batches"),
         bytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved));
   }
+  detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(p, size); });
   Block* b = new Block{static_cast<char*>(p), size, stream.id()};
   segments_[reinterpret_cast<uintptr_t>(p)] = Segment{size, b};
   update(stats_.reserved_bytes, static_cast<int64_t>(size));
@@ -173,7 +175,10 @@ void DeviceAllocator::free(void* ptr) {
       ++stats_.num_deferred_frees;
       for (StreamId use : b->uses) {
         std::unique_ptr<BackendEvent> event = get_event();
-        backend_.record_event(*event, Stream::unchecked(device_, use));
+        const Stream on = Stream::unchecked(device_, use);
+        backend_.record_event(*event, on);
+        const void* key = event.get();
+        detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });
         pending_.push_back(Pending{std::move(event), b});
         ++b->events_left;
       }
@@ -231,6 +236,9 @@ void DeviceAllocator::process_events(std::vector<void*>& to_free) {
       still.push_back(std::move(p));
       continue;
     }
+    // The host now knows that stream passed the free: reuse is ordered after its uses.
+    const void* key = p.event.get();
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
     event_pool_.push_back(std::move(p.event));
     if (--p.block->events_left == 0) release_block(p.block, to_free);
   }
@@ -267,7 +275,11 @@ void DeviceAllocator::empty_cache() {
     std::lock_guard<std::mutex> lk(mu_);
     waiting.swap(pending_);
   }
-  for (Pending& p : waiting) backend_.synchronize_event(*p.event);
+  for (Pending& p : waiting) {
+    backend_.synchronize_event(*p.event);
+    const void* key = p.event.get();
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
+  }
   std::vector<void*> to_free;
   {
     std::lock_guard<std::mutex> lk(mu_);

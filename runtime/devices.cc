@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
+#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace {
@@ -99,6 +100,7 @@ void synchronize(Device device) {
   const Device d = resolve_device(device, "synchronize");
   if (d.is_cpu()) return;
   backend(d.type()).synchronize_device(d.index());
+  detail::notify_observers([&](LaunchObserver& o) { o.on_device_synchronize(d); });
 }
 
 }  // namespace streamgrad

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "runtime/devices.h"
+#include "runtime/launch.h"
 #include "runtime/error.h"
 
 namespace streamgrad {
@@ -27,6 +28,10 @@ void Event::record(const Stream& stream) {
   if (impl_ == nullptr) impl_ = b.create_event(d.index(), timing_);
   b.record_event(*impl_, s);
   g_records.fetch_add(1, std::memory_order_relaxed);
+  if (detail::have_observers()) {
+    const void* key = impl_.get();
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, s); });
+  }
   device_ = d;
 }
 
@@ -43,17 +48,31 @@ void Event::block(const Stream& stream) const {
   SG_CHECK(d.type() == device_->type(), DeviceError, "Event::block: event recorded on ",
            device_->str(), " cannot order stream ", stream.str(), " of another device type; ",
            "synchronize the event on the host instead");
-  backend(d.type()).block_event(*impl_, Stream::unchecked(d, stream.id()));
+  const Stream s = Stream::unchecked(d, stream.id());
+  backend(d.type()).block_event(*impl_, s);
+  if (detail::have_observers()) {
+    const void* key = impl_.get();
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_block(key, s); });
+  }
 }
 
 bool Event::query() const {
   if (impl_ == nullptr) return true;
-  return backend(device_->type()).query_event(*impl_);
+  const bool done = backend(device_->type()).query_event(*impl_);
+  if (done && detail::have_observers()) {
+    const void* key = impl_.get();
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
+  }
+  return done;
 }
 
 void Event::synchronize() const {
   if (impl_ == nullptr) return;
   backend(device_->type()).synchronize_event(*impl_);
+  if (detail::have_observers()) {
+    const void* key = impl_.get();
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
+  }
 }
 
 double Event::elapsed_ms(const Event& end) const {

@@ -8,6 +8,7 @@
 #include "runtime/config.h"
 #include "runtime/devices.h"
 #include "runtime/error.h"
+#include "runtime/stream_sanitizer.h"
 
 namespace streamgrad {
 namespace {
@@ -26,6 +27,9 @@ Observers& observers() {
 // Validates the stream, tells the observers, then hands the work to the backend.
 template <typename Submit>
 void dispatch(const Stream& stream, const LaunchDesc& desc, Submit submit) {
+  // STREAMGRAD_SANITIZE_STREAMS=1 installs the process-wide sanitizer before any work.
+  static StreamSanitizer* const sanitizer = global_stream_sanitizer();
+  (void)sanitizer;
   const Device d = resolve_device(stream.device(), desc.name);
   const Stream s = Stream::unchecked(d, stream.id());
   Backend& b = backend(d.type());
@@ -41,6 +45,17 @@ void dispatch(const Stream& stream, const LaunchDesc& desc, Submit submit) {
 }
 
 }  // namespace
+
+namespace detail {
+bool have_observers() { return observers().count.load(std::memory_order_acquire) > 0; }
+
+void notify_observers(const std::function<void(LaunchObserver&)>& fn) {
+  if (!have_observers()) return;
+  Observers& o = observers();
+  std::lock_guard<std::mutex> lk(o.mu);
+  for (LaunchObserver* obs : o.list) fn(*obs);
+}
+}  // namespace detail
 
 void add_launch_observer(LaunchObserver* observer) {
   Observers& o = observers();

@@ -23,6 +23,7 @@
 #define STREAMGRAD_RUNTIME_LAUNCH_H_
 
 #include <cstddef>
+#include <functional>
 
 #include "absl/types/span.h"
 #include "runtime/backend.h"
@@ -44,11 +45,30 @@ struct LaunchDesc {
   LaunchKind kind = LaunchKind::kKernel;
 };
 
+// Sees every launch and every ordering operation of the runtime, on the thread that made
+// it: the stream sanitizer and the trace recorder are observers. `event` identifies an
+// event (its backend object) for as long as it lives.
 class LaunchObserver {
  public:
   virtual ~LaunchObserver() = default;
   virtual void on_launch(const Stream& stream, const LaunchDesc& desc) = 0;
+  virtual void on_event_record(const void* event, const Stream& stream) {}
+  virtual void on_event_block(const void* event, const Stream& stream) {}
+  // The host learnt that everything before the event's latest record completed
+  // (Event::synchronize, or a query() that returned true).
+  virtual void on_event_complete(const void* event) {}
+  virtual void on_stream_synchronize(const Stream& stream) {}
+  virtual void on_device_synchronize(Device device) {}
+  // [ptr, ptr + bytes) was just obtained from the device (raw allocation): nothing can
+  // still be using it, whatever used the same addresses before.
+  virtual void on_memory_reset(const void* ptr, size_t bytes) {}
 };
+
+namespace detail {
+// Calls fn(observer) for every observer; free when there are none.
+bool have_observers();
+void notify_observers(const std::function<void(LaunchObserver&)>& fn);
+}  // namespace detail
 
 // Observers are not owned; remove one before destroying it.
 void add_launch_observer(LaunchObserver* observer);

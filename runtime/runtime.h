@@ -17,5 +17,6 @@
 #include "runtime/sim/sim.h"
 #include "runtime/storage.h"
 #include "runtime/stream.h"
+#include "runtime/stream_sanitizer.h"
 
 #endif  // STREAMGRAD_RUNTIME_RUNTIME_H_

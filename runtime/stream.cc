@@ -11,6 +11,7 @@
 #include "runtime/devices.h"
 #include "runtime/error.h"
 #include "runtime/event.h"
+#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace {
@@ -77,6 +78,8 @@ bool Stream::query() const {
 
 void Stream::synchronize() const {
   checked_backend(*this, "Stream::synchronize").synchronize_stream(*this);
+  const Stream self = *this;
+  detail::notify_observers([&](LaunchObserver& o) { o.on_stream_synchronize(self); });
 }
 
 void Stream::wait_stream(const Stream& other) const {

@@ -33,6 +33,8 @@ TEST_CASE("S1: outputs are stamped with the current stream; nodes take the first
   Tensor x = ones({3}, TensorOptions().device("sim:0")).requires_grad_();
   Tensor y;
   {
+    f.wait_stream(Stream::default_for("sim:0"));  // x was made on the default stream
+    x.storage().record_stream(f);                 // and is read on f (S8)
     StreamGuard g(f);
     y = mul(x, 2.0);
   }
@@ -49,6 +51,8 @@ TEST_CASE("S1: outputs are stamped with the current stream; nodes take the first
   const Stream s1 = side_stream(1, 0);
   Tensor z = ones({2}, TensorOptions().device("sim:1")).requires_grad_();
   TensorList outs;
+  s1.wait_stream(Stream::default_for("sim:1"));  // z was made on the default stream
+  z.storage().record_stream(s1);                 // and is read on s1 (S8)
   {
     StreamGuard g(s1);
     outs = Mixed::apply({z});
@@ -64,10 +68,14 @@ TEST_CASE("S2: a node's backward runs on its device worker with its canonical st
   const Stream f = side_stream(0, 1);
   Tensor x = ones({4}, TensorOptions().device("sim:0")).requires_grad_();
   Tensor y;
+  f.wait_stream(Stream::default_for("sim:0"));  // x was made on the default stream
+  x.storage().record_stream(f);                 // and is read on f (S8)
   {
     StreamGuard g(f);
     y = Probe::apply({x})[0];
   }
+  Stream::default_for("sim:0").wait_stream(f);  // the loss is taken on the default stream
+  y.storage().record_stream(Stream::default_for("sim:0"));
   sum(y).backward();
   REQUIRE(Probe::seen_stream.has_value());
   CHECK(*Probe::seen_stream == f);
@@ -119,6 +127,7 @@ TEST_CASE("S3: the seed's producer stream is the caller's current stream", "[S3]
 
 TEST_CASE("S3 off (S9): the historical seed race gives wrong gradients under the adversary",
           "[S3][S9][seed_race]") {
+  SanitizerSuppression races_on_purpose;  // the test races to show the rule
   const bool implicit_seed = GENERATE(false, true);
   INFO((implicit_seed ? "implicit ones seed" : "explicit seed filled on S"));
   EngineOptions legacy;
@@ -221,6 +230,8 @@ TEST_CASE("S5: AccumulateGrad writes .grad on the leaf's stream; hooks run there
     StreamGuard g(f);
     x = ones({3}, TensorOptions().device("sim:1")).requires_grad_();
   }
+  current_stream("sim:1").wait_stream(f);  // x was made on f, the forward runs on default
+  x.storage().record_stream(current_stream("sim:1"));
   std::optional<Stream> hook_stream;
   x.register_post_accumulate_grad_hook(
       [&](const Tensor& t) { hook_stream = current_stream(t.device()); });
@@ -270,6 +281,7 @@ TEST_CASE("S6: right in 1000 threaded runs with jitter", "[S6][threaded]") {
 
 TEST_CASE("S6 off (S9): leaves synced with default streams only read stale grads",
           "[S6][S9]") {
+  SanitizerSuppression races_on_purpose;  // the test races to show the rule
   EngineOptions legacy;
   legacy.legacy_leaf_sync = true;
   EngineOptionsGuard opts(legacy);

@@ -44,6 +44,7 @@ SimSchedulerOptions deterministic(SimPolicy policy, uint64_t seed) {
 }
 
 TEST_CASE("adversarial policy exposes a missing wait as a stale read", "[sim][scheduler]") {
+  SanitizerSuppression races_on_purpose;  // the test races to show the rule
   for (uint64_t seed : {0u, 1u, 42u}) {
     SimSchedulerScope scope(deterministic(SimPolicy::kAdversarial, seed));
     CHECK(producer_consumer(/*with_wait=*/false) == 0);
