@@ -63,7 +63,7 @@ void SimExecutor::enqueue(StreamState& s, Task task) {
     s.worker = std::make_unique<std::thread>(&SimExecutor::worker_loop, this, &s);
     s.worker->detach();
   }
-  cv_.notify_all();
+  s.wake.notify_one();
 }
 
 void SimExecutor::enqueue_work(int device, int id, Fn fn) {
@@ -155,14 +155,21 @@ void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, boo
     s.running = false;
     if (deterministic) det_running_ = false;
   }
-  cv_.notify_all();
+  if (task.kind == Task::Kind::kRecord) wake_waiters();
+  host_cv_.notify_all();
+}
+
+void SimExecutor::wake_waiters() {
+  for (auto& st : all_) {
+    if (!st->queue.empty() && st->queue.front().kind == Task::Kind::kWait) st->wake.notify_one();
+  }
 }
 
 template <typename Pred>
 void SimExecutor::wait_until(std::unique_lock<std::mutex>& lk, Pred pred) {
   while (!pred()) {
     if (options_.kind == SimSchedulerKind::kThreaded || det_running_) {
-      cv_.wait(lk);
+      host_cv_.wait(lk);
       continue;
     }
     StreamState* s = pick();
@@ -175,7 +182,7 @@ void SimExecutor::wait_until(std::unique_lock<std::mutex>& lk, Pred pred) {
 void SimExecutor::worker_loop(StreamState* s) {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return options_.kind == SimSchedulerKind::kThreaded && runnable(*s); });
+    s->wake.wait(lk, [&] { return options_.kind == SimSchedulerKind::kThreaded && runnable(*s); });
     run_head(lk, *s, options_.jitter_us > 0);
   }
 }
@@ -250,7 +257,8 @@ void SimExecutor::set_options(const SimSchedulerOptions& options) {
   });
   options_ = options;
   reseed();
-  cv_.notify_all();
+  for (auto& st : all_) st->wake.notify_one();
+  host_cv_.notify_all();
 }
 
 SimSchedulerOptions SimExecutor::options() {
@@ -261,7 +269,7 @@ SimSchedulerOptions SimExecutor::options() {
 bool SimExecutor::step() {
   std::unique_lock<std::mutex> lk(mu_);
   if (options_.kind != SimSchedulerKind::kDeterministic) return false;
-  cv_.wait(lk, [&] { return !det_running_; });
+  host_cv_.wait(lk, [&] { return !det_running_; });
   StreamState* s = pick();
   if (s == nullptr) return false;
   run_head(lk, *s, false);

@@ -2,7 +2,7 @@
 // Internal to the sim backend (sim_backend.cc); users see runtime/sim/sim.h.
 //
 // One mutex guards all queues: the simulator favours an obviously correct ordering model
-// over launch throughput. Tasks run with the mutex released, and are destroyed before
+// over launch throughput; each worker sleeps on its own condition variable. Tasks run with the mutex released, and are destroyed before
 // it is retaken, so a task's captured state may call back into the runtime (for example
 // an allocator free when the last reference to a buffer goes).
 //
@@ -83,6 +83,7 @@ class SimExecutor {
     bool running = false;
     std::exception_ptr error;
     std::unique_ptr<std::thread> worker;
+    std::condition_variable wake;  // this stream's worker: work arrived or a wait resolved
     std::mt19937_64 jitter_rng;
   };
 
@@ -98,10 +99,14 @@ class SimExecutor {
   void wait_until(std::unique_lock<std::mutex>& lk, Pred pred);
   void worker_loop(StreamState* s);
   void reseed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a record completed: wakes the workers whose head waits on a marker.
+  void wake_waiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void rethrow_error(StreamState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::mutex mu_;
-  std::condition_variable cv_;  // notified on every state change
+  // Host waiters (synchronize, step): notified whenever a task finishes. Workers have their
+  // own condition variable, so a launch wakes one thread, not every stream's worker.
+  std::condition_variable host_cv_;
   std::vector<std::unique_ptr<StreamState>> all_ ABSL_GUARDED_BY(mu_);  // creation order
   std::vector<std::vector<StreamState*>> devices_ ABSL_GUARDED_BY(mu_);
   SimSchedulerOptions options_ ABSL_GUARDED_BY(mu_);
