@@ -109,6 +109,17 @@ void check_dim(const char* kernel, int64_t dim, const View& v) {
            " is out of range for ", describe(v), "; expected 0 <= dim < ", v.dim());
 }
 
+void check_floating_out_a_b(const char* kernel, const Stream& stream, const View& out,
+                            const View& a, const View& b) {
+  check_stream(kernel, stream);
+  check_output(kernel, "out", out);
+  check_view(kernel, "a", a);
+  check_view(kernel, "b", b);
+  check_floating(kernel, "out", out);
+  check_same_dtype(kernel, "out", out, "a", a);
+  check_same_dtype(kernel, "out", out, "b", b);
+}
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace streamgrad

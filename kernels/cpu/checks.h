@@ -22,6 +22,10 @@ std::string describe(const View& v);
 
 // cuda streams have no implementation yet.
 void check_stream(const char* kernel, const Stream& stream);
+// The checks every floating kernel `out = f(a, b)` starts with: stream, well-formed views,
+// a writable out, one floating dtype for all three.
+void check_floating_out_a_b(const char* kernel, const Stream& stream, const View& out,
+                            const View& a, const View& b);
 // One stride per size, rank <= kMaxDims, sizes and strides >= 0, data when non-empty.
 void check_view(const char* kernel, const char* what, const View& v);
 // check_view, and no two elements share an address (a stride of 0 on a dim of size > 1

@@ -181,13 +181,7 @@ Layout<2> check_map1(const char* name, const Stream& stream, const View& out, co
 
 Layout<3> check_map2(const char* name, const Stream& stream, const View& out, const View& a,
                      const View& b) {
-  cpu::check_stream(name, stream);
-  cpu::check_output(name, "out", out);
-  cpu::check_view(name, "a", a);
-  cpu::check_view(name, "b", b);
-  cpu::check_floating(name, "out", out);
-  cpu::check_same_dtype(name, "out", out, "a", a);
-  cpu::check_same_dtype(name, "out", out, "b", b);
+  cpu::check_floating_out_a_b(name, stream, out, a, b);
   cpu::check_same_sizes(name, "out", out, "a", a);
   cpu::check_same_sizes(name, "out", out, "b", b);
   cpu::check_no_partial_overlap(name, "out", out, "a", a);

@@ -134,13 +134,7 @@ void run(const Mat& a, const Mat& b, const Mat& c, void* out_base, int64_t batch
 
 void matmul(const Stream& stream, const View& out, const View& a, const View& b) {
   const char* name = "matmul";
-  cpu::check_stream(name, stream);
-  cpu::check_output(name, "out", out);
-  cpu::check_view(name, "a", a);
-  cpu::check_view(name, "b", b);
-  cpu::check_floating(name, "out", out);
-  cpu::check_same_dtype(name, "out", out, "a", a);
-  cpu::check_same_dtype(name, "out", out, "b", b);
+  cpu::check_floating_out_a_b(name, stream, out, a, b);
   const int64_t r = out.dim();
   SG_CHECK((r == 2 || r == 3) && a.dim() == r && b.dim() == r, ValueError, name,
            ": expected out, a and b all 2-D or all 3-D, got out ", cpu::describe(out),

@@ -39,6 +39,13 @@ inline Stream side_stream(int device, int which) {
   return s[device][which];
 }
 
+// Lets `to` use `t`, which was produced on its stamp stream: `to` waits for that stream,
+// and the buffer is protected from reuse until `to` is done with it (S8).
+inline void hand_over(const Tensor& t, const Stream& to) {
+  to.wait_stream(t.stream());
+  t.storage().record_stream(to);
+}
+
 }  // namespace testing
 }  // namespace streamgrad
 

@@ -11,6 +11,7 @@ namespace streamgrad {
 namespace {
 
 using testing::adversarial;
+using testing::hand_over;
 using testing::side_stream;
 using testing::threaded_jitter;
 
@@ -33,8 +34,7 @@ TEST_CASE("S1: outputs are stamped with the current stream; nodes take the first
   Tensor x = ones({3}, TensorOptions().device("sim:0")).requires_grad_();
   Tensor y;
   {
-    f.wait_stream(Stream::default_for("sim:0"));  // x was made on the default stream
-    x.storage().record_stream(f);                 // and is read on f (S8)
+    hand_over(x, f);  // x was made on the default stream and is read on f
     StreamGuard g(f);
     y = mul(x, 2.0);
   }
@@ -51,8 +51,7 @@ TEST_CASE("S1: outputs are stamped with the current stream; nodes take the first
   const Stream s1 = side_stream(1, 0);
   Tensor z = ones({2}, TensorOptions().device("sim:1")).requires_grad_();
   TensorList outs;
-  s1.wait_stream(Stream::default_for("sim:1"));  // z was made on the default stream
-  z.storage().record_stream(s1);                 // and is read on s1 (S8)
+  hand_over(z, s1);  // z was made on the default stream and is read on s1
   {
     StreamGuard g(s1);
     outs = Mixed::apply({z});
@@ -68,14 +67,12 @@ TEST_CASE("S2: a node's backward runs on its device worker with its canonical st
   const Stream f = side_stream(0, 1);
   Tensor x = ones({4}, TensorOptions().device("sim:0")).requires_grad_();
   Tensor y;
-  f.wait_stream(Stream::default_for("sim:0"));  // x was made on the default stream
-  x.storage().record_stream(f);                 // and is read on f (S8)
+  hand_over(x, f);  // x was made on the default stream and is read on f
   {
     StreamGuard g(f);
     y = Probe::apply({x})[0];
   }
-  Stream::default_for("sim:0").wait_stream(f);  // the loss is taken on the default stream
-  y.storage().record_stream(Stream::default_for("sim:0"));
+  hand_over(y, Stream::default_for("sim:0"));  // the loss is taken on the default stream
   sum(y).backward();
   REQUIRE(Probe::seen_stream.has_value());
   CHECK(*Probe::seen_stream == f);
@@ -230,8 +227,7 @@ TEST_CASE("S5: AccumulateGrad writes .grad on the leaf's stream; hooks run there
     StreamGuard g(f);
     x = ones({3}, TensorOptions().device("sim:1")).requires_grad_();
   }
-  current_stream("sim:1").wait_stream(f);  // x was made on f, the forward runs on default
-  x.storage().record_stream(current_stream("sim:1"));
+  hand_over(x, current_stream("sim:1"));  // x was made on f, the forward runs on default
   std::optional<Stream> hook_stream;
   x.register_post_accumulate_grad_hook(
       [&](const Tensor& t) { hook_stream = current_stream(t.device()); });
