@@ -42,6 +42,7 @@ RuntimeConfig load() {
   c.launch_blocking = env_flag("STREAMGRAD_LAUNCH_BLOCKING");
   c.no_memory_caching = env_flag("STREAMGRAD_NO_MEMORY_CACHING");
   c.sanitize_streams = env_flag("STREAMGRAD_SANITIZE_STREAMS");
+  if (const char* t = env("STREAMGRAD_TRACE")) c.trace_path = t;
   c.sim_devices = env_number<int>("STREAMGRAD_SIM_DEVICES", 2);
   SG_CHECK(c.sim_devices >= 0 && c.sim_devices <= 64, ValueError,
            "STREAMGRAD_SIM_DEVICES=", c.sim_devices, " must be in [0, 64]");

@@ -11,6 +11,7 @@
 //   STREAMGRAD_SIM_SEED=S             seed of the deterministic policy and of the jitter.
 //   STREAMGRAD_SIM_JITTER_US=U        threaded: random delay in [0, U] µs before each launch.
 //   STREAMGRAD_SANITIZE_STREAMS=1     turns the stream sanitizer on.
+//   STREAMGRAD_TRACE=path.json        records a Chrome trace, written at exit (trace.h).
 //
 // Thread-safety: config() is immutable after first use; the launch-blocking override is
 // an atomic. Failure: a malformed value throws ValueError naming the variable.
@@ -27,6 +28,7 @@ struct RuntimeConfig {
   bool launch_blocking = false;
   bool no_memory_caching = false;
   bool sanitize_streams = false;
+  std::string trace_path;  // empty: no process-wide trace
   int sim_devices = 2;
   // Physical sim device of each visible index; empty until masking is applied.
   std::vector<int> sim_visible;

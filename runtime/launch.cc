@@ -9,6 +9,7 @@
 #include "runtime/devices.h"
 #include "runtime/error.h"
 #include "runtime/stream_sanitizer.h"
+#include "runtime/trace.h"
 
 namespace streamgrad {
 namespace {
@@ -28,8 +29,11 @@ Observers& observers() {
 template <typename Submit>
 void dispatch(const Stream& stream, const LaunchDesc& desc, Submit submit) {
   // STREAMGRAD_SANITIZE_STREAMS=1 installs the process-wide sanitizer before any work.
+  // STREAMGRAD_TRACE=path starts the process-wide recorder the same way.
   static StreamSanitizer* const sanitizer = global_stream_sanitizer();
+  static TraceRecorder* const trace = global_trace();
   (void)sanitizer;
+  (void)trace;
   const Device d = resolve_device(stream.device(), desc.name);
   const Stream s = Stream::unchecked(d, stream.id());
   Backend& b = backend(d.type());
@@ -37,10 +41,19 @@ void dispatch(const Stream& stream, const LaunchDesc& desc, Submit submit) {
            " does not exist; make streams with Stream::create or Stream::from_pool");
   Observers& o = observers();
   if (o.count.load(std::memory_order_acquire) > 0) {
-    std::lock_guard<std::mutex> lk(o.mu);
-    for (LaunchObserver* obs : o.list) obs->on_launch(s, desc);
+    // A recorder's launch in progress must not outlive this call, whatever throws.
+    struct ClearTrace {
+      ~ClearTrace() { detail::clear_traced_launch(); }
+    } clear_trace;
+    {
+      std::lock_guard<std::mutex> lk(o.mu);
+      for (LaunchObserver* obs : o.list) obs->on_launch(s, desc);
+    }
+    submit(b, s);
+    detail::notify_observers([&](LaunchObserver& obs) { obs.on_launch_submitted(s); });
+  } else {
+    submit(b, s);
   }
-  submit(b, s);
   if (launch_blocking()) b.synchronize_stream(s);
 }
 

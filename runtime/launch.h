@@ -52,6 +52,9 @@ class LaunchObserver {
  public:
   virtual ~LaunchObserver() = default;
   virtual void on_launch(const Stream& stream, const LaunchDesc& desc) = 0;
+  // The backend accepted the launch announced by the latest on_launch of this thread
+  // (not called when an observer or the backend threw).
+  virtual void on_launch_submitted(const Stream& stream) {}
   virtual void on_event_record(const void* event, const Stream& stream) {}
   virtual void on_event_block(const void* event, const Stream& stream) {}
   // The host learnt that everything before the event's latest record completed

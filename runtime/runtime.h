@@ -1,5 +1,5 @@
 // The runtime layer in one include: devices, streams, events, guards, launches, copies,
-// the caching allocator and storage. See DESIGN.md §3–4.
+// the caching allocator, storage, the stream sanitizer and the trace recorder. See DESIGN.md §3–4.
 #ifndef STREAMGRAD_RUNTIME_RUNTIME_H_
 #define STREAMGRAD_RUNTIME_RUNTIME_H_
 
@@ -18,5 +18,6 @@
 #include "runtime/storage.h"
 #include "runtime/stream.h"
 #include "runtime/stream_sanitizer.h"
+#include "runtime/trace.h"
 
 #endif  // STREAMGRAD_RUNTIME_RUNTIME_H_

@@ -13,6 +13,7 @@
 #include "runtime/error.h"
 #include "runtime/sim/sim.h"
 #include "runtime/sim/sim_executor.h"
+#include "runtime/trace.h"
 
 namespace streamgrad {
 namespace {
@@ -104,20 +105,20 @@ class SimBackend final : public Backend {
   }
 
   void submit(const Stream& s, HostFn fn) override {
-    exec_.enqueue_work(s.device().index(), s.id(), std::move(fn));
+    exec_.enqueue_work(s.device().index(), s.id(), detail::traced(std::move(fn)));
   }
   void sleep(const Stream& s, double microseconds) override {
-    exec_.enqueue_work(s.device().index(), s.id(), [microseconds] {
+    exec_.enqueue_work(s.device().index(), s.id(), detail::traced([microseconds] {
       std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(microseconds));
-    });
+    }));
   }
   void copy_async(void* dst, const void* src, size_t bytes, const Stream& s) override {
     exec_.enqueue_work(s.device().index(), s.id(),
-                       [dst, src, bytes] { std::memmove(dst, src, bytes); });
+                       detail::traced([dst, src, bytes] { std::memmove(dst, src, bytes); }));
   }
   void fill_async(void* dst, unsigned char value, size_t bytes, const Stream& s) override {
     exec_.enqueue_work(s.device().index(), s.id(),
-                       [dst, value, bytes] { std::memset(dst, value, bytes); });
+                       detail::traced([dst, value, bytes] { std::memset(dst, value, bytes); }));
   }
 
   void* raw_alloc(int index, size_t bytes) override {

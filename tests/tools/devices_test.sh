@@ -17,4 +17,16 @@ for want in '{"default_device":"' '"devices":[{"name":"cpu","type":"cpu","index"
   grep -qF "$want" <<<"$json" || { echo "JSON report lacks: $want"; echo "$json"; exit 1; }
 done
 if grep -qF '"ordered":false' <<<"$json"; then echo "a demo was not ordered: $json"; exit 1; fi
+
+# STREAMGRAD_TRACE: the demonstrations' timeline is written at exit, with a flow from the
+# producer's record to the consumer's wait.
+trace="${TEST_TMPDIR:-/tmp}/devices_trace.json"
+rm -f "$trace"
+STREAMGRAD_TRACE="$trace" "$bin" >/dev/null
+[ -s "$trace" ] || { echo "STREAMGRAD_TRACE wrote nothing to $trace"; exit 1; }
+for want in '{"traceEvents":[' '"name":"process_name","pid":' '"args":{"name":"sim:0"}' \
+            '{"ph":"X","name":"fill","cat":"fill"' '{"ph":"s","name":"event"' \
+            '{"ph":"f","bp":"e","name":"event"' '"incomplete_spans":0'; do
+  grep -qF "$want" "$trace" || { echo "trace lacks: $want"; head -c 3000 "$trace"; exit 1; }
+done
 echo "devices_test: ok"

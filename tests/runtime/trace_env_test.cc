@@ -1,0 +1,41 @@
+// STREAMGRAD_TRACE=path starts a process-wide recorder at the first launch. The variable is
+// set here, before anything reads the runtime's configuration, so the path can live in
+// the test's own temporary folder. (Writing at exit is checked through a tool in
+// tests/tools/devices_test.sh.)
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "runtime/runtime.h"
+#include "tests/json_value.h"
+
+namespace streamgrad {
+namespace {
+
+TEST_CASE("STREAMGRAD_TRACE records every launch and write_global_trace writes it",
+          "[trace]") {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/global_trace.json";
+  REQUIRE(setenv("STREAMGRAD_TRACE", path.c_str(), 1) == 0);
+  REQUIRE(config().trace_path == path);  // fails if something read the config earlier
+  const Stream s = Stream::create("sim:0");
+  launch(s, {"first_launch", {}, {}}, [] {});
+  REQUIRE(global_trace() != nullptr);
+  s.synchronize();
+  write_global_trace();
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const testing::JsonValue doc = testing::parse_json(text.str());
+  int found = 0;
+  for (const testing::JsonValue& e : doc["traceEvents"].array) {
+    found += e["ph"].str == "X" && e["name"].str == "first_launch";
+  }
+  CHECK(found == 1);
+}
+
+}  // namespace
+}  // namespace streamgrad
