@@ -1,0 +1,417 @@
+// tools/stream_race: runs the catalogued multi-stream backward scenarios
+// (tools/stream_race_scenarios.h) many times and reports how often each one gave a wrong
+// result and what the stream sanitizer found, with the engine's protections on or off.
+//
+//   stream_race                               every scenario, 1000 threaded runs each
+//   stream_race --scenarios=seed_race,fork_join --repeat=200
+//   stream_race --scheduler=adversarial       deterministic: a missing wait is a wrong value
+//   stream_race --legacy-seed-streams         S3 off: seed_race is expected unsafe
+//   stream_race --legacy-leaf-sync            S6 off: leaf_sync (and others) expected unsafe
+//   stream_race --assume-safe=seed_race       check a fix: treat seed_race as safe anyway
+//   stream_race --nosanitizer                 count wrong values only
+//   stream_race --trace=DIR                   DIR/<scenario>.json: Chrome trace of run 0
+//   stream_race --json                        {"scenarios":[{"name":...,"expected":"safe",
+//                                             "runs":N,"wrong":K,"sanitizer_findings":F,
+//                                             "flagged_runs":G,"as_expected":true,...}],
+//                                             "scheduler":...,"seed":...,...}
+//   stream_race --list                        the scenarios and their expectations
+//
+// Schedulers: threaded (one thread per stream, --jitter-us of random delay before each
+// launch), or the deterministic adversarial, random and round-robin policies; run i uses
+// seed --seed + i. Each run is wrapped in a SanitizerSuppression (the races are on purpose,
+// so a process-wide STREAMGRAD_SANITIZE_STREAMS=1 sanitizer must not throw) and, unless
+// --nosanitizer, in a collect-mode StreamSanitizer of its own that counts the findings.
+// A run that throws counts as wrong and its message is kept.
+//
+// A scenario is as expected when, if expected safe, no run was wrong and nothing was
+// found; if expected unsafe, every run was flagged by the sanitizer (or, without it, at
+// least one run was wrong).
+// Exit code: 1 when a scenario expected safe gave a wrong result or a finding, 2 for bad
+// flags (unknown scenario or scheduler: the message lists the known ones; unknown flags or
+// malformed values) or a trace file that cannot be written, else 0.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "engine/grad_mode.h"
+#include "runtime/runtime.h"
+#include "runtime/trace.h"
+#include "tools/json_writer.h"
+#include "tools/stream_race_scenarios.h"
+
+ABSL_FLAG(std::string, scenarios, "", "comma-separated scenarios to run (default: all)");
+ABSL_FLAG(bool, list, false, "list the scenarios and their expectations, then exit");
+ABSL_FLAG(int, repeat, 1000, "runs per scenario");
+ABSL_FLAG(std::string, scheduler, "threaded",
+          "sim scheduler: threaded, adversarial, random or round-robin");
+ABSL_FLAG(uint64_t, seed, 0, "seed of run 0 (run i uses seed + i)");
+ABSL_FLAG(double, jitter_us, 20, "threaded scheduler: max random delay before each launch (µs)");
+ABSL_FLAG(bool, legacy_seed_streams, false, "S3 off: seeds assumed on the default stream");
+ABSL_FLAG(bool, legacy_leaf_sync, false, "S6 off: only default streams wait for the results");
+ABSL_FLAG(bool, sanitizer, true, "count stream sanitizer findings in every run");
+ABSL_FLAG(std::string, assume_safe, "",
+          "comma-separated scenarios to expect safe whatever the switches");
+ABSL_FLAG(bool, json, false, "print the report as JSON");
+ABSL_FLAG(std::string, trace, "",
+          "directory: write a Chrome trace of each scenario's first run to DIR/<name>.json");
+
+namespace streamgrad {
+namespace {
+
+// Bad flags: reported with exit code 2.
+struct UsageError {
+  std::string message;
+};
+
+struct Settings {
+  std::vector<const RaceScenario*> scenarios;
+  int repeat = 0;
+  std::string scheduler;
+  SimSchedulerOptions sim;  // seed set per run
+  uint64_t seed = 0;
+  EngineOptions engine;
+  bool sanitizer = true;
+  std::set<std::string> assume_safe;
+  std::string trace_dir;  // empty: no traces
+};
+
+struct Report {
+  const RaceScenario* scenario = nullptr;
+  bool unsafe = false;  // expected
+  int runs = 0;
+  int wrong = 0;   // wrong values and runs that threw
+  int errors = 0;  // runs that threw
+  int64_t findings = 0;
+  int flagged = 0;
+  std::string first_wrong, first_error, first_finding;
+  std::string trace_path;  // the first run's timeline, when --trace
+  double time_ms = 0;
+
+  bool safe_failed() const { return !unsafe && (wrong > 0 || findings > 0); }
+  bool as_expected(bool sanitizer) const {
+    if (!unsafe) return wrong == 0 && findings == 0;
+    return sanitizer ? flagged == runs : wrong > 0;
+  }
+};
+
+const RaceScenario& scenario_named(absl::string_view name, const char* flag) {
+  const RaceScenario* s = find_race_scenario(std::string(name));
+  if (s == nullptr) {
+    std::vector<std::string> known;
+    for (const RaceScenario& k : race_scenarios()) known.push_back(k.name);
+    throw UsageError{absl::StrCat(flag, ": unknown scenario '", name,
+                                  "'; known scenarios: ", absl::StrJoin(known, ", "))};
+  }
+  return *s;
+}
+
+Settings parse_settings() {
+  Settings s;
+  const std::string names = absl::GetFlag(FLAGS_scenarios);
+  if (names.empty()) {
+    for (const RaceScenario& sc : race_scenarios()) s.scenarios.push_back(&sc);
+  }
+  for (const absl::string_view name : absl::StrSplit(names, ',', absl::SkipEmpty())) {
+    s.scenarios.push_back(&scenario_named(name, "--scenarios"));
+  }
+  for (const absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_assume_safe), ',', absl::SkipEmpty())) {
+    s.assume_safe.insert(scenario_named(name, "--assume-safe").name);
+  }
+  s.repeat = absl::GetFlag(FLAGS_repeat);
+  if (s.repeat < 1) throw UsageError{absl::StrCat("--repeat must be >= 1, got ", s.repeat)};
+  s.scheduler = absl::GetFlag(FLAGS_scheduler);
+  if (s.scheduler == "threaded") {
+    s.sim.kind = SimSchedulerKind::kThreaded;
+    s.sim.jitter_us = absl::GetFlag(FLAGS_jitter_us);
+    if (!(s.sim.jitter_us >= 0)) {
+      throw UsageError{absl::StrCat("--jitter-us must be >= 0, got ", s.sim.jitter_us)};
+    }
+  } else if (s.scheduler == "adversarial" || s.scheduler == "random" ||
+             s.scheduler == "round-robin") {
+    s.sim.kind = SimSchedulerKind::kDeterministic;
+    s.sim.policy = parse_sim_policy(s.scheduler);
+  } else {
+    throw UsageError{absl::StrCat("unknown --scheduler '", s.scheduler,
+                                  "'; known: threaded, adversarial, random, round-robin")};
+  }
+  s.seed = absl::GetFlag(FLAGS_seed);
+  s.engine.legacy_seed_streams = absl::GetFlag(FLAGS_legacy_seed_streams);
+  s.engine.legacy_leaf_sync = absl::GetFlag(FLAGS_legacy_leaf_sync);
+  s.sanitizer = absl::GetFlag(FLAGS_sanitizer);
+  s.trace_dir = absl::GetFlag(FLAGS_trace);
+  if (!s.trace_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(s.trace_dir, ec);
+    if (ec || !std::filesystem::is_directory(s.trace_dir)) {
+      throw UsageError{absl::StrCat("--trace=", s.trace_dir, ": not a directory that can be made (",
+                                    ec ? ec.message() : "a file is in the way", ")")};
+    }
+  }
+  if (device_count(DeviceType::kSim) < 2) {
+    throw UsageError{"stream_race needs sim:0 and sim:1; check STREAMGRAD_SIM_DEVICES and "
+                     "STREAMGRAD_VISIBLE_DEVICES"};
+  }
+  return s;
+}
+
+bool expected_unsafe(const Settings& s, const RaceScenario& sc) {
+  return s.assume_safe.count(sc.name) == 0 && sc.unsafe(s.engine);
+}
+
+// One run, counted into `r`. Leaves every sim stream idle, so that no work of this run
+// overlaps the next one or escapes its sanitizer (or its trace, which is then complete).
+// Throws Error only when the trace cannot be written.
+void run_once(const Settings& s, const RaceScenario& sc, uint64_t seed, bool traced, Report& r) {
+  SimSchedulerOptions sim = s.sim;
+  sim.seed = seed;
+  set_sim_scheduler(sim);
+  SanitizerSuppression races_on_purpose;
+  std::unique_ptr<StreamSanitizer> san;
+  if (s.sanitizer) san = std::make_unique<StreamSanitizer>(StreamSanitizer::Mode::kCollect);
+  std::unique_ptr<TraceRecorder> trace;
+  if (traced) trace = std::make_unique<TraceRecorder>();
+  ++r.runs;
+  try {
+    const RaceOutcome o = sc.run();
+    sim_run_until_idle();
+    if (!o.right) {
+      ++r.wrong;
+      if (r.first_wrong.empty()) r.first_wrong = absl::StrCat("run ", r.runs - 1, ": ", o.detail);
+    }
+  } catch (const std::exception& e) {
+    ++r.wrong;
+    ++r.errors;
+    if (r.first_error.empty()) r.first_error = absl::StrCat("run ", r.runs - 1, ": ", e.what());
+    try {
+      sim_run_until_idle();
+    } catch (const std::exception&) {
+      // The run is already counted as wrong with its first error.
+    }
+  }
+  if (san != nullptr) {
+    const std::vector<SanitizerFinding> found = san->findings();
+    r.findings += static_cast<int64_t>(found.size());
+    if (!found.empty()) {
+      ++r.flagged;
+      if (r.first_finding.empty()) {
+        r.first_finding = absl::StrCat("run ", r.runs - 1, ": ", found.front().message);
+      }
+    }
+  }
+  if (trace != nullptr) {
+    trace->stop();
+    r.trace_path = (std::filesystem::path(s.trace_dir) / absl::StrCat(sc.name, ".json")).string();
+    trace->save(r.trace_path);
+  }
+}
+
+std::vector<Report> run_all(const Settings& s) {
+  SimSchedulerScope restore(sim_scheduler());
+  EngineOptionsGuard engine(s.engine);
+  std::vector<Report> reports;
+  for (const RaceScenario* sc : s.scenarios) {
+    Report r;
+    r.scenario = sc;
+    r.unsafe = expected_unsafe(s, *sc);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < s.repeat; ++i) {
+      run_once(s, *sc, s.seed + static_cast<uint64_t>(i), i == 0 && !s.trace_dir.empty(), r);
+    }
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    r.time_ms = std::chrono::duration<double, std::milli>(elapsed).count();
+    reports.push_back(std::move(r));
+  }
+  return reports;
+}
+
+// The documented spelling is --legacy-seed-streams; absl flags are C identifiers
+// (legacy_seed_streams), so dashes in flag names become underscores before parsing.
+// Values (after '=') and everything after a bare "--" are left alone.
+std::vector<std::string> normalise_flag_names(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() < 3 || a[0] != '-') continue;
+    const size_t begin = a.find_first_not_of('-');
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t k = begin; k < end; ++k) {
+      if (a[k] == '-') a[k] = '_';
+    }
+  }
+  return args;
+}
+
+// absl's parser exits with code 1 on an unknown flag or a malformed value, and the tool's
+// contract is 2 for bad flags: the (normalised) arguments are checked here first. Setting
+// a valid value here is harmless, the parser sets the same one again.
+// `original` (same length) spells the arguments as the user did, for the messages.
+void check_flags(const std::vector<std::string>& args, char** original) {
+  // absl's usage flags are handled by its parser and are not in the flag registry.
+  static const std::set<std::string> kUsageFlags{
+      "help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
+      "only_check_args"};
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string user(original[i]);
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-') {
+      throw UsageError{absl::StrCat("unexpected argument '", user, "'; it takes flags only")};
+    }
+    const std::string body = a.substr(a[1] == '-' ? 2 : 1);
+    const size_t eq = body.find('=');
+    const std::string name = body.substr(0, eq);
+    if (kUsageFlags.count(name) > 0) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && eq == std::string::npos && absl::StartsWith(name, "no")) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>()) continue;  // --nosanitizer
+    }
+    if (flag == nullptr) {
+      throw UsageError{absl::StrCat("unknown flag '", user, "'; see --help")};
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = body.substr(eq + 1);
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      throw UsageError{absl::StrCat("flag '", user, "' needs a value")};
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      throw UsageError{absl::StrCat("bad value for '", user, "': ", error)};
+    }
+  }
+}
+
+const char* on_off(bool b) { return b ? "on" : "off"; }
+
+void print_text(const Settings& s, const std::vector<Report>& reports) {
+  absl::PrintF("stream_race: scheduler=%s seed=%d jitter_us=%g repeat=%d sanitizer=%s "
+               "legacy_seed_streams=%s legacy_leaf_sync=%s\n\n",
+               s.scheduler, s.seed, s.sim.jitter_us, s.repeat, on_off(s.sanitizer),
+               on_off(s.engine.legacy_seed_streams), on_off(s.engine.legacy_leaf_sync));
+  absl::PrintF("%-36s %-8s %6s %6s %9s %8s %-11s %9s\n", "scenario", "expected", "runs", "wrong",
+               "findings", "flagged", "as_expected", "time ms");
+  int unexpected = 0, safe_failed = 0;
+  for (const Report& r : reports) {
+    const bool ok = r.as_expected(s.sanitizer);
+    unexpected += ok ? 0 : 1;
+    safe_failed += r.safe_failed() ? 1 : 0;
+    absl::PrintF("%-36s %-8s %6d %6d %9d %8d %-11s %9.0f\n", r.scenario->name,
+                 r.unsafe ? "unsafe" : "safe", r.runs, r.wrong, r.findings, r.flagged,
+                 ok ? "yes" : "NO", r.time_ms);
+    // Indented under their row; only the first of each kind, the rest are alike.
+    if (!r.first_wrong.empty()) absl::PrintF("    first wrong: %s\n", r.first_wrong);
+    if (!r.first_error.empty()) absl::PrintF("    first error: %s\n", r.first_error);
+    if (!r.first_finding.empty()) absl::PrintF("    first finding: %s\n", r.first_finding);
+    if (!r.trace_path.empty()) absl::PrintF("    trace of run 0: %s\n", r.trace_path);
+  }
+  absl::PrintF("\nstream_race: %d of %d scenarios as expected; %d expected safe failed\n",
+               static_cast<int>(reports.size()) - unexpected, static_cast<int>(reports.size()),
+               safe_failed);
+}
+
+void print_json(const Settings& s, const std::vector<Report>& reports) {
+  JsonWriter j;
+  j.begin_object();
+  j.key("scenarios").begin_array();
+  for (const Report& r : reports) {
+    j.begin_object();
+    j.key("name").value(r.scenario->name);
+    j.key("expected").value(r.unsafe ? "unsafe" : "safe");
+    j.key("runs").value(r.runs);
+    j.key("wrong").value(r.wrong);
+    j.key("sanitizer_findings").value(r.findings);
+    j.key("flagged_runs").value(r.flagged);
+    j.key("as_expected").value(r.as_expected(s.sanitizer));
+    j.key("errors").value(r.errors);
+    j.key("first_finding").value(r.first_finding);
+    j.key("first_error").value(r.first_error);
+    j.key("first_wrong").value(r.first_wrong);
+    j.key("time_ms").value(r.time_ms);
+    j.key("summary").value(r.scenario->summary);
+    if (!r.trace_path.empty()) j.key("trace").value(r.trace_path);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("scheduler").value(s.scheduler);
+  j.key("seed").value(static_cast<int64_t>(s.seed));
+  j.key("jitter_us").value(s.sim.jitter_us);
+  j.key("repeat").value(s.repeat);
+  j.key("sanitizer").value(s.sanitizer);
+  j.key("legacy_seed_streams").value(s.engine.legacy_seed_streams);
+  j.key("legacy_leaf_sync").value(s.engine.legacy_leaf_sync);
+  j.key("assume_safe").begin_array();
+  for (const std::string& name : s.assume_safe) j.value(name);
+  j.end_array();
+  j.end_object();
+  std::cout << j.str() << "\n";
+}
+
+void print_list(const Settings& s) {
+  for (const RaceScenario& sc : race_scenarios()) {
+    absl::PrintF("%-36s %-6s  %s\n", sc.name, expected_unsafe(s, sc) ? "unsafe" : "safe",
+                 sc.summary);
+  }
+}
+
+}  // namespace
+}  // namespace streamgrad
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs multi-stream backward scenarios many times and reports race incidence.\n"
+      "Usage: stream_race [--scenarios=a,b] [--repeat=N] [--scheduler=threaded|adversarial|"
+      "random|round-robin] [--seed=N] [--jitter-us=X] [--legacy-seed-streams] "
+      "[--legacy-leaf-sync] [--nosanitizer] [--assume-safe=a,b] [--trace=DIR] [--json] [--list]\n"
+      "Flag names may be spelt with dashes or underscores.");
+  using namespace streamgrad;  // NOLINT
+  std::vector<std::string> args = normalise_flag_names(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+  try {
+    check_flags(args, argv);
+    absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+    const Settings settings = parse_settings();
+    if (absl::GetFlag(FLAGS_list)) {
+      print_list(settings);
+      return 0;
+    }
+    const std::vector<Report> reports = run_all(settings);
+    if (absl::GetFlag(FLAGS_json)) {
+      print_json(settings, reports);
+    } else {
+      print_text(settings, reports);
+    }
+    for (const Report& r : reports) {
+      if (r.safe_failed()) return 1;
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "stream_race: " << e.message << "\n";
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << "stream_race: " << e.what() << "\n";
+    return 2;
+  }
+}
