@@ -6,18 +6,18 @@
 //   devices --nodemo   skip the two-stream demonstration
 //
 // Exit code 0 when every demonstration read the value its event ordered it after, 1
-// otherwise.
+// otherwise, 2 for bad flags (tools/cli_flags.h) or a runtime error.
 #include <cstdint>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
+#include "tools/cli_flags.h"
 #include "tools/json_writer.h"
 
 ABSL_FLAG(bool, json, false, "print the report as JSON");
@@ -189,8 +189,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Lists every streamgrad device with its streams and memory statistics.\n"
       "Usage: devices [--json] [--nodemo]");
-  absl::ParseCommandLine(argc, argv);
   try {
+    streamgrad::parse_flags_or_throw(argc, argv);
     const auto reports = streamgrad::collect(absl::GetFlag(FLAGS_demo));
     if (absl::GetFlag(FLAGS_json)) {
       streamgrad::print_json(reports);
@@ -201,6 +201,9 @@ int main(int argc, char** argv) {
       if (!r.demo_ok()) return 1;
     }
     return 0;
+  } catch (const streamgrad::UsageError& e) {
+    std::cerr << "devices: " << e.message << "\n";
+    return 2;
   } catch (const streamgrad::Error& e) {
     std::cerr << "devices: " << e.what() << "\n";
     return 2;

@@ -14,7 +14,7 @@
 // cuda that fail with a DeviceError are skipped ("no cuda kernels yet").
 //
 // Exit code: 0 when nothing failed, 1 when a check failed, 2 for bad flags (an unknown op
-// or an absent device; the message lists the known ones).
+// or an absent device; the message lists the known ones; unknown flags or bad values).
 #include <chrono>
 #include <cstdint>
 #include <iostream>
@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +30,7 @@
 #include "engine/gradcheck.h"
 #include "ops/catalogue.h"
 #include "runtime/runtime.h"
+#include "tools/cli_flags.h"
 #include "tools/json_writer.h"
 
 ABSL_FLAG(std::string, ops, "", "comma-separated catalogue entries to check (default: all)");
@@ -43,11 +43,6 @@ ABSL_FLAG(uint64_t, seed, 0, "seed of the inputs, of fast mode and of the stream
 
 namespace streamgrad {
 namespace {
-
-// Bad flags: reported with exit code 2.
-struct UsageError {
-  std::string message;
-};
 
 enum class Outcome { kPass, kFail, kSkip };
 
@@ -245,9 +240,9 @@ int main(int argc, char** argv) {
       "Checks the gradients of every streamgrad operator on every device.\n"
       "Usage: gradcheck [--ops=a,b] [--devices=cpu,sim:0] [--fast] [--streams] [--json] "
       "[--seed=N]");
-  absl::ParseCommandLine(argc, argv);
   using namespace streamgrad;  // NOLINT
   try {
+    parse_flags_or_throw(argc, argv);
     const auto ops = select_ops(absl::GetFlag(FLAGS_ops));
     const auto devices = select_devices(absl::GetFlag(FLAGS_devices));
     const Settings settings{absl::GetFlag(FLAGS_fast), absl::GetFlag(FLAGS_seed)};

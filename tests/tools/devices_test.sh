@@ -29,4 +29,9 @@ for want in '{"traceEvents":[' '"name":"process_name","pid":' '"args":{"name":"s
             '{"ph":"f","bp":"e","name":"event"' '"incomplete_spans":0'; do
   grep -qF "$want" "$trace" || { echo "trace lacks: $want"; head -c 3000 "$trace"; exit 1; }
 done
+set +e
+err=$("$bin" --no-such-flag 2>&1); rc=$?
+set -e
+[ "$rc" -eq 2 ] || { echo "--no-such-flag: exit code $rc, want 2: $err"; exit 1; }
+grep -qF "unknown flag '--no-such-flag'" <<<"$err" || { echo "message: $err"; exit 1; }
 echo "devices_test: ok"

@@ -51,4 +51,11 @@ grep -qF '{"op":"add","device":"sim:0","check":"grad","passed":false' <<<"$out" 
   fail "the throwing row is not a failure: $out"
 grep -qF '"message":"threw: sim:0: out of memory' <<<"$out" || fail "no error message: $out"
 grep -qF '"passed":2,"failed":2' <<<"$out" || fail "cpu rows should still pass: $out"
+
+# Unknown flags and malformed values are bad flags too (exit 2, tools/cli_flags.h).
+for bad in --no-such-flag --seed=abc stray_argument; do
+  err=$("$bin" "$bad" 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "$bad: exit code $rc, want 2: $err"
+done
 echo "gradcheck_test: ok"
