@@ -3,6 +3,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "engine/graph_task.h"
 #include "runtime/error.h"
 #include "runtime/guard.h"
+#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace {
@@ -123,6 +125,9 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
   TensorList grads = inputs.take();
   TensorList outputs;
   {
+    // Observers (sanitizer, trace) name the node each kernel ran for; free without them.
+    std::optional<LaunchScope> scope;
+    if (detail::have_observers()) scope.emplace(fn->name());
     std::lock_guard<std::mutex> lk(fn->mutex());  // a node never runs concurrently with itself
     if (fn->has_pre_hooks()) fn->run_pre_hooks(grads);
     outputs = fn->apply(std::move(grads));

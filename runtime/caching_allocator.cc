@@ -72,6 +72,14 @@ void DeviceAllocator::update(MemoryStat& s, int64_t delta) {
 }
 
 void* DeviceAllocator::allocate(size_t bytes, const Stream& stream) {
+  void* p = allocate_block(bytes, stream);
+  if (p != nullptr && detail::have_observers()) {
+    detail::notify_observers([&](LaunchObserver& o) { o.on_buffer_allocated(p, bytes, stream); });
+  }
+  return p;
+}
+
+void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   SG_CHECK(stream.device() == device_, DeviceError, "allocate: stream ", stream.str(),
            " is not a stream of ", device_.str(), ", whose allocator was asked");
   if (bytes == 0) return nullptr;

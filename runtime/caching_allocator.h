@@ -106,6 +106,8 @@ class DeviceAllocator {
   std::vector<SegmentInfo> snapshot();
 
  private:
+  // allocate() without telling the observers.
+  void* allocate_block(size_t bytes, const Stream& stream);
   struct Block;
   struct BySize {
     bool operator()(const Block* a, const Block* b) const;

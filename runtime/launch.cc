@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/config.h"
@@ -69,6 +71,19 @@ void notify_observers(const std::function<void(LaunchObserver&)>& fn) {
   for (LaunchObserver* obs : o.list) fn(*obs);
 }
 }  // namespace detail
+
+namespace {
+thread_local const std::string* t_launch_scope = nullptr;
+}  // namespace
+
+LaunchScope::LaunchScope(std::string label)
+    : label_(std::move(label)), previous_(t_launch_scope) {
+  t_launch_scope = &label_;
+}
+
+LaunchScope::~LaunchScope() { t_launch_scope = previous_; }
+
+const std::string* current_launch_scope() { return t_launch_scope; }
 
 void add_launch_observer(LaunchObserver* observer) {
   Observers& o = observers();

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 #include "absl/types/span.h"
 #include "runtime/backend.h"
@@ -65,7 +66,28 @@ class LaunchObserver {
   // [ptr, ptr + bytes) was just obtained from the device (raw allocation): nothing can
   // still be using it, whatever used the same addresses before.
   virtual void on_memory_reset(const void* ptr, size_t bytes) {}
+  // The caching allocator handed out [ptr, ptr + bytes) for use on `stream` (a new
+  // buffer, possibly in memory a freed buffer used before).
+  virtual void on_buffer_allocated(const void* ptr, size_t bytes, const Stream& stream) {}
 };
+
+// Names what the calling thread is launching for, for observers: the engine opens one per
+// backward node it runs, so a sanitizer finding or a trace span says "mul_scalar in
+// MulBackward" rather than just "mul_scalar". Scopes nest (the innermost wins) and are
+// per thread.
+class LaunchScope {
+ public:
+  explicit LaunchScope(std::string label);
+  ~LaunchScope();
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  std::string label_;
+  const std::string* previous_;
+};
+// The innermost LaunchScope's label on this thread, or nullptr.
+const std::string* current_launch_scope();
 
 namespace detail {
 // Calls fn(observer) for every observer; free when there are none.

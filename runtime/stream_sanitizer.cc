@@ -1,6 +1,7 @@
 #include "runtime/stream_sanitizer.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/config.h"
@@ -51,21 +52,41 @@ void StreamSanitizer::split_at(uintptr_t at) {
   memory_.emplace(at, std::move(tail));
 }
 
+uint64_t StreamSanitizer::buffer_at(uintptr_t p) const {
+  auto it = buffers_.upper_bound(p);
+  if (it == buffers_.begin()) return 0;
+  --it;
+  return p < it->second.end ? it->second.id : 0;
+}
+
+std::string StreamSanitizer::describe_access(const Epoch& e, bool write, bool past) const {
+  std::string out = e.op;
+  if (!e.node.empty()) absl::StrAppend(&out, " (in ", e.node, ")");
+  const char* verb = past ? (write ? ", which wrote" : ", which read") : (write ? " writes" : " reads");
+  absl::StrAppend(&out, " on ", streams_[e.stream].str(), verb,
+                  " bytes [0x", absl::Hex(e.begin), ", 0x", absl::Hex(e.end), ")");
+  if (e.buffer != 0) absl::StrAppend(&out, " of buffer #", e.buffer);
+  return out;
+}
+
 SanitizerFinding StreamSanitizer::describe(const Epoch& now, bool now_write, const Epoch& before,
                                            bool before_write) const {
   SanitizerFinding f{
-      SanitizerAccess{now.op, streams_[now.stream], now.begin, now.end, now_write},
-      SanitizerAccess{before.op, streams_[before.stream], before.begin, before.end, before_write},
+      SanitizerAccess{now.op, now.node, streams_[now.stream], now.buffer, now.begin, now.end,
+                      now_write},
+      SanitizerAccess{before.op, before.node, streams_[before.stream], before.buffer,
+                      before.begin, before.end, before_write},
       ""};
-  const auto range = [](uintptr_t b, uintptr_t e) {
-    return absl::StrCat("bytes [0x", absl::Hex(b), ", 0x", absl::Hex(e), ")");
-  };
+  std::string reuse;
+  if (now.buffer != 0 && before.buffer != 0 && now.buffer != before.buffer) {
+    reuse = absl::StrCat(" Buffer #", before.buffer, " was freed and its memory handed out again as"
+                         " buffer #", now.buffer, " while ", streams_[before.stream].str(),
+                         " could still use it.");
+  }
   f.message = absl::StrCat(
-      "stream sanitizer: ", now.op, " on ", streams_[now.stream].str(),
-      now_write ? " writes " : " reads ", range(now.begin, now.end), " but is not ordered after ",
-      before.op, " on ", streams_[before.stream].str(), ", which ",
-      before_write ? "wrote " : "read ", range(before.begin, before.end),
-      ". Make the second stream wait for the first (Event record/block or wait_stream), "
+      "stream sanitizer: ", describe_access(now, now_write, false), " but is not ordered after ",
+      describe_access(before, before_write, true), ".", reuse,
+      " Make the second stream wait for the first (Event record/block or wait_stream), "
       "synchronize the first, or record_stream() a buffer freed while another stream uses it");
   return f;
 }
@@ -115,13 +136,15 @@ void StreamSanitizer::on_launch(const Stream& stream, const LaunchDesc& desc) {
     merge(c, host_);  // enqueued after everything the host has seen complete
     if (c.size() <= static_cast<size_t>(s)) c.resize(s + 1, 0);
     ++c[s];
+    const std::string* scope = current_launch_scope();
+    const std::string node = scope != nullptr ? *scope : std::string();
     for (const MemRange& r : desc.reads) {
       const uintptr_t b = reinterpret_cast<uintptr_t>(r.ptr);
-      access(s, c, Epoch{s, c[s], desc.name, b, b + r.bytes}, false, found);
+      access(s, c, Epoch{s, c[s], desc.name, b, b + r.bytes, node, buffer_at(b)}, false, found);
     }
     for (const MemRange& r : desc.writes) {
       const uintptr_t b = reinterpret_cast<uintptr_t>(r.ptr);
-      access(s, c, Epoch{s, c[s], desc.name, b, b + r.bytes}, true, found);
+      access(s, c, Epoch{s, c[s], desc.name, b, b + r.bytes, node, buffer_at(b)}, true, found);
     }
     findings_.insert(findings_.end(), found.begin(), found.end());
     // cpu work completes before launch() returns: the host has seen it at once.
@@ -171,6 +194,16 @@ void StreamSanitizer::on_memory_reset(const void* ptr, size_t bytes) {
   split_at(b);
   split_at(e);
   memory_.erase(memory_.lower_bound(b), memory_.lower_bound(e));
+}
+
+void StreamSanitizer::on_buffer_allocated(const void* ptr, size_t bytes, const Stream& stream) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(ptr), e = b + bytes;
+  // Buffers freed since (the allocator does not report frees) overlap the new one.
+  auto first = buffers_.upper_bound(b);
+  if (first != buffers_.begin() && std::prev(first)->second.end > b) --first;
+  buffers_.erase(first, buffers_.lower_bound(e));
+  buffers_.emplace(b, Buffer{e, next_buffer_++, stream});
 }
 
 void StreamSanitizer::suppress(int delta) {

@@ -15,7 +15,9 @@
 // event, device; an allocator event found complete) merge into the host's clock. Every
 // launch declares the byte ranges it reads and writes: a read not ordered after the last
 // overlapping write, or a write not ordered after the earlier overlapping reads and writes,
-// is a finding naming both accesses (op, stream, byte range). Freed memory keeps its
+// is a finding naming both accesses: op, the LaunchScope it ran in (the engine's backward
+// node), stream, byte range and buffer (allocations are numbered #1, #2, ... in the order
+// this sanitizer saw them, so a reuse finding names the freed buffer and its successor). Freed memory keeps its
 // access history, so reusing a block on a stream that is not ordered after its previous
 // users is a finding too, and overlapping views are compared byte range by byte range.
 //
@@ -41,7 +43,9 @@ namespace streamgrad {
 
 struct SanitizerAccess {
   std::string op;
+  std::string node;  // the LaunchScope (e.g. the backward node), or empty
   Stream stream;
+  uint64_t buffer = 0;  // the allocator's buffer it touched, numbered by this sanitizer; 0: unknown
   uintptr_t begin = 0;
   uintptr_t end = 0;
   bool write = false;
@@ -81,6 +85,7 @@ class StreamSanitizer final : public LaunchObserver {
   void on_stream_synchronize(const Stream& stream) override;
   void on_device_synchronize(Device device) override;
   void on_memory_reset(const void* ptr, size_t bytes) override;
+  void on_buffer_allocated(const void* ptr, size_t bytes, const Stream& stream) override;
 
   // While positive, findings are collected but never thrown (see SanitizerSuppression).
   void suppress(int delta);
@@ -92,6 +97,13 @@ class StreamSanitizer final : public LaunchObserver {
     uint64_t tick = 0;
     std::string op;
     uintptr_t begin = 0, end = 0;
+    std::string node;
+    uint64_t buffer = 0;
+  };
+  struct Buffer {
+    uintptr_t end;
+    uint64_t id;
+    Stream stream;  // allocated for use on
   };
   struct Segment {
     uintptr_t end;
@@ -103,6 +115,9 @@ class StreamSanitizer final : public LaunchObserver {
   static void merge(Clock& into, const Clock& from);
   bool ordered(const Clock& c, const Epoch& e) const;
   void split_at(uintptr_t at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t buffer_at(uintptr_t p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string describe_access(const Epoch& e, bool write, bool past) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void access(int s, const Clock& c, const Epoch& now, bool write,
               std::vector<SanitizerFinding>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SanitizerFinding describe(const Epoch& now, bool now_write, const Epoch& before,
@@ -118,6 +133,8 @@ class StreamSanitizer final : public LaunchObserver {
   std::unordered_map<const void*, Clock> events_ ABSL_GUARDED_BY(mu_);
   std::map<uintptr_t, Segment> memory_ ABSL_GUARDED_BY(mu_);  // begin -> segment
   std::vector<SanitizerFinding> findings_ ABSL_GUARDED_BY(mu_);
+  std::map<uintptr_t, Buffer> buffers_ ABSL_GUARDED_BY(mu_);  // live allocations by begin
+  uint64_t next_buffer_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 // The process-wide sanitizer of STREAMGRAD_SANITIZE_STREAMS=1 (null when off). Installed

@@ -29,6 +29,7 @@ struct Span {
   LaunchKind kind;
   int host_thread;
   double enqueued_us;
+  std::string node;  // LaunchScope at launch time
   double start_us = -1, end_us = -1;  // -1 until the work ran
   bool abandoned = false;             // an observer or the backend threw: never enqueued
   // cuda: timing events around the launch, resolved by save().
@@ -185,10 +186,10 @@ std::string render(TraceState& st) {
       continue;
     }
     ev.push_back(absl::StrFormat(
-        R"({"ph":"X","name":%s,"cat":"%s",%s,"ts":%.3f,"dur":%.3f,"args":{"stream":%s,"enqueued_us":%.3f,"host_thread":%d}})",
+        R"({"ph":"X","name":%s,"cat":"%s",%s,"ts":%.3f,"dur":%.3f,"args":{"stream":%s,"enqueued_us":%.3f,"host_thread":%d%s}})",
         quoted(sp.name), kind_name(sp.kind), where(sp.lane), sp.start_us,
         sp.end_us - sp.start_us, quoted(st.lanes[sp.lane].stream.str()), sp.enqueued_us,
-        sp.host_thread));
+        sp.host_thread, sp.node.empty() ? "" : absl::StrCat(",\"node\":", quoted(sp.node))));
   }
   // Place the marks: a lane reaches a record once the work before it finished, and is
   // released from a wait once both it and the awaited record were reached.
@@ -279,6 +280,7 @@ void TraceRecorder::on_launch(const Stream& stream, const LaunchDesc& desc) {
   std::lock_guard<std::mutex> lk(st.mu);
   if (st.stopped) return;
   trace_internal::Span sp{st.lane(stream), desc.name, desc.kind, st.host_thread(), st.now_us()};
+  if (const std::string* scope = current_launch_scope()) sp.node = *scope;
   if (stream.device().type() == DeviceType::kCuda) {
     Backend& b = backend(DeviceType::kCuda);
     sp.cuda_start = b.create_event(stream.device().index(), true);

@@ -114,7 +114,16 @@ TEST_CASE("reuse of a freed block by an unordered stream is a finding", "[saniti
   REQUIRE(y.data() == first);  // reused at once
   touch(a, "write_y", y.data(), 256, true);
   REQUIRE(san.findings().size() == 1);
-  CHECK(san.findings()[0].previous.op == "read_x_elsewhere");
+  const SanitizerFinding reuse = san.findings()[0];
+  CHECK(reuse.previous.op == "read_x_elsewhere");
+  // Buffers are numbered in allocation order: x was #1, y (same bytes) is #2.
+  CHECK(reuse.previous.buffer == 1);
+  CHECK(reuse.current.buffer == 2);
+  CHECK_THAT(reuse.message,
+             Catch::Contains("write_y on sim:0/s") && Catch::Contains("of buffer #2") &&
+                 Catch::Contains(", which read bytes") &&
+                 Catch::Contains("Buffer #1 was freed and its memory handed out again as "
+                                 "buffer #2 while sim:0/s"));
   synchronize(kDev);
   san.clear_findings();
   // With record_stream the block comes back only after b's event completes, which the
@@ -130,6 +139,28 @@ TEST_CASE("reuse of a freed block by an unordered stream is a finding", "[saniti
   Storage z = Storage::allocate(512, a);
   touch(a, "write_z", z.data(), 512, true);
   CHECK(san.findings().empty());
+  synchronize(kDev);
+}
+
+TEST_CASE("findings name the LaunchScope each access ran in, innermost first", "[sanitizer]") {
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  Fixture f;
+  {
+    LaunchScope outer("OuterNode");
+    LaunchScope inner("MulBackward");
+    touch(f.a, "producer", f.buf.data(), 64, true);
+  }
+  {
+    LaunchScope other("AccumulateGrad");
+    touch(f.b, "consumer", f.buf.data(), 64, false);
+  }
+  REQUIRE(current_launch_scope() == nullptr);  // scopes end with their C++ scope
+  const auto found = san.findings();
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].previous.node == "MulBackward");
+  CHECK(found[0].current.node == "AccumulateGrad");
+  CHECK_THAT(found[0].message, Catch::Contains("consumer (in AccumulateGrad) on sim:0/s") &&
+                                   Catch::Contains("producer (in MulBackward) on sim:0/s"));
   synchronize(kDev);
 }
 

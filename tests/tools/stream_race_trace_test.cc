@@ -130,6 +130,10 @@ TEST_CASE("seed_race timeline: lanes, spans, and the S3 arrow from the seed to b
   CHECK(lanes == 2);
 
   const SeedRaceSpans spans = find_spans(t);
+  // Backward kernels say which node they ran for (the engine's LaunchScope).
+  const JsonValue& first_backward = *spans.backward_on_f.front();
+  REQUIRE(first_backward["args"].has("node"));
+  CHECK(first_backward["args"]["node"].str.find("Backward") != std::string::npos);
   // Measured: the first backward kernel on F started after the seed was filled on S.
   CHECK((*spans.backward_on_f.front())["ts"].number >= end_of(*spans.seed_fill));
 
