@@ -53,7 +53,7 @@ DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
     : device_(device), backend_(backend), caching_(caching) {}
 
 DeviceAllocator::~DeviceAllocator() {
-  std::vector<void*> to_free;
+  RawFrees to_free;
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& [addr, seg] : segments_) {
     for (Block* b = seg.head; b != nullptr;) {
@@ -61,9 +61,10 @@ DeviceAllocator::~DeviceAllocator() {
       delete b;
       b = next;
     }
-    to_free.push_back(reinterpret_cast<void*>(addr));
+    to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
   }
-  for (void* p : to_free) backend_.raw_free(device_.index(), p);
+  // No observer calls here: allocators live until exit, when observers may be gone.
+  for (const RawFree& f : to_free) backend_.raw_free(device_.index(), f.ptr);
 }
 
 void DeviceAllocator::update(MemoryStat& s, int64_t delta) {
@@ -84,7 +85,7 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
            " is not a stream of ", device_.str(), ", whose allocator was asked");
   if (bytes == 0) return nullptr;
   const size_t size = round_size(bytes);
-  std::vector<void*> to_free;
+  RawFrees to_free;
   void* hit = nullptr;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -160,7 +161,7 @@ void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
 
 void DeviceAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
-  std::vector<void*> to_free;
+  RawFrees to_free;
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = live_.find(ptr);
@@ -196,7 +197,7 @@ void DeviceAllocator::free(void* ptr) {
   raw_free_all(to_free);
 }
 
-void DeviceAllocator::release_block(Block* b, std::vector<void*>& to_free) {
+void DeviceAllocator::release_block(Block* b, RawFrees& to_free) {
   b->pending = false;
   if (!caching_) {
     drop_segment(b, to_free);
@@ -225,17 +226,17 @@ void DeviceAllocator::release_block(Block* b, std::vector<void*>& to_free) {
   free_blocks_.insert(b);
 }
 
-void DeviceAllocator::drop_segment(Block* b, std::vector<void*>& to_free) {
+void DeviceAllocator::drop_segment(Block* b, RawFrees& to_free) {
   SG_INTERNAL_CHECK(b->prev == nullptr && b->next == nullptr, "dropping a split segment");
   segments_.erase(reinterpret_cast<uintptr_t>(b->ptr));
   update(stats_.reserved_bytes, -static_cast<int64_t>(b->size));
   update(stats_.segments, -1);
   ++stats_.num_segment_frees;
-  to_free.push_back(b->ptr);
+  to_free.push_back({b->ptr, b->size});
   delete b;
 }
 
-void DeviceAllocator::process_events(std::vector<void*>& to_free) {
+void DeviceAllocator::process_events(RawFrees& to_free) {
   std::deque<Pending> still;
   while (!pending_.empty()) {
     Pending p = std::move(pending_.front());
@@ -260,11 +261,14 @@ std::unique_ptr<BackendEvent> DeviceAllocator::get_event() {
   return e;
 }
 
-void DeviceAllocator::raw_free_all(const std::vector<void*>& ptrs) {
-  for (void* p : ptrs) backend_.raw_free(device_.index(), p);
+void DeviceAllocator::raw_free_all(const RawFrees& segments) {
+  for (const RawFree& f : segments) {
+    backend_.raw_free(device_.index(), f.ptr);
+    detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(f.ptr, f.size); });
+  }
 }
 
-void DeviceAllocator::release_free_segments(std::vector<void*>& to_free) {
+void DeviceAllocator::release_free_segments(RawFrees& to_free) {
   std::vector<Block*> whole;
   for (Block* b : free_blocks_) {
     if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
@@ -288,7 +292,7 @@ void DeviceAllocator::empty_cache() {
     const void* key = p.event.get();
     detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
   }
-  std::vector<void*> to_free;
+  RawFrees to_free;
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (Pending& p : waiting) {

@@ -106,6 +106,11 @@ class DeviceAllocator {
   std::vector<SegmentInfo> snapshot();
 
  private:
+  struct RawFree {
+    void* ptr;
+    size_t size;
+  };
+  using RawFrees = std::vector<RawFree>;
   // allocate() without telling the observers.
   void* allocate_block(size_t bytes, const Stream& stream);
   struct Block;
@@ -120,12 +125,14 @@ class DeviceAllocator {
   Block* take_cached(size_t size, StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void mark_allocated(Block* b, size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A block whose uses are all complete becomes free: cached (coalesced) or released.
-  void release_block(Block* b, std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void process_events(std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void release_free_segments(std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void drop_segment(Block* b, std::vector<void*>& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release_block(Block* b, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void process_events(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release_free_segments(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void drop_segment(Block* b, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<BackendEvent> get_event() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void raw_free_all(const std::vector<void*>& ptrs);
+  // Returns segments to the device and tells the observers the memory is gone (its
+  // access history can go with it: raw_free waits for every queued use).
+  void raw_free_all(const RawFrees& segments);
   static void update(MemoryStat& s, int64_t delta);
 
   const Device device_;

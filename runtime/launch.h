@@ -63,8 +63,9 @@ class LaunchObserver {
   virtual void on_event_complete(const void* event) {}
   virtual void on_stream_synchronize(const Stream& stream) {}
   virtual void on_device_synchronize(Device device) {}
-  // [ptr, ptr + bytes) was just obtained from the device (raw allocation): nothing can
-  // still be using it, whatever used the same addresses before.
+  // [ptr, ptr + bytes) was just obtained from the device (raw allocation) or returned to
+  // it (raw free, which waits for every queued use): nothing can still be using it,
+  // whatever used the same addresses before.
   virtual void on_memory_reset(const void* ptr, size_t bytes) {}
   // The caching allocator handed out [ptr, ptr + bytes) for use on `stream` (a new
   // buffer, possibly in memory a freed buffer used before).

@@ -17,6 +17,11 @@ std::vector<SanitizerFinding> StreamSanitizer::findings() const {
   return findings_;
 }
 
+size_t StreamSanitizer::history_size() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return memory_.size() + buffers_.size();
+}
+
 void StreamSanitizer::clear_findings() {
   std::lock_guard<std::mutex> lk(mu_);
   findings_.clear();
@@ -52,6 +57,10 @@ void StreamSanitizer::split_at(uintptr_t at) {
   memory_.emplace(at, std::move(tail));
 }
 
+const std::string* StreamSanitizer::intern(const std::string& name) {
+  return &*names_.insert(name).first;
+}
+
 uint64_t StreamSanitizer::buffer_at(uintptr_t p) const {
   auto it = buffers_.upper_bound(p);
   if (it == buffers_.begin()) return 0;
@@ -60,8 +69,8 @@ uint64_t StreamSanitizer::buffer_at(uintptr_t p) const {
 }
 
 std::string StreamSanitizer::describe_access(const Epoch& e, bool write, bool past) const {
-  std::string out = e.op;
-  if (!e.node.empty()) absl::StrAppend(&out, " (in ", e.node, ")");
+  std::string out = *e.op;
+  if (e.node != nullptr) absl::StrAppend(&out, " (in ", *e.node, ")");
   const char* verb = past ? (write ? ", which wrote" : ", which read") : (write ? " writes" : " reads");
   absl::StrAppend(&out, " on ", streams_[e.stream].str(), verb,
                   " bytes [0x", absl::Hex(e.begin), ", 0x", absl::Hex(e.end), ")");
@@ -72,10 +81,10 @@ std::string StreamSanitizer::describe_access(const Epoch& e, bool write, bool pa
 SanitizerFinding StreamSanitizer::describe(const Epoch& now, bool now_write, const Epoch& before,
                                            bool before_write) const {
   SanitizerFinding f{
-      SanitizerAccess{now.op, now.node, streams_[now.stream], now.buffer, now.begin, now.end,
-                      now_write},
-      SanitizerAccess{before.op, before.node, streams_[before.stream], before.buffer,
-                      before.begin, before.end, before_write},
+      SanitizerAccess{*now.op, now.node ? *now.node : "", streams_[now.stream], now.buffer,
+                      now.begin, now.end, now_write},
+      SanitizerAccess{*before.op, before.node ? *before.node : "", streams_[before.stream],
+                      before.buffer, before.begin, before.end, before_write},
       ""};
   std::string reuse;
   if (now.buffer != 0 && before.buffer != 0 && now.buffer != before.buffer) {
@@ -137,14 +146,15 @@ void StreamSanitizer::on_launch(const Stream& stream, const LaunchDesc& desc) {
     if (c.size() <= static_cast<size_t>(s)) c.resize(s + 1, 0);
     ++c[s];
     const std::string* scope = current_launch_scope();
-    const std::string node = scope != nullptr ? *scope : std::string();
+    const std::string* node = scope != nullptr ? intern(*scope) : nullptr;
+    const std::string* op = intern(desc.name);
     for (const MemRange& r : desc.reads) {
       const uintptr_t b = reinterpret_cast<uintptr_t>(r.ptr);
-      access(s, c, Epoch{s, c[s], desc.name, b, b + r.bytes, node, buffer_at(b)}, false, found);
+      access(s, c, Epoch{s, c[s], op, b, b + r.bytes, node, buffer_at(b)}, false, found);
     }
     for (const MemRange& r : desc.writes) {
       const uintptr_t b = reinterpret_cast<uintptr_t>(r.ptr);
-      access(s, c, Epoch{s, c[s], desc.name, b, b + r.bytes, node, buffer_at(b)}, true, found);
+      access(s, c, Epoch{s, c[s], op, b, b + r.bytes, node, buffer_at(b)}, true, found);
     }
     findings_.insert(findings_.end(), found.begin(), found.end());
     // cpu work completes before launch() returns: the host has seen it at once.
@@ -194,15 +204,19 @@ void StreamSanitizer::on_memory_reset(const void* ptr, size_t bytes) {
   split_at(b);
   split_at(e);
   memory_.erase(memory_.lower_bound(b), memory_.lower_bound(e));
+  erase_buffers(b, e);
+}
+
+void StreamSanitizer::erase_buffers(uintptr_t b, uintptr_t e) {
+  auto first = buffers_.upper_bound(b);
+  if (first != buffers_.begin() && std::prev(first)->second.end > b) --first;
+  buffers_.erase(first, buffers_.lower_bound(e));
 }
 
 void StreamSanitizer::on_buffer_allocated(const void* ptr, size_t bytes, const Stream& stream) {
   std::lock_guard<std::mutex> lk(mu_);
   const uintptr_t b = reinterpret_cast<uintptr_t>(ptr), e = b + bytes;
-  // Buffers freed since (the allocator does not report frees) overlap the new one.
-  auto first = buffers_.upper_bound(b);
-  if (first != buffers_.begin() && std::prev(first)->second.end > b) --first;
-  buffers_.erase(first, buffers_.lower_bound(e));
+  erase_buffers(b, e);  // freed since: the allocator does not report frees of blocks
   buffers_.emplace(b, Buffer{e, next_buffer_++, stream});
 }
 

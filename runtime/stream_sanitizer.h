@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -77,6 +78,9 @@ class StreamSanitizer final : public LaunchObserver {
 
   std::vector<SanitizerFinding> findings() const;
   void clear_findings();
+  // Byte ranges and buffers with a history: memory returned to the device drops its own,
+  // so this stays bounded by the memory in use and in the allocators' caches.
+  size_t history_size() const;
 
   void on_launch(const Stream& stream, const LaunchDesc& desc) override;
   void on_event_record(const void* event, const Stream& stream) override;
@@ -92,12 +96,14 @@ class StreamSanitizer final : public LaunchObserver {
 
  private:
   using Clock = std::vector<uint64_t>;
+  // Names are interned (names_): the access history copies epochs on every launch, and
+  // node names are too long for the small-string buffer.
   struct Epoch {
     int stream = -1;  // index into streams_
     uint64_t tick = 0;
-    std::string op;
+    const std::string* op = nullptr;
     uintptr_t begin = 0, end = 0;
-    std::string node;
+    const std::string* node = nullptr;
     uint64_t buffer = 0;
   };
   struct Buffer {
@@ -116,6 +122,8 @@ class StreamSanitizer final : public LaunchObserver {
   bool ordered(const Clock& c, const Epoch& e) const;
   void split_at(uintptr_t at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t buffer_at(uintptr_t p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void erase_buffers(uintptr_t begin, uintptr_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const std::string* intern(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string describe_access(const Epoch& e, bool write, bool past) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void access(int s, const Clock& c, const Epoch& now, bool write,
@@ -135,6 +143,7 @@ class StreamSanitizer final : public LaunchObserver {
   std::vector<SanitizerFinding> findings_ ABSL_GUARDED_BY(mu_);
   std::map<uintptr_t, Buffer> buffers_ ABSL_GUARDED_BY(mu_);  // live allocations by begin
   uint64_t next_buffer_ ABSL_GUARDED_BY(mu_) = 1;
+  std::unordered_set<std::string> names_ ABSL_GUARDED_BY(mu_);  // stable addresses
 };
 
 // The process-wide sanitizer of STREAMGRAD_SANITIZE_STREAMS=1 (null when off). Installed

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <vector>
+
 #include "runtime/runtime.h"
 
 namespace streamgrad {
@@ -162,6 +164,29 @@ TEST_CASE("findings name the LaunchScope each access ran in, innermost first", "
   CHECK_THAT(found[0].message, Catch::Contains("consumer (in AccumulateGrad) on sim:0/s") &&
                                    Catch::Contains("producer (in MulBackward) on sim:0/s"));
   synchronize(kDev);
+}
+
+TEST_CASE("memory returned to the device takes its history with it", "[sanitizer]") {
+  const Stream a = Stream::create(kDev);
+  empty_cache(kDev);
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  const size_t before = san.history_size();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Storage> live;
+    // Distinct sizes: each gets a segment of its own, touched in two halves.
+    for (size_t i = 1; i <= 50; ++i) {
+      live.push_back(Storage::allocate(4096 * i, a));
+      touch(a, "first_half", live.back().data(), 2048 * i, true);
+      touch(a, "second_half", static_cast<char*>(live.back().data()) + 2048 * i, 2048 * i,
+            false);
+    }
+    CHECK(san.history_size() >= before + 100);
+    live.clear();
+    a.synchronize();
+    empty_cache(kDev);  // raw frees: the history of those bytes is gone
+    CHECK(san.history_size() == before);
+  }
+  CHECK(san.findings().empty());
 }
 
 TEST_CASE("throw mode stops the racing launch", "[sanitizer]") {
