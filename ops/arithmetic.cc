@@ -138,14 +138,7 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -a
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(kernels::Binary::kMul, a, b, "mul");
-  if (any_requires_grad({a, b})) {
-    auto node = std::make_shared<MulBackward>();
-    if (b.requires_grad()) node->a = SavedTensor(a);
-    if (a.requires_grad()) node->b = SavedTensor(b);
-    node->a_shape = a.sizes();
-    node->b_shape = b.sizes();
-    wire(node, {a, b}, {out});
-  }
+  record_product<MulBackward>(a, b, out);
   return out;
 }
 

@@ -80,14 +80,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     out = new_output({batch, m, n}, a.dtype(), a.device());
     kernels::matmul(stream_of(out), out.view(), batched_view(a, batch), batched_view(b, batch));
   }
-  if (any_requires_grad({a, b})) {
-    auto node = std::make_shared<MatmulBackward>();
-    if (b.requires_grad()) node->a = SavedTensor(a);
-    if (a.requires_grad()) node->b = SavedTensor(b);
-    node->a_shape = a.sizes();
-    node->b_shape = b.sizes();
-    wire(node, {a, b}, {out});
-  }
+  record_product<MatmulBackward>(a, b, out);
   return out;
 }
 

@@ -51,6 +51,20 @@ inline bool needs_grad(const Node& node, size_t i) { return node.next_edge(i).va
 // history allocate nothing.
 void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const TensorList& outputs);
 
+// Records the backward of a product out = a (*) b (mul, matmul): each input's gradient
+// needs the other input, so each is saved only when the other requires grad. NodeT has
+// SavedTensor members a, b and shape members a_shape, b_shape.
+template <typename NodeT>
+void record_product(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!any_requires_grad({a, b})) return;
+  auto node = std::make_shared<NodeT>();
+  if (b.requires_grad()) node->a = SavedTensor(a);
+  if (a.requires_grad()) node->b = SavedTensor(b);
+  node->a_shape = a.sizes();
+  node->b_shape = b.sizes();
+  wire(node, {a, b}, {out});
+}
+
 // In-place ops: refuses a leaf that requires grad (outside NoGradGuard) and a view of such a
 // tensor, then bumps the version once the kernel is enqueued.
 void check_inplace(const Tensor& a, const char* op);

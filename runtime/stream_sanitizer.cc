@@ -213,11 +213,11 @@ void StreamSanitizer::erase_buffers(uintptr_t b, uintptr_t e) {
   buffers_.erase(first, buffers_.lower_bound(e));
 }
 
-void StreamSanitizer::on_buffer_allocated(const void* ptr, size_t bytes, const Stream& stream) {
+void StreamSanitizer::on_buffer_allocated(const void* ptr, size_t bytes, const Stream&) {
   std::lock_guard<std::mutex> lk(mu_);
   const uintptr_t b = reinterpret_cast<uintptr_t>(ptr), e = b + bytes;
   erase_buffers(b, e);  // freed since: the allocator does not report frees of blocks
-  buffers_.emplace(b, Buffer{e, next_buffer_++, stream});
+  buffers_.emplace(b, Buffer{e, next_buffer_++});
 }
 
 void StreamSanitizer::suppress(int delta) {

@@ -17,9 +17,11 @@
 // overlapping write, or a write not ordered after the earlier overlapping reads and writes,
 // is a finding naming both accesses: op, the LaunchScope it ran in (the engine's backward
 // node), stream, byte range and buffer (allocations are numbered #1, #2, ... in the order
-// this sanitizer saw them, so a reuse finding names the freed buffer and its successor). Freed memory keeps its
-// access history, so reusing a block on a stream that is not ordered after its previous
-// users is a finding too, and overlapping views are compared byte range by byte range.
+// this sanitizer saw them, so a reuse finding names the freed buffer and its successor).
+// Memory freed to the allocator's cache keeps its access history, so reusing a block on a
+// stream that is not ordered after its previous users is a finding too; memory returned to
+// the device drops it (raw free waits for every use). Overlapping views are compared byte
+// range by byte range.
 //
 // Thread-safety: all methods are thread-safe (one std::mutex).
 // Failure: in kThrow mode the launch that races throws SanitizerError before its work is
@@ -109,7 +111,6 @@ class StreamSanitizer final : public LaunchObserver {
   struct Buffer {
     uintptr_t end;
     uint64_t id;
-    Stream stream;  // allocated for use on
   };
   struct Segment {
     uintptr_t end;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -70,7 +71,7 @@ struct TraceState {
   std::vector<Mark> marks;
   std::vector<HostMark> host_marks;
   std::unordered_map<const void*, int64_t> latest_record;  // event key -> record mark
-  std::unordered_map<int64_t, bool> completion_seen;      // record mark -> host learnt it
+  std::unordered_set<int64_t> completion_seen;  // record marks the host learnt of
   std::map<std::thread::id, int> host_threads;
 
   double now_us() const {
@@ -337,8 +338,7 @@ void TraceRecorder::on_event_complete(const void* event) {
   if (st.stopped || it == st.latest_record.end()) return;
   // The allocator polls its events on every allocation: only the first time the host
   // learns of a record is a synchronisation worth showing.
-  if (st.completion_seen[it->second]) return;
-  st.completion_seen[it->second] = true;
+  if (!st.completion_seen.insert(it->second).second) return;
   trace_internal::HostMark h{"event complete", st.host_thread(), st.now_us()};
   h.from_mark = it->second;
   st.host_marks.push_back(std::move(h));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/error.h"
 
 namespace streamgrad {
 namespace {
@@ -85,6 +87,18 @@ void parse_flags_or_throw(int argc, char** argv) {
   std::vector<char*> arg_ptrs;
   for (std::string& a : args) arg_ptrs.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+}
+
+int run_tool(const char* tool, int argc, char** argv, const std::function<int()>& body) {
+  try {
+    parse_flags_or_throw(argc, argv);
+    return body();
+  } catch (const UsageError& e) {
+    std::cerr << tool << ": " << e.message << "\n";
+  } catch (const Error& e) {
+    std::cerr << tool << ": " << e.what() << "\n";
+  }
+  return 2;
 }
 
 std::string user_path(const std::string& path) {

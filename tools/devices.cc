@@ -189,8 +189,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Lists every streamgrad device with its streams and memory statistics.\n"
       "Usage: devices [--json] [--nodemo]");
-  try {
-    streamgrad::parse_flags_or_throw(argc, argv);
+  return streamgrad::run_tool("devices", argc, argv, [&] {
     const auto reports = streamgrad::collect(absl::GetFlag(FLAGS_demo));
     if (absl::GetFlag(FLAGS_json)) {
       streamgrad::print_json(reports);
@@ -201,11 +200,5 @@ int main(int argc, char** argv) {
       if (!r.demo_ok()) return 1;
     }
     return 0;
-  } catch (const streamgrad::UsageError& e) {
-    std::cerr << "devices: " << e.message << "\n";
-    return 2;
-  } catch (const streamgrad::Error& e) {
-    std::cerr << "devices: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

@@ -241,8 +241,7 @@ int main(int argc, char** argv) {
       "Usage: gradcheck [--ops=a,b] [--devices=cpu,sim:0] [--fast] [--streams] [--json] "
       "[--seed=N]");
   using namespace streamgrad;  // NOLINT
-  try {
-    parse_flags_or_throw(argc, argv);
+  return run_tool("gradcheck", argc, argv, [&] {
     const auto ops = select_ops(absl::GetFlag(FLAGS_ops));
     const auto devices = select_devices(absl::GetFlag(FLAGS_devices));
     const Settings settings{absl::GetFlag(FLAGS_fast), absl::GetFlag(FLAGS_seed)};
@@ -256,11 +255,5 @@ int main(int argc, char** argv) {
       print_text(rows, total_ms);
     }
     return count(rows, Outcome::kFail) == 0 ? 0 : 1;
-  } catch (const UsageError& e) {
-    std::cerr << "gradcheck: " << e.message << "\n";
-    return 2;
-  } catch (const Error& e) {
-    std::cerr << "gradcheck: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

@@ -316,8 +316,7 @@ int main(int argc, char** argv) {
       "[--legacy-leaf-sync] [--nosanitizer] [--assume-safe=a,b] [--trace=DIR] [--json] [--list]\n"
       "Flag names may be spelt with dashes or underscores.");
   using namespace streamgrad;  // NOLINT
-  try {
-    parse_flags_or_throw(argc, argv);
+  return run_tool("stream_race", argc, argv, [&] {
     const Settings settings = parse_settings();
     if (absl::GetFlag(FLAGS_list)) {
       print_list(settings);
@@ -333,11 +332,5 @@ int main(int argc, char** argv) {
       if (r.safe_failed()) return 1;
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "stream_race: " << e.message << "\n";
-    return 2;
-  } catch (const Error& e) {
-    std::cerr << "stream_race: " << e.what() << "\n";
-    return 2;
-  }
+  });
 }

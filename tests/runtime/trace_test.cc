@@ -153,23 +153,32 @@ TEST_CASE("work that has not run is left out and counted as incomplete", "[trace
 }
 
 TEST_CASE("tracing leaves a deterministic schedule unchanged", "[trace]") {
-  // A racy program (no wait between the streams): what the reader sees depends only on
-  // the interleaving the adversarial scheduler picks, which must not move under tracing.
+  // A racy program (no wait between the streams): what runs when depends only on the
+  // interleaving the adversarial scheduler picks, which must not move under tracing, and
+  // tracing must add no task to the streams (the same number of scheduler steps).
+  struct Run {
+    std::vector<int> order;
+    int steps = 0;
+  };
   auto racy = [](bool traced) {
     SimSchedulerScope scope(SimSchedulerOptions{SimSchedulerKind::kDeterministic,
                                                 SimPolicy::kAdversarial, 5, 0});
     const Stream a = Stream::create("sim:0"), b = Stream::create("sim:0");
     std::unique_ptr<TraceRecorder> trace;
     if (traced) trace = std::make_unique<TraceRecorder>();
-    std::vector<int> order;
+    Run run;
     for (int i = 0; i < 5; ++i) {
-      launch(a, {"a", {}, {}}, [&order, i] { order.push_back(i); });
-      launch(b, {"b", {}, {}}, [&order, i] { order.push_back(100 + i); });
+      launch(a, {"a", {}, {}}, [&run, i] { run.order.push_back(i); });
+      sleep(b, 1);
+      launch(b, {"b", {}, {}}, [&run, i] { run.order.push_back(100 + i); });
     }
-    synchronize("sim:0");
-    return order;
+    while (sim_step()) ++run.steps;
+    return run;
   };
-  CHECK(racy(true) == racy(false));
+  const Run plain = racy(false), traced = racy(true);
+  CHECK(traced.order == plain.order);
+  CHECK(traced.steps == plain.steps);
+  CHECK(plain.steps == 15);
 }
 
 TEST_CASE("cpu launches, copies and fills are spans on the cpu lane", "[trace]") {
