@@ -26,9 +26,8 @@ bool can_steal(const Tensor& g) {
 }
 }  // namespace
 
-TensorList AccumulateGrad::apply(TensorList&& grads) {
-  Tensor g = std::move(grads[0]);
-  if (!g.defined()) return {};
+void AccumulateGrad::run_tensor_hooks(Tensor& g) const {
+  if (!g.defined()) return;
   AutogradMeta& meta = variable_.autograd_meta();
   for (const auto& [id, hook] : meta.hooks) {
     Tensor replaced = hook(g);
@@ -41,6 +40,13 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
       g = std::move(replaced);
     }
   }
+}
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor g = std::move(grads[0]);
+  if (!g.defined()) return {};
+  run_tensor_hooks(g);
+  AutogradMeta& meta = variable_.autograd_meta();
   const bool keep_history = grad_mode_enabled();  // create_graph
   {
     std::lock_guard<std::mutex> lk(meta.mu);

@@ -22,6 +22,9 @@ class AccumulateGrad final : public Node {
   std::string name() const override { return "AccumulateGrad"; }
   TensorList apply(TensorList&& grads) override;
   const Tensor& variable() const { return variable_; }
+  // The leaf's tensor hooks, in registration order, on gradient `g` (which they may
+  // replace). apply() runs them; grad() runs them on the gradient it captures instead.
+  void run_tensor_hooks(Tensor& g) const;
 
  private:
   Tensor variable_;  // strong: the leaf's metadata holds this node only weakly

@@ -119,12 +119,40 @@ void compute_exec_info(GraphTask& gt, Node* root, const std::vector<Edge>& captu
   gt.exec_info[root].needed = true;
 }
 
+// Runs the callbacks queued during backward, in order, including those that callbacks
+// queue themselves (they run in this same backward, as in the reference framework).
+void run_final_callbacks(GraphTask& gt) {
+  CurrentGraphTaskScope in_task(&gt);
+  for (size_t i = 0;; ++i) {
+    std::function<void()> cb;
+    {
+      std::lock_guard<std::mutex> lk(gt.mu);
+      if (i >= gt.final_callbacks.size()) break;
+      cb = std::move(gt.final_callbacks[i]);
+    }
+    const char* kContext = "error in a callback queued during backward (queue_callback): ";
+    try {
+      cb();
+    } catch (const Error& e) {
+      e.rethrower()(absl::StrCat(kContext, e.what()));
+    } catch (const std::exception& e) {
+      throw Error(absl::StrCat(kContext, e.what()));
+    }
+  }
+}
+
 TensorList run(const Roots& roots, bool keep_graph, bool create_graph,
                const std::vector<Edge>& captures, const std::unordered_set<Node*>& run_targets) {
   auto gt = std::make_shared<GraphTask>();
   gt->keep_graph = keep_graph;
   gt->create_graph = create_graph;
   gt->owner_queue = queue_for_new_task(&gt->reentrant_depth);
+  if (GraphTask* parent = current_graph_task()) {  // a backward inside a backward
+    gt->parent = parent->shared_from_this();
+    std::lock_guard<std::mutex> lk(parent->mu);
+    parent->children.push_back(gt);
+    if (parent->aborted()) gt->cancelled.store(true);
+  }
   auto root = std::make_shared<GraphRoot>(roots.edges, roots.seeds, roots.streams);
   std::set<Device> devices = count_dependencies(*gt, root.get());
   for (const auto& s : roots.streams) {
@@ -144,7 +172,7 @@ TensorList run(const Roots& roots, bool keep_graph, bool create_graph,
 
   execute_graph(gt, root);
 
-  std::lock_guard<std::mutex> lk(gt->mu);
+  std::unique_lock<std::mutex> lk(gt->mu);
   // S6: one event per distinct result stream; every caller stream waits on it.
   for (const Stream& result : gt->result_streams) {
     Event e;
@@ -163,9 +191,9 @@ TensorList run(const Roots& roots, bool keep_graph, bool create_graph,
       g.storage().record_stream(current_stream(g.device()));
     }
   }
-  std::vector<std::function<void()>> callbacks = std::move(gt->final_callbacks);
   TensorList captured = std::move(gt->captured);
-  for (auto& cb : callbacks) cb();
+  lk.unlock();
+  run_final_callbacks(*gt);
   return captured;
 }
 

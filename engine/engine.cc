@@ -1,19 +1,21 @@
 // Execution of graph tasks: device workers, the ready-queue loop, and evaluation of one
 // node with the stream rules. See Note [Backward stream semantics] in backward.h.
 #include <array>
-#include <cctype>
-#include <cmath>
 #include <optional>
+#include <system_error>
 #include <thread>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/accumulate_grad.h"
 #include "engine/grad_mode.h"
 #include "engine/graph_task.h"
+#include "engine/output_checks.h"
 #include "runtime/error.h"
 #include "runtime/guard.h"
 #include "runtime/launch.h"
+#include "runtime/warning.h"
 
 namespace streamgrad {
 namespace {
@@ -24,6 +26,17 @@ thread_local ReadyQueue* t_worker_queue = nullptr;
 thread_local std::shared_ptr<ReadyQueue> t_worker_queue_owner;
 thread_local int t_reentrant_depth = 0;
 thread_local GraphTask* t_current_graph_task = nullptr;
+// Graph tasks whose loop runs on this thread's stack right now (nested backward).
+thread_local int t_stack_depth = 0;
+
+// Note [Deep reentrant backward]
+// A backward started inside a node's backward runs its loop on the same thread, one stack
+// level deeper. Past kMaxStackDepth nested loops on one thread, the next nested task is
+// handed to a fresh thread with a fresh stack, which serves the same queue (so a device
+// worker's device keeps being served) while the original thread waits; depth 10,000
+// therefore costs 10,000 / kMaxStackDepth threads, never a stack overflow, and each
+// level's cost is independent of the depth.
+constexpr int kMaxStackDepth = 50;
 
 void thread_loop(ReadyQueue& queue, const GraphTask* waiting_for);
 
@@ -55,81 +68,98 @@ ReadyQueue& queue_for(GraphTask& gt, const Node& node) {
   return *gt.owner_queue;
 }
 
-void check_anomaly(const Node& fn, const TensorList& outputs) {
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& g = outputs[i];
-    if (!g.defined() || !is_floating(g.dtype())) continue;
-    bool bad = false;
-    if (g.dtype() == DType::kFloat32) {
-      for (float v : g.to_vector<float>()) bad = bad || !std::isfinite(v);
-    } else {
-      for (double v : g.to_vector<double>()) bad = bad || !std::isfinite(v);
-    }
-    if (bad) {
-      std::string forward = fn.name();
-      const size_t pos = forward.rfind("Backward");
-      if (pos != std::string::npos) forward = forward.substr(0, pos);
-      for (char& c : forward) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      throw Error(absl::StrCat("anomaly mode: ", fn.name(), " returned NaN or Inf in its output ",
-                               i, " (", g.describe(), "); the forward op was '", forward,
-                               "'. Check its inputs for values outside the op's domain"));
-    }
-  }
-}
+// The nodes whose backward is running on the current reentrant chain (this thread and the
+// threads it handed deep nesting to): a nested backward that reaches one of them again
+// would wait for the node's own lock forever.
+thread_local std::unordered_set<Node*> t_held_storage;
+thread_local std::unordered_set<Node*>* t_held = &t_held_storage;
 
-void validate_outputs(const Node& fn, const TensorList& outputs) {
-  SG_CHECK(outputs.size() == fn.num_outputs(), Error, fn.name(), " returned ",
-           outputs.size(), " gradients but has ", fn.num_outputs(),
-           " inputs in forward; return one (possibly undefined) Tensor per input");
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Edge& e = fn.next_edge(i);
-    if (!e.valid() || !outputs[i].defined()) continue;
-    const InputMeta& m = e.function->input_metadata(e.input_nr);
-    if (outputs[i].sizes() != m.sizes || outputs[i].dtype() != m.dtype ||
-        outputs[i].device() != m.device) {
-      throw Error(absl::StrCat(fn.name(), " returned an invalid gradient for input ", i, ": got ",
-                               outputs[i].describe(), " but expected ", dtype_name(m.dtype), "[",
-                               absl::StrJoin(m.sizes, ", "), "] on ", m.device.str()));
-    }
+class HeldNode {
+ public:
+  explicit HeldNode(Node& fn) : fn_(&fn) {
+    SG_CHECK(t_held->insert(fn_).second, Error, fn.name(),
+             ": a backward started inside this node's backward (or one of its hooks) reached "
+             "the node again; a graph cannot be differentiated through a node while that "
+             "node's backward is running. Differentiate a separate graph (detach() the "
+             "tensors you start from) instead");
+  }
+  ~HeldNode() { t_held->erase(fn_); }
+  HeldNode(const HeldNode&) = delete;
+  HeldNode& operator=(const HeldNode&) = delete;
+
+ private:
+  Node* fn_;
+};
+
+// Collects warnings raised while a device worker runs a node of `gt`, for its caller.
+class TaskWarnings final : public WarningSink {
+ public:
+  explicit TaskWarnings(GraphTask& gt) : gt_(gt) {}
+  void handle(Warning w) override {
+    std::lock_guard<std::mutex> lk(gt_.mu);
+    gt_.warnings.push_back(std::move(w));
+  }
+
+ private:
+  GraphTask& gt_;
+};
+
+// A captured gradient (grad(), or backward(inputs=) of a non-leaf) leaves the engine here,
+// after the hooks the tensor would see: its grad_fn's pre hooks, or a leaf's own hooks.
+void capture(GraphTask& gt, Node& fn, const GraphTask::ExecInfo& info, TensorList& grads,
+             const std::vector<std::optional<Stream>>& written) {
+  if (auto* leaf = dynamic_cast<AccumulateGrad*>(&fn)) leaf->run_tensor_hooks(grads[0]);
+  std::lock_guard<std::mutex> lk(gt.mu);
+  for (const auto& [slot, index] : info.captures) {
+    gt.captured[index] = grads[slot];
+    if (!grads[slot].defined()) continue;
+    // S6: the caller's streams wait for the streams that wrote the captured gradient.
+    if (written[slot]) gt.result_streams.insert(*written[slot]);
+    if (fn.stream()) gt.result_streams.insert(*fn.stream());
   }
 }
 
 void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuffer&& inputs) {
+  const GraphTask::ExecInfo* info = nullptr;
   if (!gt.exec_info.empty()) {
     auto it = gt.exec_info.find(fn.get());
-    const GraphTask::ExecInfo* info = it == gt.exec_info.end() ? nullptr : &it->second;
-    if (info != nullptr && !info->captures.empty()) {
-      // Captured gradients leave the engine: the caller's streams wait for the streams
-      // that wrote them at the end (S6), so no host wait here.
-      std::vector<std::optional<Stream>> written;
-      for (size_t i = 0; i < inputs.size(); ++i) written.push_back(inputs.value_stream(i));
-      TensorList grads = inputs.take();
-      fn->run_pre_hooks(grads);
-      std::lock_guard<std::mutex> lk(gt.mu);
-      for (const auto& [slot, index] : info->captures) {
-        gt.captured[index] = grads[slot];
-        if (grads[slot].defined() && written[slot]) gt.result_streams.insert(*written[slot]);
-        if (grads[slot].defined() && fn->has_pre_hooks() && fn->stream()) {
-          gt.result_streams.insert(*fn->stream());
-        }
-      }
-      return;  // a captured node is not run (grad() does not accumulate into .grad)
-    }
-    if (info == nullptr || !info->needed) return;
+    if (it == gt.exec_info.end()) return;
+    info = &it->second;
+    if (!info->needed && info->captures.empty()) return;
   }
   const std::optional<Stream>& stream = fn->stream();
   inputs.wait_ready(stream);  // S4: right before the consumer runs
   std::optional<StreamGuard> on_stream;
   if (stream) on_stream.emplace(*stream);  // S2
   GradModeGuard grad_mode(gt.create_graph);
+  if (dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr && stream && inputs.size() == 1) {
+    const std::optional<Stream>& producer = inputs.value_stream(0);
+    if (producer && *producer != *stream && producer->device() == stream->device()) {
+      SG_WARN("the gradient of leaf ", static_cast<AccumulateGrad&>(*fn).variable().describe(),
+              " was produced on ", producer->str(), " but accumulates into .grad on ",
+              stream->str(), ", the stream the leaf was created on (S5): every backward pays "
+              "a cross-stream wait for it. Create the leaf on the stream that uses it");
+    }
+  }
+  std::vector<std::optional<Stream>> written;
+  for (size_t i = 0; info != nullptr && i < inputs.size(); ++i) {
+    written.push_back(inputs.value_stream(i));
+  }
   TensorList grads = inputs.take();
   TensorList outputs;
   {
     // Observers (sanitizer, trace) name the node each kernel ran for; free without them.
     std::optional<LaunchScope> scope;
     if (detail::have_observers()) scope.emplace(fn->name());
+    HeldNode held(*fn);
     std::lock_guard<std::mutex> lk(fn->mutex());  // a node never runs concurrently with itself
     if (fn->has_pre_hooks()) fn->run_pre_hooks(grads);
+    if (info != nullptr && !info->captures.empty()) {
+      capture(gt, *fn, *info, grads, written);
+      // Capturing does not cut the graph: a node on the way to another requested input
+      // still runs (with the gradient its hooks made, hooks not run twice).
+      if (!info->needed) return;
+    }
     outputs = fn->apply(std::move(grads));
   }
   const bool visible = fn->has_pre_hooks() || dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr;
@@ -141,7 +171,8 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
     if (!gt.keep_graph) fn->release_variables();
     return;
   }
-  validate_outputs(*fn, outputs);
+  std::vector<std::optional<Stream>> moved_to;
+  validate_outputs(*fn, outputs, &moved_to);
   if (anomaly_mode_enabled()) check_anomaly(*fn, outputs);
   if (!gt.keep_graph) fn->release_variables();
 
@@ -154,7 +185,8 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
     SG_INTERNAL_CHECK(dep != gt.dependencies.end(), "dependency of ", next->name(), " missing");
     const bool ready = --dep->second == 0;
     auto buf = gt.not_ready.try_emplace(next, next->num_inputs()).first;
-    buf->second.add(e.input_nr, std::move(outputs[i]), fn->output_stream(i), next->stream());
+    buf->second.add(e.input_nr, std::move(outputs[i]),
+                    moved_to[i] ? moved_to[i] : fn->output_stream(i), next->stream());
     if (ready) {
       gt.outstanding.fetch_add(1);
       queue_for(gt, *next).push(
@@ -177,18 +209,26 @@ void thread_loop(ReadyQueue& queue, const GraphTask* waiting_for) {
     if (task.wake) continue;
     std::shared_ptr<GraphTask> gt = task.graph_task.lock();
     if (!gt) continue;
-    if (!gt->has_error.load()) {
+    if (!gt->aborted()) {
       // A backward started inside this node nests one level deeper (and runs first).
       const int saved_depth = t_reentrant_depth;
       t_reentrant_depth = task.reentrant_depth + 1;
       GraphTask* const saved_task = t_current_graph_task;
       t_current_graph_task = gt.get();
+      // On a device worker, warnings wait in the task for the thread that called backward.
+      std::optional<TaskWarnings> warnings;
+      if (t_worker_queue != nullptr) warnings.emplace(*gt);
       try {
         evaluate_function(*gt, task.fn, std::move(task.inputs));
+      } catch (const Error& e) {
+        gt->set_error(absl::StrCat("error in ", task.fn->name(), " during backward: ", e.what()),
+                      e.rethrower());
       } catch (const std::exception& e) {
-        gt->set_error(absl::StrCat("error in ", task.fn->name(), " during backward: ", e.what()));
+        gt->set_error(absl::StrCat("error in ", task.fn->name(), " during backward: ", e.what()),
+                      nullptr);
       } catch (...) {
-        gt->set_error(absl::StrCat("unknown error in ", task.fn->name(), " during backward"));
+        gt->set_error(absl::StrCat("unknown error in ", task.fn->name(), " during backward"),
+                      nullptr);
       }
       t_reentrant_depth = saved_depth;
       t_current_graph_task = saved_task;
@@ -200,10 +240,28 @@ void thread_loop(ReadyQueue& queue, const GraphTask* waiting_for) {
 
 }  // namespace
 
-void GraphTask::set_error(std::string message) {
-  std::lock_guard<std::mutex> lk(mu);
-  if (!has_error.load()) error = std::move(message);
-  has_error.store(true);
+void GraphTask::set_error(std::string message, Error::Rethrower rethrower) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (has_error.load()) return;
+    error = std::move(message);
+    rethrow = std::move(rethrower);
+    has_error.store(true);
+  }
+  // Nested backward started from this task stops as soon as possible: its remaining nodes
+  // are skipped, and it reports the cancellation to the node that started it.
+  std::vector<std::shared_ptr<GraphTask>> stack{shared_from_this()};
+  while (!stack.empty()) {
+    std::shared_ptr<GraphTask> t = std::move(stack.back());
+    stack.pop_back();
+    std::lock_guard<std::mutex> lk(t->mu);
+    for (const auto& weak : t->children) {
+      if (auto child = weak.lock()) {
+        child->cancelled.store(true);
+        stack.push_back(std::move(child));
+      }
+    }
+  }
 }
 
 bool ReadyQueue::Later::operator()(const NodeTask& a, const NodeTask& b) const {
@@ -232,6 +290,11 @@ NodeTask ReadyQueue::pop() {
 
 GraphTask* current_graph_task() { return t_current_graph_task; }
 
+CurrentGraphTaskScope::CurrentGraphTaskScope(GraphTask* gt) : previous_(t_current_graph_task) {
+  t_current_graph_task = gt;
+}
+CurrentGraphTaskScope::~CurrentGraphTaskScope() { t_current_graph_task = previous_; }
+
 std::shared_ptr<ReadyQueue> queue_for_new_task(int* reentrant_depth) {
   *reentrant_depth = t_reentrant_depth;
   if (t_worker_queue != nullptr) return t_worker_queue_owner;
@@ -241,9 +304,61 @@ std::shared_ptr<ReadyQueue> queue_for_new_task(int* reentrant_depth) {
 void execute_graph(const std::shared_ptr<GraphTask>& gt, const std::shared_ptr<Node>& root) {
   gt->outstanding.store(1);
   queue_for(*gt, *root).push(NodeTask{gt, root, InputBuffer(0), gt->reentrant_depth});
-  thread_loop(*gt->owner_queue, gt.get());
-  std::lock_guard<std::mutex> lk(gt->mu);
-  if (gt->has_error.load()) throw Error(gt->error);
+  if (t_stack_depth < kMaxStackDepth) {
+    ++t_stack_depth;
+    thread_loop(*gt->owner_queue, gt.get());
+    --t_stack_depth;
+  } else {
+    // See Note [Deep reentrant backward]. The thread-local state the loop relies on moves
+    // with it; this thread only waits, so nothing else touches that state meanwhile.
+    ReadyQueue* const worker_queue = t_worker_queue;
+    std::shared_ptr<ReadyQueue> worker_owner = t_worker_queue_owner;
+    const int depth = t_reentrant_depth;
+    GraphTask* const current = t_current_graph_task;
+    std::unordered_set<Node*>* const held = t_held;
+    auto body = [&] {
+      t_worker_queue = worker_queue;
+      t_worker_queue_owner = worker_owner;
+      t_reentrant_depth = depth;
+      t_current_graph_task = current;
+      t_held = held;
+      t_stack_depth = 1;
+      thread_loop(*gt->owner_queue, gt.get());
+      t_worker_queue_owner.reset();
+    };
+    try {
+      std::thread(body).join();
+    } catch (const std::system_error&) {
+      body();  // no thread to be had: nest on this stack rather than fail the backward
+    }
+  }
+  std::vector<Warning> warnings;
+  std::unordered_map<Node*, InputBuffer> unused;
+  Error::Rethrower rethrow;
+  std::string error;
+  bool failed = false;
+  {
+    std::lock_guard<std::mutex> lk(gt->mu);
+    warnings = std::move(gt->warnings);
+    failed = gt->aborted();
+    if (failed) {
+      // Gradients still waiting for their other inputs are freed before the caller sees
+      // the error, not whenever the last worker drops its reference to the task.
+      unused = std::move(gt->not_ready);
+      gt->captured.clear();
+      error = gt->error;
+      rethrow = gt->rethrow;
+    }
+  }
+  for (Warning& w : warnings) warn(std::move(w));
+  if (!failed) return;
+  unused.clear();
+  if (error.empty()) {
+    throw Error("backward was cancelled because the backward that started it (a reentrant "
+                "backward's parent) failed; see that backward's error");
+  }
+  if (rethrow) rethrow(error);
+  throw Error(error);
 }
 
 }  // namespace streamgrad

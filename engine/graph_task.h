@@ -26,6 +26,8 @@
 #include "absl/base/thread_annotations.h"
 #include "engine/input_buffer.h"
 #include "engine/node.h"
+#include "runtime/error.h"
+#include "runtime/warning.h"
 
 namespace streamgrad {
 
@@ -55,14 +57,27 @@ struct GraphTask : std::enable_shared_from_this<GraphTask> {
   std::vector<Stream> caller_streams;  // S6, noted at the start
   std::vector<std::function<void()>> final_callbacks ABSL_GUARDED_BY(mu);
 
+  // Warnings raised by nodes that ran on device workers, handed to the caller at the end.
+  std::vector<Warning> warnings ABSL_GUARDED_BY(mu);
+
+  // A backward started inside one of this task's nodes (reentrant backward) is a child:
+  // when this task fails, its live descendants are cancelled and stop running nodes.
+  std::shared_ptr<GraphTask> parent;
+  std::vector<std::weak_ptr<GraphTask>> children ABSL_GUARDED_BY(mu);
+
   std::atomic<int> outstanding{0};
   std::atomic<bool> completed{false};
   std::atomic<bool> has_error{false};
-  // The first error's message. Kept as text, not as an exception_ptr: the caller throws a
-  // fresh Error, so no exception object is shared between a worker and the caller.
+  std::atomic<bool> cancelled{false};  // an ancestor failed
+  // The first error's message, and a function that throws it with its original type.
+  // The exception object itself stays on the thread that caught it: the caller throws a
+  // fresh one, so none is shared between a worker and the caller.
   std::string error ABSL_GUARDED_BY(mu);
+  Error::Rethrower rethrow ABSL_GUARDED_BY(mu);
 
-  void set_error(std::string message);
+  bool aborted() const { return has_error.load() || cancelled.load(); }
+  // Keeps the first error only; cancels every live descendant.
+  void set_error(std::string message, Error::Rethrower rethrower);
 };
 
 struct NodeTask {
@@ -93,6 +108,18 @@ void execute_graph(const std::shared_ptr<GraphTask>& graph_task,
                    const std::shared_ptr<Node>& root);
 // The graph task whose node the calling thread is running, or null.
 GraphTask* current_graph_task();
+// Makes `gt` the calling thread's current graph task for a scope (final callbacks run
+// in it, so that they may queue more callbacks).
+class CurrentGraphTaskScope {
+ public:
+  explicit CurrentGraphTaskScope(GraphTask* gt);
+  ~CurrentGraphTaskScope();
+  CurrentGraphTaskScope(const CurrentGraphTaskScope&) = delete;
+  CurrentGraphTaskScope& operator=(const CurrentGraphTaskScope&) = delete;
+
+ private:
+  GraphTask* previous_;
+};
 // The queue cpu nodes of a backward started on this thread should use.
 std::shared_ptr<ReadyQueue> queue_for_new_task(int* reentrant_depth);
 

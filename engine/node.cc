@@ -12,11 +12,35 @@ namespace streamgrad {
 namespace {
 
 std::atomic<uint64_t> g_next_sequence_nr{0};
-std::atomic<AddFn> g_add{nullptr};
+std::atomic<const EngineOps*> g_ops{nullptr};
 
 }  // namespace
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+// Note [Iterative graph destruction]
+// Dropping the last reference to a node drops its next edges, whose nodes drop theirs:
+// done naively that recursion is as deep as the graph, and a chain of a few thousand
+// nodes overflows the stack. Instead the outermost ~Node on a thread moves every edge it
+// owns onto a thread-local list and releases the list's entries one at a time; a ~Node
+// that runs while the list is being drained only appends its edges and returns. The
+// recursion depth is thus bounded by the few frames between a node and the next ~Node
+// (a saved tensor whose grad_fn is not also a next edge adds one level, not a chain).
+Node::~Node() {
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (Edge& e : next_edges_) {
+    if (e.function != nullptr) pending.push_back(std::move(e.function));
+  }
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();  // may append to `pending`
+  }
+  draining = false;
+}
 
 uint32_t Node::add_input_metadata(const Tensor& t) {
   inputs_.push_back(InputMeta{t.sizes(), t.dtype(), t.device()});
@@ -26,13 +50,13 @@ uint32_t Node::add_input_metadata(const Tensor& t) {
 
 std::optional<Stream> Node::output_stream(size_t) const { return stream_; }
 
-void Node::add_pre_hook(uint32_t input_nr, int id, TensorHook hook) {
-  pre_hooks_.push_back(PreHook{input_nr, id, std::move(hook)});
+void Node::add_pre_hook(uint32_t input_nr, int id, TensorHook hook, bool retains_grad) {
+  pre_hooks_.push_back(PreHook{input_nr, id, std::move(hook), retains_grad});
 }
 
-void Node::remove_pre_hook(int id) {
+void Node::remove_pre_hook(uint32_t input_nr, int id) {
   for (auto it = pre_hooks_.begin(); it != pre_hooks_.end(); ++it) {
-    if (it->id == id) {
+    if (it->input_nr == input_nr && it->id == id) {
       pre_hooks_.erase(it);
       return;
     }
@@ -40,22 +64,25 @@ void Node::remove_pre_hook(int id) {
 }
 
 void Node::run_pre_hooks(TensorList& grads) {
-  for (const PreHook& h : pre_hooks_) {
-    Tensor& g = grads[h.input_nr];
-    if (!g.defined()) continue;
-    Tensor replaced = h.hook(g);
-    if (!replaced.defined()) continue;
-    const InputMeta& meta = inputs_[h.input_nr];
-    if (replaced.sizes() != meta.sizes || replaced.dtype() != meta.dtype ||
-        replaced.device() != meta.device) {
-      throw ValueError(absl::StrCat(
-          "a hook on the gradient of ", name(), " input ", h.input_nr, " returned ",
-          replaced.describe(), " but the gradient must be ", dtype_name(meta.dtype), "[",
-          absl::StrJoin(meta.sizes, ", "), "] on ", meta.device.str(),
-          "; return a tensor of the same shape, dtype and device, or an undefined Tensor to "
-          "keep the gradient"));
+  for (const bool retains_pass : {false, true}) {
+    for (const PreHook& h : pre_hooks_) {
+      if (h.retains_grad != retains_pass) continue;
+      Tensor& g = grads[h.input_nr];
+      if (!g.defined()) continue;
+      Tensor replaced = h.hook(g);
+      if (!replaced.defined()) continue;
+      const InputMeta& meta = inputs_[h.input_nr];
+      if (replaced.sizes() != meta.sizes || replaced.dtype() != meta.dtype ||
+          replaced.device() != meta.device) {
+        throw ValueError(absl::StrCat(
+            "a hook on the gradient of ", name(), " input ", h.input_nr, " returned ",
+            replaced.describe(), " but the gradient must be ", dtype_name(meta.dtype), "[",
+            absl::StrJoin(meta.sizes, ", "), "] on ", meta.device.str(),
+            "; return a tensor of the same shape, dtype and device, or an undefined Tensor "
+            "to keep the gradient"));
+      }
+      g = std::move(replaced);
     }
-    g = std::move(replaced);
   }
 }
 
@@ -88,6 +115,14 @@ void set_history(const Tensor& out, const std::shared_ptr<Node>& node) {
   out.set_history(node, nr);
 }
 
+void SavedTensor::mark_output_of(const std::shared_ptr<Node>& node, uint32_t output_nr) {
+  if (!data_.defined()) return;
+  data_ = data_.detach();  // same data and version counter, no history: no cycle
+  is_output_ = true;
+  weak_grad_fn_ = node;
+  output_nr_ = output_nr;
+}
+
 SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
   data_ = t;
@@ -112,17 +147,26 @@ Tensor SavedTensor::unpack(const char* node_name) const {
         " instead. Clone the tensor before modifying it in place, or do the in-place "
         "operation after backward"));
   }
+  if (is_output_) {
+    // A fresh handle each time: attaching the history to data_ would recreate the cycle.
+    std::shared_ptr<Node> node = weak_grad_fn_.lock();
+    Tensor out = data_.detach();
+    if (node != nullptr) out.set_history(node, output_nr_);
+    return out;
+  }
   return data_;
 }
 
 void SavedTensor::reset() { data_ = Tensor(); }
 
-void set_engine_add(AddFn add) { g_add.store(add); }
+void set_engine_ops(const EngineOps& ops) { g_ops.store(new EngineOps(ops)); }
 
-AddFn engine_add() {
-  AddFn f = g_add.load();
-  SG_INTERNAL_CHECK(f != nullptr, "no add registered with the engine (link //ops)");
-  return f;
+const EngineOps& engine_ops() {
+  const EngineOps* ops = g_ops.load();
+  SG_INTERNAL_CHECK(ops != nullptr, "no ops registered with the engine (link //ops)");
+  return *ops;
 }
+
+AddFn engine_add() { return engine_ops().add; }
 
 }  // namespace streamgrad

@@ -51,7 +51,8 @@ struct InputMeta {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  // Releases the next edges without recursion: see Note [Iterative graph destruction].
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -86,9 +87,11 @@ class Node : public std::enable_shared_from_this<Node> {
   void set_sequence_nr(uint64_t n) { sequence_nr_ = n; }
 
   // Hooks on the gradients arriving at input slot `input_nr` (tensor hooks of non-leaf
-  // tensors); they may replace the gradient.
-  void add_pre_hook(uint32_t input_nr, int id, TensorHook hook);
-  void remove_pre_hook(int id);
+  // tensors); they may replace the gradient. A retains_grad hook runs after every other
+  // hook of its slot, so .grad sees the gradient the other hooks made (as in the
+  // reference framework).
+  void add_pre_hook(uint32_t input_nr, int id, TensorHook hook, bool retains_grad = false);
+  void remove_pre_hook(uint32_t input_nr, int id);
   bool has_pre_hooks() const { return !pre_hooks_.empty(); }
   // Runs the pre hooks on `grads` in place; throws ValueError when a hook returns a
   // tensor that does not match the slot's metadata.
@@ -101,6 +104,7 @@ class Node : public std::enable_shared_from_this<Node> {
     uint32_t input_nr;
     int id;
     TensorHook hook;
+    bool retains_grad;
   };
   std::vector<Edge> next_edges_;
   std::vector<InputMeta> inputs_;
@@ -121,6 +125,11 @@ void set_history(const Tensor& out, const std::shared_ptr<Node>& node);
 
 // A tensor saved for backward. Checks at unpack that it was not modified in place since
 // (the version counter) and that the graph was not freed.
+//
+// A tensor that is an output of the node that saves it would form a cycle (tensor ->
+// grad_fn -> node -> saved tensor): mark_output_of() keeps only its data and the node
+// weakly, and unpack() rebuilds a tensor with that history (the reference framework's
+// saved-variable rule for outputs).
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -128,17 +137,32 @@ class SavedTensor {
   Tensor unpack(const char* node_name) const;
   void reset();  // release_variables()
   bool defined() const { return data_.defined() || was_defined_; }
+  bool is_same(const Tensor& t) const { return data_.defined() && data_.is_same(t); }
+  void mark_output_of(const std::shared_ptr<Node>& node, uint32_t output_nr);
 
  private:
   Tensor data_;
   uint32_t saved_version_ = 0;
   bool was_defined_ = false;  // defined once, now released
+  bool is_output_ = false;
+  std::weak_ptr<Node> weak_grad_fn_;  // is_output_ only
+  uint32_t output_nr_ = 0;
 };
 
-// Hands one gradient for `t` back to the engine's accumulation (differentiable when
-// grad mode is on). Set by ops/ at start-up: the engine cannot depend on ops.
+// What the engine needs from ops/, which sits above it: set by ops/ at start-up.
+//   add        accumulation of gradients (differentiable when grad mode is on);
+//   sum_to     a gradient reduced to a shape it broadcasts from;
+//   to_dtype, to_device   conversions of gradients that a backward returned in another
+//              floating dtype, or as a 0-dim tensor on another device.
+struct EngineOps {
+  Tensor (*add)(const Tensor&, const Tensor&) = nullptr;
+  Tensor (*sum_to)(const Tensor&, const Shape&) = nullptr;
+  Tensor (*to_dtype)(const Tensor&, DType) = nullptr;
+  Tensor (*to_device)(const Tensor&, Device) = nullptr;
+};
+void set_engine_ops(const EngineOps& ops);
+const EngineOps& engine_ops();
 using AddFn = Tensor (*)(const Tensor&, const Tensor&);
-void set_engine_add(AddFn add);
 AddFn engine_add();
 
 }  // namespace streamgrad

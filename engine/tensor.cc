@@ -191,6 +191,9 @@ Tensor Tensor::grad() const {
 }
 
 void Tensor::set_grad(const Tensor& grad) const {
+  // The tensor would own itself through its own .grad: a reference cycle that never dies.
+  SG_CHECK(!grad.is_same(*this), ValueError, "set_grad: a tensor cannot be its own gradient (",
+           describe(), "); pass a copy such as clone(t) or t.detach()");
   if (grad.defined()) {
     SG_CHECK(grad.sizes() == sizes() && grad.dtype() == dtype() && grad.device() == device(),
              ValueError, "set_grad: the gradient is ", grad.describe(), " but the tensor is ",
@@ -213,16 +216,11 @@ uint32_t Tensor::output_nr() const {
 
 bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
 
-void Tensor::retain_grad() const {
-  SG_CHECK(requires_grad(), ValueError, "retain_grad() on a tensor that does not require grad (",
-           describe(), ")");
-  if (is_leaf()) return;  // leaves keep .grad anyway
-  AutogradMeta& m = autograd_meta();
-  if (m.retains_grad) return;
-  m.retains_grad = true;
-  // The hook holds the metadata weakly in spirit: it captures the impl, which owns m.
-  std::weak_ptr<TensorImpl> weak = impl_;
-  m.grad_fn->add_pre_hook(m.output_nr, -1, [weak](const Tensor& g) {
+namespace {
+// The hook behind retain_grad(): it holds the tensor weakly (the tensor owns its grad_fn,
+// which owns the hook) and keeps the gradient without history.
+TensorHook retain_grad_hook(std::weak_ptr<TensorImpl> weak) {
+  return [weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
       Tensor self(impl);
       AutogradMeta& meta = self.autograd_meta();
@@ -230,7 +228,19 @@ void Tensor::retain_grad() const {
       meta.grad = meta.grad.defined() ? engine_add()(meta.grad, g).detach() : g.detach();
     }
     return Tensor();
-  });
+  };
+}
+}  // namespace
+
+void Tensor::retain_grad() const {
+  SG_CHECK(requires_grad(), ValueError, "retain_grad() on a tensor that does not require grad (",
+           describe(), ")");
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  AutogradMeta& m = autograd_meta();
+  if (m.retains_grad) return;  // once: a second call must not add a second hook
+  m.retains_grad = true;
+  m.retains_grad_hook_id = m.next_hook_id++;
+  m.grad_fn->add_pre_hook(m.output_nr, m.retains_grad_hook_id, retain_grad_hook(impl_), true);
 }
 
 bool Tensor::retains_grad() const {
@@ -254,7 +264,7 @@ int Tensor::register_hook(TensorHook hook) const {
 void Tensor::remove_hook(int id) const {
   AutogradMeta& m = autograd_meta();
   if (m.grad_fn != nullptr) {
-    m.grad_fn->remove_pre_hook(id);
+    m.grad_fn->remove_pre_hook(m.output_nr, id);
     return;
   }
   for (auto it = m.hooks.begin(); it != m.hooks.end(); ++it) {
@@ -309,6 +319,13 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
 
 void Tensor::set_history(std::shared_ptr<Node> grad_fn, uint32_t output_nr) const {
   AutogradMeta& m = autograd_meta();
+  if (m.retains_grad && m.grad_fn != nullptr && grad_fn != nullptr) {
+    // An in-place op gave this tensor a new grad_fn: .grad must keep following the tensor
+    // (the reference framework moves the retains_grad hook; other hooks stay with the old
+    // value's node).
+    m.grad_fn->remove_pre_hook(m.output_nr, m.retains_grad_hook_id);
+    grad_fn->add_pre_hook(output_nr, m.retains_grad_hook_id, retain_grad_hook(impl_), true);
+  }
   m.grad_fn = std::move(grad_fn);
   m.output_nr = output_nr;
 }

@@ -138,6 +138,7 @@ struct AutogradMeta {
   std::weak_ptr<Node> grad_accumulator;  // the AccumulateGrad of a leaf, while it lives
   uint32_t output_nr = 0;
   bool retains_grad = false;
+  int retains_grad_hook_id = -1;  // its pre hook on grad_fn; follows grad_fn (in-place ops)
   std::vector<std::pair<int, TensorHook>> hooks;
   int next_hook_id = 0;
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;

@@ -8,6 +8,9 @@
 //   InternalError     a broken invariant inside streamgrad: a bug to report, not user error.
 //   SG_CHECK(cond, ErrorType, parts...)   throws ErrorType(StrCat(parts...)) when !cond.
 //   SG_INTERNAL_CHECK(cond, parts...)     throws InternalError naming file and line.
+//   Error::rethrower()   a function that throws a fresh exception of the same type (and
+//                        fields) with another message: how the engine reports a worker's
+//                        error on the caller's thread with context added, keeping its type.
 //
 // Messages name the operation, the values involved and what to do; see DESIGN.md §8.
 // Thread-safety: all types are immutable values, safe to share.
@@ -15,6 +18,7 @@
 #define STREAMGRAD_RUNTIME_ERROR_H_
 
 #include <cstddef>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -25,16 +29,31 @@ namespace streamgrad {
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error(message) {}
+  // Throws a new exception of this object's dynamic type carrying `message`. The function
+  // holds copies of the fields, never a reference to this object, so it may be called on
+  // another thread after this exception is gone. Subclasses with fields override it.
+  using Rethrower = std::function<void(const std::string& message)>;
+  virtual Rethrower rethrower() const {
+    return [](const std::string& m) { throw Error(m); };
+  }
 };
+
+// Declares the rethrower() of an Error subclass without fields of its own.
+#define SG_ERROR_RETHROWER(Type)                               \
+  Rethrower rethrower() const override {                       \
+    return [](const std::string& m) { throw Type(m); };        \
+  }
 
 class ValueError : public Error {
  public:
   using Error::Error;
+  SG_ERROR_RETHROWER(ValueError)
 };
 
 class DeviceError : public Error {
  public:
   using Error::Error;
+  SG_ERROR_RETHROWER(DeviceError)
 };
 
 class OutOfMemoryError : public Error {
@@ -42,6 +61,10 @@ class OutOfMemoryError : public Error {
   OutOfMemoryError(const std::string& message, size_t requested, size_t allocated,
                    size_t reserved)
       : Error(message), requested_(requested), allocated_(allocated), reserved_(reserved) {}
+  Rethrower rethrower() const override {
+    const size_t requested = requested_, allocated = allocated_, reserved = reserved_;
+    return [=](const std::string& m) { throw OutOfMemoryError(m, requested, allocated, reserved); };
+  }
   size_t requested_bytes() const { return requested_; }
   size_t allocated_bytes() const { return allocated_; }
   size_t reserved_bytes() const { return reserved_; }
@@ -53,6 +76,7 @@ class OutOfMemoryError : public Error {
 class InternalError : public Error {
  public:
   using Error::Error;
+  SG_ERROR_RETHROWER(InternalError)
 };
 
 }  // namespace streamgrad

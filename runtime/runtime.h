@@ -19,5 +19,6 @@
 #include "runtime/stream.h"
 #include "runtime/stream_sanitizer.h"
 #include "runtime/trace.h"
+#include "runtime/warning.h"
 
 #endif  // STREAMGRAD_RUNTIME_RUNTIME_H_

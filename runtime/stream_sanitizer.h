@@ -63,7 +63,13 @@ struct SanitizerFinding {
 class SanitizerError : public Error {
  public:
   explicit SanitizerError(SanitizerFinding f) : Error(f.message), finding_(std::move(f)) {}
+  SanitizerError(const std::string& message, SanitizerFinding f)
+      : Error(message), finding_(std::move(f)) {}
   const SanitizerFinding& finding() const { return finding_; }
+  Rethrower rethrower() const override {
+    SanitizerFinding f = finding_;
+    return [f](const std::string& m) { throw SanitizerError(m, f); };
+  }
 
  private:
   SanitizerFinding finding_;
