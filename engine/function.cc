@@ -57,7 +57,10 @@ class CustomFunctionNode final : public Node {
     for (size_t i = 0; i < out.size(); ++i) {
       if (!ctx_->needs_input_grad(i)) out[i] = Tensor();
     }
-    if (once_ && any_requires_grad(grads)) wrap_in_delayed_error(grads, out);
+    // Under create_graph the results would silently have no history through this
+    // backward; they get one that fails when reached (also when the incoming gradients
+    // themselves do not require grad, where the reference framework gives a vaguer error).
+    if (once_ && grad_mode_enabled()) wrap_in_delayed_error(grads, out);
     return out;
   }
   void release_variables() override {

@@ -3,6 +3,8 @@
 #define STREAMGRAD_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
 
 #include <cstdint>
+#include <exception>
+#include <string>
 
 #include "engine/backward.h"
 #include "engine/factories.h"
@@ -44,6 +46,20 @@ inline Stream side_stream(int device, int which) {
 inline void hand_over(const Tensor& t, const Stream& to) {
   to.wait_stream(t.stream());
   t.storage().record_stream(to);
+}
+
+// The message of the exception of type E that `fn` throws, or a text saying that it threw
+// another type or nothing: one call checks type and message together.
+template <typename E, typename F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<an exception of another type: ") + e.what() + ">";
+  }
+  return "<no exception>";
 }
 
 }  // namespace testing
