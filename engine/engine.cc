@@ -215,9 +215,9 @@ void thread_loop(ReadyQueue& queue, const GraphTask* waiting_for) {
       t_reentrant_depth = task.reentrant_depth + 1;
       GraphTask* const saved_task = t_current_graph_task;
       t_current_graph_task = gt.get();
-      // On a device worker, warnings wait in the task for the thread that called backward.
-      std::optional<TaskWarnings> warnings;
-      if (t_worker_queue != nullptr) warnings.emplace(*gt);
+      // Warnings wait in the task for the thread that called backward (this one may be a
+      // device worker, or a thread that took over deep nesting).
+      TaskWarnings warnings(*gt);
       try {
         evaluate_function(*gt, task.fn, std::move(task.inputs));
       } catch (const Error& e) {
