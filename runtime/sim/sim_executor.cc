@@ -136,7 +136,11 @@ void SimExecutor::retire_workers(std::unique_lock<std::mutex>& lk) {
 void SimExecutor::enqueue_work(int device, int id, Fn fn) {
   std::unique_lock<std::mutex> lk(mu_);
   StreamState& s = stream(device, id);
-  if (!t_in_task) wait_until(lk, [&] { return s.queue.size() < limits_.queue_depth; });
+  if (!t_in_task && s.queue.size() >= limits_.queue_depth) {
+    ++space_waiters_;
+    wait_until(lk, [&] { return s.queue.size() < limits_.queue_depth; });
+    --space_waiters_;
+  }
   enqueue(lk, s, Task{Task::Kind::kWork, 0, std::move(fn), nullptr});
 }
 
@@ -197,6 +201,9 @@ SimExecutor::StreamState* SimExecutor::pick() {
 void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, bool with_jitter) {
   Task task = std::move(s.queue.front());
   s.queue.pop_front();
+  // A slot is free from the moment the task leaves the queue, as a GPU's launch queue
+  // frees one when the kernel starts, not when it ends.
+  if (space_waiters_ > 0) host_cv_.notify_all();
   if (task.kind == Task::Kind::kRecord) {
     task.marker->when = std::chrono::steady_clock::now();
     task.marker->done = true;

@@ -160,6 +160,7 @@ class SimExecutor {
   int busy_workers_ ABSL_GUARDED_BY(mu_) = 0;  // holding a stream
   int peak_workers_ ABSL_GUARDED_BY(mu_) = 0;
   bool retiring_ ABSL_GUARDED_BY(mu_) = false;
+  int space_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // launches blocked on a full queue
   int fail_thread_starts_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<StreamState>> all_ ABSL_GUARDED_BY(mu_);  // creation order
   std::vector<std::vector<StreamState*>> devices_ ABSL_GUARDED_BY(mu_);
