@@ -2,8 +2,9 @@
 // streams' work, and manual stepping for the deterministic one.
 //
 // Schedulers (DESIGN.md §3):
-//   kThreaded       one worker thread per stream; optional seeded random delay before each
-//                   launch (jitter_us) widens race windows.
+//   kThreaded       a bounded pool of worker threads serves every stream (each stream in
+//                   order, different streams concurrently); optional seeded random delay
+//                   before each launch (jitter_us) widens race windows.
 //   kDeterministic  no worker threads: work runs only when the host blocks on it
 //                   (synchronize, blocking copies, event synchronize) or calls
 //                   sim_step() / sim_run_until_idle(). Each step runs the head task of one
