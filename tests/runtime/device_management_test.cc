@@ -41,9 +41,9 @@ TEST_CASE("DeviceGuard makes its device current for its scope only", "[devices][
   set_current_device("cpu");
 }
 
-// libtorch's OptionalDeviceGuard: constructed from an empty optional it changes nothing;
-// from a device it behaves as a DeviceGuard (c10/test/core/impl/InlineDeviceGuard_test.cpp
-// checks both: no-op when empty, set and restore when given a device).
+// Behaviour of libtorch's OptionalDeviceGuard (documented in c10/core/DeviceGuard.h):
+// constructed from an empty optional it does nothing; constructed from a device it sets
+// that device and restores the original one at scope exit, as DeviceGuard does.
 TEST_CASE("OptionalDeviceGuard without a device changes nothing", "[devices][guard]") {
   set_current_device("sim:1");
   {
