@@ -1,7 +1,13 @@
 #include "runtime/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -42,7 +48,18 @@ RuntimeConfig load() {
   c.launch_blocking = env_flag("STREAMGRAD_LAUNCH_BLOCKING");
   c.no_memory_caching = env_flag("STREAMGRAD_NO_MEMORY_CACHING");
   c.sanitize_streams = env_flag("STREAMGRAD_SANITIZE_STREAMS");
-  if (const char* t = env("STREAMGRAD_TRACE")) c.trace_path = t;
+  if (const char* t = env("STREAMGRAD_TRACE")) {
+    // Checked now, before any work: finding out at exit would lose the whole run's trace.
+    const std::string problem = unwritable_reason(t);
+    if (problem.empty()) {
+      c.trace_path = t;
+    } else {
+      std::fprintf(stderr,
+                   "streamgrad: STREAMGRAD_TRACE=%s cannot be written (%s); tracing is off. "
+                   "Point it at a file in a folder that exists and is writable.\n",
+                   t, problem.c_str());
+    }
+  }
   c.sim_devices = env_number<int>("STREAMGRAD_SIM_DEVICES", 2);
   SG_CHECK(c.sim_devices >= 0 && c.sim_devices <= 64, ValueError,
            "STREAMGRAD_SIM_DEVICES=", c.sim_devices, " must be in [0, 64]");
@@ -54,6 +71,12 @@ RuntimeConfig load() {
   c.sim_seed = env_number<uint64_t>("STREAMGRAD_SIM_SEED", 0);
   c.sim_jitter_us = env_number<int>("STREAMGRAD_SIM_JITTER_US", 0);
   SG_CHECK(c.sim_jitter_us >= 0, ValueError, "STREAMGRAD_SIM_JITTER_US must be >= 0");
+  c.sim_queue_depth = env_number<int>("STREAMGRAD_SIM_QUEUE_DEPTH", kSimDefaultQueueDepth);
+  SG_CHECK(c.sim_queue_depth >= 1, ValueError, "STREAMGRAD_SIM_QUEUE_DEPTH=", c.sim_queue_depth,
+           " must be at least 1");
+  c.sim_workers = env_number<int>("STREAMGRAD_SIM_WORKERS", kSimDefaultWorkers);
+  SG_CHECK(c.sim_workers >= 1, ValueError, "STREAMGRAD_SIM_WORKERS=", c.sim_workers,
+           " must be at least 1");
   return c;
 }
 
@@ -90,6 +113,27 @@ std::vector<int> parse_visible_devices(const std::string& spec, int physical) {
     out.push_back(index);
   }
   return out;
+}
+
+std::string unwritable_reason(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "it is a folder";
+    if (access(path.c_str(), W_OK) != 0) return std::strerror(errno);
+    return "";
+  }
+  if (errno != ENOENT) return std::strerror(errno);
+  const size_t slash = path.find_last_of('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (stat(folder.c_str(), &st) != 0) {
+    return absl::StrCat("folder '", folder, "': ", std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return absl::StrCat("'", folder, "' is not a folder");
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    return absl::StrCat("folder '", folder, "': ", std::strerror(errno));
+  }
+  return "";
 }
 
 bool launch_blocking() {

@@ -10,8 +10,14 @@
 //   STREAMGRAD_SIM_POLICY=round-robin|random|adversarial  (deterministic; default round-robin)
 //   STREAMGRAD_SIM_SEED=S             seed of the deterministic policy and of the jitter.
 //   STREAMGRAD_SIM_JITTER_US=U        threaded: random delay in [0, U] µs before each launch.
+//   STREAMGRAD_SIM_QUEUE_DEPTH=N      tasks a sim stream holds before a launch blocks the
+//                                     host (default kSimDefaultQueueDepth, N >= 1).
+//   STREAMGRAD_SIM_WORKERS=N          threaded: most worker threads shared by all sim
+//                                     streams (default kSimDefaultWorkers, N >= 1).
 //   STREAMGRAD_SANITIZE_STREAMS=1     turns the stream sanitizer on.
 //   STREAMGRAD_TRACE=path.json        records a Chrome trace, written at exit (trace.h).
+//                                     A path that cannot be written is reported on stderr
+//                                     when the variable is read, and nothing is traced.
 //
 // Thread-safety: config() is immutable after first use; the launch-blocking override is
 // an atomic. Failure: a malformed value throws ValueError naming the variable.
@@ -23,6 +29,12 @@
 #include <vector>
 
 namespace streamgrad {
+
+// As a GPU's launch queue, a sim stream's queue is finite so that a host loop that
+// launches faster than the stream runs is held back instead of queueing without bound.
+constexpr int kSimDefaultQueueDepth = 1024;
+// Threads are per process, streams are not: 10,000 streams must not mean 10,000 threads.
+constexpr int kSimDefaultWorkers = 16;
 
 struct RuntimeConfig {
   bool launch_blocking = false;
@@ -37,6 +49,8 @@ struct RuntimeConfig {
   std::string sim_policy = "round-robin";
   uint64_t sim_seed = 0;
   double sim_jitter_us = 0;
+  int sim_queue_depth = kSimDefaultQueueDepth;
+  int sim_workers = kSimDefaultWorkers;
 };
 
 const RuntimeConfig& config();
@@ -45,6 +59,10 @@ const RuntimeConfig& config();
 // list of distinct indices ("" or unset: all). Throws ValueError on a malformed list, a
 // repeated index or one out of range.
 std::vector<int> parse_visible_devices(const std::string& spec, int physical);
+
+// Why a file cannot be created or overwritten at `path` ("" when it can). Checks the
+// folder and the file without creating anything.
+std::string unwritable_reason(const std::string& path);
 
 bool launch_blocking();
 void set_launch_blocking(bool on);

@@ -37,6 +37,20 @@ void DeviceGuard::set_stream(const Stream& stream) {
   set_current_stream(stream);
 }
 
+OptionalDeviceGuard::OptionalDeviceGuard(std::optional<Device> device) {
+  if (device.has_value()) guard_.emplace(*device);
+}
+
+std::optional<Device> OptionalDeviceGuard::device() const {
+  if (!guard_.has_value()) return std::nullopt;
+  return guard_->device();
+}
+
+std::optional<Device> OptionalDeviceGuard::original_device() const {
+  if (!guard_.has_value()) return std::nullopt;
+  return guard_->original_device();
+}
+
 StreamGuard::StreamGuard(const Stream& stream)
     : device_guard_(stream.device()),
       stream_(Stream::unchecked(device_guard_.device(), stream.id())),

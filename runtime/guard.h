@@ -8,6 +8,9 @@
 //
 // DeviceGuard::set_stream(s) makes s current on the guarded device for the guard's scope;
 // a stream of another device is refused (use a StreamGuard for that).
+// OptionalDeviceGuard(std::optional<Device>) is a DeviceGuard when given a device and
+// does nothing when given none, for code whose device is optional (as libtorch's
+// OptionalDeviceGuard).
 // Guards can be neither copied nor moved. Destructors never throw.
 // Thread-safety: guards change per-thread state; use each on the thread that made it.
 // Failure: constructors throw DeviceError for devices that do not exist, leaving the
@@ -38,6 +41,20 @@ class DeviceGuard {
   Device original_;
   int original_type_index_;
   std::optional<Stream> original_stream_;
+};
+
+class OptionalDeviceGuard {
+ public:
+  explicit OptionalDeviceGuard(std::optional<Device> device);
+  OptionalDeviceGuard(const OptionalDeviceGuard&) = delete;
+  OptionalDeviceGuard& operator=(const OptionalDeviceGuard&) = delete;
+
+  // The guarded device and the one current before it; empty when no device was given.
+  std::optional<Device> device() const;
+  std::optional<Device> original_device() const;
+
+ private:
+  std::optional<DeviceGuard> guard_;
 };
 
 class StreamGuard {

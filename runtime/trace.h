@@ -6,7 +6,8 @@
 //   trace.save("backward.json");      // ... and writes what completed so far
 //
 // or STREAMGRAD_TRACE=path.json, which starts a process-wide recorder at the first launch
-// and writes it at exit.
+// and writes it at exit. A path that cannot be written is reported on stderr when the
+// configuration is read (runtime/config.h), before any work, and nothing is traced.
 //
 // What is recorded, one lane (pid = device, tid = stream) per stream:
 //   - every launch (kernels, copies, fills, sleeps) as a span from when its work started

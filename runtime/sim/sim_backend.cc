@@ -45,7 +45,10 @@ SimSchedulerOptions options_from_config() {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend() : exec_(options_from_config()), physical_(config().sim_visible) {
+  SimBackend()
+      : exec_(options_from_config(),
+              {static_cast<size_t>(config().sim_queue_depth), config().sim_workers}),
+        physical_(config().sim_visible) {
     memory_.resize(physical_.size());
     for (size_t i = 0; i < physical_.size(); ++i) exec_.add_device();
   }
@@ -223,6 +226,29 @@ void set_sim_scheduler(const SimSchedulerOptions& options) { executor().set_opti
 SimSchedulerOptions sim_scheduler() { return executor().options(); }
 bool sim_step() { return executor().step(); }
 void sim_run_until_idle() { executor().synchronize_all(); }
+
+namespace {
+const Stream& sim_stream(const Stream& stream, const char* what) {
+  SG_CHECK(stream.device().type() == DeviceType::kSim &&
+               backend(DeviceType::kSim).stream_exists(stream),
+           DeviceError, what, ": ", stream.str(), " is not a sim stream that exists");
+  return stream;
+}
+}  // namespace
+
+size_t sim_queue_depth(const Stream& stream) {
+  const Stream& s = sim_stream(stream, "sim_queue_depth");
+  return executor().queue_depth(s.device().index(), s.id());
+}
+size_t sim_peak_queue_depth(const Stream& stream) {
+  const Stream& s = sim_stream(stream, "sim_peak_queue_depth");
+  return executor().peak_queue_depth(s.device().index(), s.id());
+}
+size_t sim_queue_limit() { return executor().limits().queue_depth; }
+int sim_worker_threads() { return executor().live_workers(); }
+int sim_peak_worker_threads() { return executor().peak_workers(); }
+int sim_worker_limit() { return executor().limits().max_workers; }
+void sim_fail_next_thread_starts(int n) { executor().fail_next_thread_starts(n); }
 
 SimPolicy parse_sim_policy(const std::string& name) {
   if (name == "round-robin") return SimPolicy::kRoundRobin;

@@ -1,12 +1,22 @@
 #include "runtime/sim/sim_executor.h"
 
+#include <algorithm>
+#include <system_error>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/error.h"
 
 namespace streamgrad {
 namespace sim_internal {
+namespace {
+// Set while this thread runs a task (and drops its captured state): a launch from there
+// must not wait for queue space, since its own stream may be the one that is full.
+thread_local bool t_in_task = false;
+}  // namespace
 
-SimExecutor::SimExecutor(const SimSchedulerOptions& options) : options_(options) {
+SimExecutor::SimExecutor(const SimSchedulerOptions& options, const SimLimits& limits)
+    : limits_(limits), options_(options) {
   std::lock_guard<std::mutex> lk(mu_);
   reseed();
 }
@@ -54,34 +64,97 @@ SimExecutor::StreamState& SimExecutor::stream(int device, int id) {
   return *devices_[device][id];
 }
 
-void SimExecutor::enqueue(StreamState& s, Task task) {
+void SimExecutor::enqueue(std::unique_lock<std::mutex>& lk, StreamState& s, Task task) {
   task.seq = next_seq_++;
   s.queue.push_back(std::move(task));
-  if (options_.kind == SimSchedulerKind::kThreaded && !s.worker) {
-    // Workers live as long as the process (the backend is never destroyed), so they are
-    // detached rather than joined.
-    s.worker = std::make_unique<std::thread>(&SimExecutor::worker_loop, this, &s);
-    s.worker->detach();
+  s.peak_depth = std::max(s.peak_depth, s.queue.size());
+  std::string why;
+  if (schedule(s, &why)) return;
+  // No worker exists to run it: take the task back rather than leave it queued forever.
+  // A worker is started only for a stream that just became runnable, so the task is the
+  // stream's only one and the stream is the last entry of ready_.
+  Task dropped = std::move(s.queue.back());
+  s.queue.pop_back();
+  if (s.in_ready) {
+    ready_.erase(std::find(ready_.begin(), ready_.end(), &s));
+    s.in_ready = false;
   }
-  s.wake.notify_one();
+  const int device = s.device;
+  const int id = s.id;
+  lk.unlock();
+  dropped = Task{};  // captured state may call back into the runtime: drop it unlocked
+  throw DeviceError(absl::StrCat(
+      "sim:", device, " stream ", id, ": cannot start a worker thread for the simulated "
+      "device (", why, "); the work was not enqueued. The process is out of threads: "
+      "lower STREAMGRAD_SIM_WORKERS or the number of threads the program starts"));
+}
+
+bool SimExecutor::schedule(StreamState& s, std::string* why) {
+  if (options_.kind != SimSchedulerKind::kThreaded || s.running || s.in_ready ||
+      s.queue.empty()) {
+    return true;
+  }
+  const Task& head = s.queue.front();
+  if (head.kind == Task::Kind::kWait && !head.marker->done) {
+    blocked_.insert(&s);  // holds no worker until wake_waiters() sees its marker done
+    return true;
+  }
+  ready_.push_back(&s);
+  s.in_ready = true;
+  if (idle_workers_ > 0) pool_cv_.notify_one();
+  const size_t free_workers = static_cast<size_t>(live_workers_ - busy_workers_);
+  if (ready_.size() <= free_workers || live_workers_ >= limits_.max_workers) return true;
+  return start_worker(why) || live_workers_ > 0;
+}
+
+bool SimExecutor::start_worker(std::string* why) {
+  try {
+    if (fail_thread_starts_ > 0) {
+      --fail_thread_starts_;
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                              "simulated thread start failure");
+    }
+    // Workers end only through retire_workers(), which waits for them under mu_, so they
+    // are detached rather than joined.
+    std::thread(&SimExecutor::worker_loop, this).detach();
+  } catch (const std::system_error& e) {
+    *why = e.what();
+    return false;
+  }
+  ++live_workers_;
+  peak_workers_ = std::max(peak_workers_, live_workers_);
+  return true;
+}
+
+void SimExecutor::retire_workers(std::unique_lock<std::mutex>& lk) {
+  retiring_ = true;
+  pool_cv_.notify_all();
+  host_cv_.wait(lk, [&] { return live_workers_ == 0; });
+  retiring_ = false;
 }
 
 void SimExecutor::enqueue_work(int device, int id, Fn fn) {
-  std::lock_guard<std::mutex> lk(mu_);
-  enqueue(stream(device, id), Task{Task::Kind::kWork, 0, std::move(fn), nullptr});
+  std::unique_lock<std::mutex> lk(mu_);
+  StreamState& s = stream(device, id);
+  if (!t_in_task && s.queue.size() >= limits_.queue_depth) {
+    ++space_waiters_;
+    wait_until(lk, [&] { return s.queue.size() < limits_.queue_depth; });
+    --space_waiters_;
+  }
+  enqueue(lk, s, Task{Task::Kind::kWork, 0, std::move(fn), nullptr});
 }
 
 std::shared_ptr<Marker> SimExecutor::enqueue_record(int device, int id) {
   auto marker = std::make_shared<Marker>();
-  std::lock_guard<std::mutex> lk(mu_);
-  enqueue(stream(device, id), Task{Task::Kind::kRecord, 0, nullptr, marker});
+  std::unique_lock<std::mutex> lk(mu_);
+  enqueue(lk, stream(device, id), Task{Task::Kind::kRecord, 0, nullptr, marker});
   return marker;
 }
 
 void SimExecutor::enqueue_wait(int device, int id, std::shared_ptr<Marker> marker) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   if (marker->done) return;  // nothing left to wait for
-  enqueue(stream(device, id), Task{Task::Kind::kWait, 0, nullptr, std::move(marker)});
+  enqueue(lk, stream(device, id), Task{Task::Kind::kWait, 0, nullptr, std::move(marker)});
 }
 
 bool SimExecutor::runnable(const StreamState& s) const {
@@ -128,6 +201,9 @@ SimExecutor::StreamState* SimExecutor::pick() {
 void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, bool with_jitter) {
   Task task = std::move(s.queue.front());
   s.queue.pop_front();
+  // A slot is free from the moment the task leaves the queue, as a GPU's launch queue
+  // frees one when the kernel starts, not when it ends.
+  if (space_waiters_ > 0) host_cv_.notify_all();
   if (task.kind == Task::Kind::kRecord) {
     task.marker->when = std::chrono::steady_clock::now();
     task.marker->done = true;
@@ -139,6 +215,8 @@ void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, boo
     }
     s.running = true;
     if (deterministic) det_running_ = true;
+    const bool was_in_task = t_in_task;
+    t_in_task = true;
     lk.unlock();
     if (delay_us > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(delay_us));
@@ -150,6 +228,7 @@ void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, boo
       error = std::current_exception();
     }
     task.fn = nullptr;  // captured state may call back into the runtime: drop it unlocked
+    t_in_task = was_in_task;
     lk.lock();
     if (error && !s.error) s.error = error;
     s.running = false;
@@ -160,8 +239,15 @@ void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, boo
 }
 
 void SimExecutor::wake_waiters() {
-  for (auto& st : all_) {
-    if (!st->queue.empty() && st->queue.front().kind == Task::Kind::kWait) st->wake.notify_one();
+  for (auto it = blocked_.begin(); it != blocked_.end();) {
+    StreamState* st = *it;
+    if (!st->queue.front().marker->done) {
+      ++it;
+      continue;
+    }
+    it = blocked_.erase(it);
+    std::string why;
+    schedule(*st, &why);  // runs on a worker, so a failed start leaves the pool non-empty
   }
 }
 
@@ -179,12 +265,27 @@ void SimExecutor::wait_until(std::unique_lock<std::mutex>& lk, Pred pred) {
   }
 }
 
-void SimExecutor::worker_loop(StreamState* s) {
+void SimExecutor::worker_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    s->wake.wait(lk, [&] { return options_.kind == SimSchedulerKind::kThreaded && runnable(*s); });
+    if (ready_.empty()) {
+      if (retiring_) break;
+      ++idle_workers_;
+      pool_cv_.wait(lk);
+      --idle_workers_;
+      continue;
+    }
+    StreamState* s = ready_.front();
+    ready_.pop_front();
+    s->in_ready = false;
+    ++busy_workers_;
     run_head(lk, *s, options_.jitter_us > 0);
+    --busy_workers_;  // counted free again before re-listing s, which it may take itself
+    std::string why;
+    schedule(*s, &why);
   }
+  --live_workers_;
+  host_cv_.notify_all();
 }
 
 bool SimExecutor::query_stream(int device, int id) {
@@ -255,9 +356,9 @@ void SimExecutor::set_options(const SimSchedulerOptions& options) {
     }
     return true;
   });
+  retire_workers(lk);  // the deterministic scheduler has none; a threaded one restarts them
   options_ = options;
   reseed();
-  for (auto& st : all_) st->wake.notify_one();
   host_cv_.notify_all();
 }
 
@@ -274,6 +375,31 @@ bool SimExecutor::step() {
   if (s == nullptr) return false;
   run_head(lk, *s, false);
   return true;
+}
+
+size_t SimExecutor::queue_depth(int device, int id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stream(device, id).queue.size();
+}
+
+size_t SimExecutor::peak_queue_depth(int device, int id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stream(device, id).peak_depth;
+}
+
+int SimExecutor::live_workers() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return live_workers_;
+}
+
+int SimExecutor::peak_workers() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return peak_workers_;
+}
+
+void SimExecutor::fail_next_thread_starts(int n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  fail_thread_starts_ = n;
 }
 
 void SimExecutor::reseed() {

@@ -2,25 +2,47 @@
 // Internal to the sim backend (sim_backend.cc); users see runtime/sim/sim.h.
 //
 // One mutex guards all queues: the simulator favours an obviously correct ordering model
-// over launch throughput; each worker sleeps on its own condition variable. Tasks run with the mutex released, and are destroyed before
-// it is retaken, so a task's captured state may call back into the runtime (for example
-// an allocator free when the last reference to a buffer goes).
+// over launch throughput. Tasks run with the mutex released, and are destroyed before it
+// is retaken, so a task's captured state may call back into the runtime (for example an
+// allocator free when the last reference to a buffer goes).
+//
+// Threaded scheduler: a pool of at most `max_workers` threads, started on demand, serves
+// every stream. A stream is handed to one worker at a time (so it stays in order) and
+// only while its head can run: a stream whose head waits on an unreached marker holds no
+// thread, so waits can never starve the pool. Different streams run concurrently up to
+// the pool size; a task that blocks on the host (a promise, a lock) holds its worker, so
+// more than `max_workers` tasks that wait on each other would hang, as kernels that spin
+// on each other do on a GPU. Workers end when the scheduler is switched, so the
+// deterministic scheduler runs with no worker thread at all.
+//
+// Back-pressure: a launch (enqueue_work) on a stream holding `queue_depth` tasks blocks
+// the host until there is room, as a GPU's launch queue does; under the deterministic
+// scheduler the launching thread runs queued work itself meanwhile. Records and waits
+// never block (the allocator records events while holding its lock, and tasks may free
+// memory), and launches made from inside a task never block (the task would wait for
+// itself); both may take a queue past the bound. This cannot deadlock on the runtime's
+// own ordering: a wait names a marker already enqueued, so the streams' waits form no
+// cycle and every queued task can run.
 //
 // Thread-safety: every method is safe from any thread.
 // Failure: an exception thrown by a task is kept as its stream's error and rethrown by the
-// next synchronize of that stream or device (as CUDA reports asynchronous errors).
+// next synchronize of that stream or device (as CUDA reports asynchronous errors). A
+// worker thread that cannot be started while no other worker exists makes the enqueue
+// throw DeviceError, with nothing left queued.
 #ifndef STREAMGRAD_RUNTIME_SIM_SIM_EXECUTOR_H_
 #define STREAMGRAD_RUNTIME_SIM_SIM_EXECUTOR_H_
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
-#include <thread>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -35,11 +57,16 @@ struct Marker {
   std::chrono::steady_clock::time_point when;
 };
 
+struct SimLimits {
+  size_t queue_depth;  // tasks per stream before a launch blocks the host
+  int max_workers;     // threaded scheduler: most worker threads
+};
+
 class SimExecutor {
  public:
   using Fn = std::function<void()>;
 
-  explicit SimExecutor(const SimSchedulerOptions& options);
+  SimExecutor(const SimSchedulerOptions& options, const SimLimits& limits);
   SimExecutor(const SimExecutor&) = delete;
   SimExecutor& operator=(const SimExecutor&) = delete;
 
@@ -67,6 +94,14 @@ class SimExecutor {
   SimSchedulerOptions options();
   bool step();
 
+  // Introspection and fault injection for tests (runtime/sim/sim.h).
+  size_t queue_depth(int device, int id);
+  size_t peak_queue_depth(int device, int id);
+  int live_workers();
+  int peak_workers();
+  const SimLimits& limits() const { return limits_; }
+  void fail_next_thread_starts(int n);
+
  private:
   struct Task {
     enum class Kind : uint8_t { kWork, kRecord, kWait };
@@ -80,15 +115,24 @@ class SimExecutor {
     int id;
     int priority;
     std::deque<Task> queue;
+    size_t peak_depth = 0;
     bool running = false;
+    bool in_ready = false;  // threaded: listed in ready_
     std::exception_ptr error;
-    std::unique_ptr<std::thread> worker;
-    std::condition_variable wake;  // this stream's worker: work arrived or a wait resolved
     std::mt19937_64 jitter_rng;
   };
 
   StreamState& stream(int device, int id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void enqueue(StreamState& s, Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends `task`; on a failed worker start, removes it again, drops it with mu_
+  // released and throws DeviceError.
+  void enqueue(std::unique_lock<std::mutex>& lk, StreamState& s, Task task);
+  // Threaded: hands `s` to the pool when its head can run, or notes it as blocked on a
+  // marker; starts a worker when none is free. Returns false when a worker was needed,
+  // could not be started, and no other worker exists (the task would never run).
+  bool schedule(StreamState& s, std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool start_worker(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends every worker; the caller has drained all queues.
+  void retire_workers(std::unique_lock<std::mutex>& lk);
   bool runnable(const StreamState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool idle(const StreamState& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StreamState* pick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -97,16 +141,27 @@ class SimExecutor {
   // Blocks until pred() holds, running work itself under the deterministic scheduler.
   template <typename Pred>
   void wait_until(std::unique_lock<std::mutex>& lk, Pred pred);
-  void worker_loop(StreamState* s);
+  void worker_loop();
   void reseed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a record completed: wakes the workers whose head waits on a marker.
+  // After a record completed: schedules the blocked streams whose marker is now done.
   void wake_waiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void rethrow_error(StreamState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const SimLimits limits_;
   std::mutex mu_;
-  // Host waiters (synchronize, step): notified whenever a task finishes. Workers have their
-  // own condition variable, so a launch wakes one thread, not every stream's worker.
+  // Host waiters (synchronize, step, a launch on a full queue): notified whenever a task
+  // finishes. Workers sleep on pool_cv_, so a launch wakes one thread, not all of them.
   std::condition_variable host_cv_;
+  std::condition_variable pool_cv_;
+  std::deque<StreamState*> ready_ ABSL_GUARDED_BY(mu_);  // runnable, not held by a worker
+  std::unordered_set<StreamState*> blocked_ ABSL_GUARDED_BY(mu_);  // head waits on a marker
+  int live_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;  // waiting on pool_cv_
+  int busy_workers_ ABSL_GUARDED_BY(mu_) = 0;  // holding a stream
+  int peak_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool retiring_ ABSL_GUARDED_BY(mu_) = false;
+  int space_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // launches blocked on a full queue
+  int fail_thread_starts_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<StreamState>> all_ ABSL_GUARDED_BY(mu_);  // creation order
   std::vector<std::vector<StreamState*>> devices_ ABSL_GUARDED_BY(mu_);
   SimSchedulerOptions options_ ABSL_GUARDED_BY(mu_);

@@ -90,7 +90,7 @@ TEST_CASE("sim:0 -> sim:1 copies are ordered under the threaded scheduler with j
   o.jitter_us = 30;
   o.seed = 11;
   SimSchedulerScope scope(o);
-  // Reused across runs: every threaded stream owns a thread.
+  // Reused across runs: streams are never destroyed, so each run would add more.
   const Stream s0 = Stream::create("sim:0"), s1 = Stream::create("sim:1");
   DeviceGuard g0("sim:0");
   g0.set_stream(s0);

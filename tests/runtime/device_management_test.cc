@@ -41,6 +41,39 @@ TEST_CASE("DeviceGuard makes its device current for its scope only", "[devices][
   set_current_device("cpu");
 }
 
+// Behaviour of libtorch's OptionalDeviceGuard (documented in c10/core/DeviceGuard.h):
+// constructed from an empty optional it does nothing; constructed from a device it sets
+// that device and restores the original one at scope exit, as DeviceGuard does.
+TEST_CASE("OptionalDeviceGuard without a device changes nothing", "[devices][guard]") {
+  set_current_device("sim:1");
+  {
+    OptionalDeviceGuard g(std::nullopt);
+    CHECK_FALSE(g.device().has_value());
+    CHECK_FALSE(g.original_device().has_value());
+    CHECK(current_device() == Device("sim:1"));
+    set_current_device("sim:0");  // not the guard's to undo
+  }
+  CHECK(current_device() == Device("sim:0"));
+  set_current_device("cpu");
+}
+
+TEST_CASE("OptionalDeviceGuard with a device guards it like DeviceGuard", "[devices][guard]") {
+  const Device d = GENERATE(Device("cpu"), Device("sim:0"), Device("sim:1"));
+  INFO("device " << d);
+  set_current_device("sim:1");
+  {
+    OptionalDeviceGuard g{std::optional<Device>(d)};
+    REQUIRE(g.device().has_value());
+    CHECK(*g.device() == d);
+    CHECK(*g.original_device() == Device("sim:1"));
+    CHECK(current_device() == d);
+  }
+  CHECK(current_device() == Device("sim:1"));
+  CHECK_THROWS_AS(OptionalDeviceGuard(std::optional<Device>(Device("sim:7"))), DeviceError);
+  CHECK(current_device() == Device("sim:1"));
+  set_current_device("cpu");
+}
+
 TEST_CASE("an explicit device wins over the guard", "[devices][guard]") {
   DeviceGuard g("sim:1");
   CHECK(Storage::allocate(16, Device("sim:0")).device() == Device("sim:0"));

@@ -17,7 +17,7 @@ namespace {
 // it into `out` (host-side work, as a kernel on the sim device would do). Returns what the
 // consumer saw.
 int producer_consumer(bool with_wait) {
-  // Reused across runs: under the threaded scheduler every stream owns a thread.
+  // Reused across runs: streams are never destroyed, so each run would add two.
   static const Stream a = Stream::create(Device("sim:0"));
   static const Stream b = Stream::create(Device("sim:0"));
   Storage buf = Storage::allocate(sizeof(int), a);
