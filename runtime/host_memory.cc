@@ -65,6 +65,10 @@ class CachingHostAllocator {
 
   Block* containing(const void* ptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void mark_allocated(Block* b, size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The streams among b's uses that may still have work queued: an idle stream has
+  // finished every use it was asked for, so freeing right after a synchronisation caches
+  // the block at once.
+  std::vector<Stream> busy_uses(const Block& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A freed block whose uses are all complete: cached, or dropped without caching.
   void release(Block* b, ToFree& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void release_done(const std::vector<const void*>& done, ToFree& to_free)
@@ -156,17 +160,32 @@ void CachingHostAllocator::free(void* ptr) {
     stats_.requested_bytes.update(-static_cast<int64_t>(b->requested));
     b->requested = 0;
     ++stats_.num_frees;
-    if (b->uses.empty()) {
+    const std::vector<Stream> busy = busy_uses(*b);
+    b->uses.clear();
+    if (busy.empty()) {
       release(b, to_free);
     } else {
       // See S8: a non-blocking copy may still read or write the block after this host
       // point; it is handed out again only once every stream that used it passed here.
-      pending_.add(b, b->uses);
-      b->uses.clear();
+      pending_.add(b, busy);
       ++stats_.num_deferred_frees;
     }
   }
   free_all(to_free);
+}
+
+std::vector<Stream> CachingHostAllocator::busy_uses(const Block& b) {
+  std::vector<Stream> busy;
+  for (const Stream& s : b.uses) {
+    if (!backend(s.device().type()).query_stream(s)) {
+      busy.push_back(s);
+      continue;
+    }
+    // The host just learnt that s finished everything (the block's uses included), as a
+    // synchronisation would tell it: no event needed, and the sanitizer orders reuse.
+    detail::notify_observers([&](LaunchObserver& o) { o.on_stream_synchronize(s); });
+  }
+  return busy;
 }
 
 void CachingHostAllocator::release(Block* b, ToFree& to_free) {
