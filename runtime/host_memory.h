@@ -12,7 +12,9 @@
 // same rounded size. Every non-blocking copy_bytes that reads or writes a pinned block
 // notes the copy's stream on it; pinned_record_stream notes any other use (a kernel that
 // reads the block on a stream). A freed block with such uses records an event on each of
-// those streams and is handed out again only after all have completed (see S8).
+// those streams that still has work queued and is handed out again only after all have
+// completed (see S8); freed after the streams were synchronised, it is cached at once.
+// Pending blocks are noticed complete at the next pinned_alloc or host_empty_cache.
 // STREAMGRAD_NO_MEMORY_CACHING=1 returns blocks to the backend instead (still after their
 // uses). Statistics use MemoryStats (memory_stats.h): allocated/requested bytes of live
 // blocks, reserved = blocks held from the backend, active = live + pending blocks.
