@@ -5,6 +5,7 @@
 // does not let its memory be reused under the copy (the caching host allocator records
 // the copy's stream).
 #include <catch2/catch.hpp>
+#include <thread>
 #include <vector>
 
 #include "engine/pinned.h"
@@ -46,6 +47,27 @@ TEST_CASE("dropping a pinned tensor under a pending non-blocking copy does not f
     CHECK(d.to_vector<float>() == iota(64, 1));
     CHECK(q.to_vector<float>() == std::vector<float>(64, -1.0f));
   }
+}
+
+TEST_CASE("threads pinning, copying and dropping at once each get their own values",
+          "[pinned][S8][threads]") {
+  SimSchedulerScope scope(testing::threaded_jitter(3, 50));  // copies start late
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, &wrong] {
+      const Stream s = Stream::create(kDev);
+      StreamGuard g(s);
+      for (int i = 0; i < 20; ++i) {
+        const std::vector<float> want(16, static_cast<float>(t * 1000 + i));
+        Tensor d = to(pin_memory(host(want)), kDev, /*non_blocking=*/true);  // pinned dropped
+        Tensor other = pin_memory(host(std::vector<float>(16, -1.0f)));
+        if (d.to_vector<float>() != want) ++wrong[t];
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  CHECK(wrong == std::vector<int>(4, 0));
 }
 
 TEST_CASE("the stream sanitizer sees no race when a pinned tensor is dropped under a copy",
