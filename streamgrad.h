@@ -11,6 +11,7 @@
 #include "engine/function.h"
 #include "engine/grad_mode.h"
 #include "engine/gradcheck.h"
+#include "engine/pinned.h"
 #include "engine/tensor.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"

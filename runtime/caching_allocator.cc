@@ -1,6 +1,8 @@
 #include "runtime/caching_allocator.h"
 
 #include <array>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,7 +24,6 @@ struct DeviceAllocator::Block {
   Block* prev = nullptr;  // neighbours inside the segment, in address order
   Block* next = nullptr;
   std::vector<StreamId> uses;  // other streams of the device (record_stream)
-  int events_left = 0;
 };
 
 bool DeviceAllocator::BySize::operator()(const Block* a, const Block* b) const {
@@ -37,20 +38,11 @@ size_t round_size(size_t bytes) {
 }
 }  // namespace
 
-std::string format_bytes(int64_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  if (u == 0) return absl::StrCat(bytes, " bytes");
-  return absl::StrFormat("%.2f %s (%d bytes)", v, units[u], bytes);
-}
-
 DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
-    : device_(device), backend_(backend), caching_(caching) {}
+    : device_(device),
+      backend_(backend),
+      caching_(caching),
+      limit_(std::numeric_limits<size_t>::max()) {}
 
 DeviceAllocator::~DeviceAllocator() {
   RawFrees to_free;
@@ -65,11 +57,6 @@ DeviceAllocator::~DeviceAllocator() {
   }
   // No observer calls here: allocators live until exit, when observers may be gone.
   for (const RawFree& f : to_free) backend_.raw_free(device_.index(), f.ptr);
-}
-
-void DeviceAllocator::update(MemoryStat& s, int64_t delta) {
-  s.current += delta;
-  if (s.current > s.peak) s.peak = s.current;
 }
 
 void* DeviceAllocator::allocate(size_t bytes, const Stream& stream) {
@@ -101,34 +88,75 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   raw_free_all(to_free);
   if (hit != nullptr) return hit;
 
-  void* p = backend_.raw_alloc(device_.index(), size);
-  if (p == nullptr) {
+  bool over_limit = false;
+  Block* b = reserve_segment(size, stream, over_limit);
+  if (b == nullptr) {
     empty_cache();
-    p = backend_.raw_alloc(device_.index(), size);
+    b = reserve_segment(size, stream, over_limit);
   }
   std::lock_guard<std::mutex> lk(mu_);
-  if (p == nullptr) {
+  if (b == nullptr) {
     ++stats_.num_ooms;
-    const int64_t allocated = stats_.allocated_bytes.current;
-    const int64_t reserved = stats_.reserved_bytes.current;
-    throw OutOfMemoryError(
-        absl::StrCat(device_.str(), ": out of memory: tried to allocate ", format_bytes(bytes),
-                     " on stream ", stream.str(), "; ", format_bytes(allocated),
-                     " allocated and ", format_bytes(reserved),
-                     " reserved by streamgrad; device total ",
-                     format_bytes(static_cast<int64_t>(backend_.total_memory(device_.index()))),
-                     device_.type() == DeviceType::kSim ? " (STREAMGRAD_SIM_MEMORY_BYTES)" : "",
-                     ". Free tensors that are no longer needed or use smaller batches"),
-        bytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved));
+    throw out_of_memory(bytes, stream, over_limit);
   }
+  mark_allocated(b, bytes);
+  return b->ptr;
+}
+
+DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stream& stream,
+                                                          bool& over_limit) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Bytes of raw allocations in flight count too, so that concurrent misses cannot
+    // together pass the limit.
+    const size_t held = static_cast<size_t>(stats_.reserved_bytes.current) + reserving_;
+    over_limit = size > limit_ || held > limit_ - size;
+    if (over_limit) return nullptr;
+    reserving_ += size;
+  }
+  void* p = nullptr;
+  try {
+    p = backend_.raw_alloc(device_.index(), size);
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(mu_);
+    reserving_ -= size;
+    throw;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  reserving_ -= size;
+  if (p == nullptr) return nullptr;
   detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(p, size); });
   Block* b = new Block{static_cast<char*>(p), size, stream.id()};
   segments_[reinterpret_cast<uintptr_t>(p)] = Segment{size, b};
-  update(stats_.reserved_bytes, static_cast<int64_t>(size));
-  update(stats_.segments, 1);
+  stats_.reserved_bytes.update(static_cast<int64_t>(size));
+  stats_.segments.update(1);
   ++stats_.num_segment_allocs;
-  mark_allocated(b, bytes);
-  return p;
+  return b;
+}
+
+OutOfMemoryError DeviceAllocator::out_of_memory(size_t bytes, const Stream& stream,
+                                                bool over_limit) {
+  const int64_t allocated = stats_.allocated_bytes.current;
+  const int64_t reserved = stats_.reserved_bytes.current;
+  const int64_t total = static_cast<int64_t>(backend_.total_memory(device_.index()));
+  const std::string sim_total =
+      device_.type() == DeviceType::kSim ? " (STREAMGRAD_SIM_MEMORY_BYTES)" : "";
+  std::string why;
+  if (over_limit) {
+    why = absl::StrCat("; the per-process memory fraction ", fraction_, " of ", device_.str(),
+                       " allows ", format_bytes(static_cast<int64_t>(limit_)),
+                       " of its total ", format_bytes(total), sim_total,
+                       ". Raise it with set_per_process_memory_fraction(fraction, \"",
+                       device_.str(), "\"), or free tensors that are no longer needed");
+  } else {
+    why = absl::StrCat("; device total ", format_bytes(total), sim_total,
+                       ". Free tensors that are no longer needed or use smaller batches");
+  }
+  return OutOfMemoryError(
+      absl::StrCat(device_.str(), ": out of memory: tried to allocate ", format_bytes(bytes),
+                   " on stream ", stream.str(), "; ", format_bytes(allocated),
+                   " allocated and ", format_bytes(reserved), " reserved by streamgrad", why),
+      bytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved));
 }
 
 DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId stream) {
@@ -153,9 +181,10 @@ void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
   b->allocated = true;
   b->requested = requested;
   live_[b->ptr] = b;
-  update(stats_.allocated_bytes, static_cast<int64_t>(b->size));
-  update(stats_.requested_bytes, static_cast<int64_t>(requested));
-  update(stats_.active_blocks, 1);
+  stats_.allocated_bytes.update(static_cast<int64_t>(b->size));
+  stats_.requested_bytes.update(static_cast<int64_t>(requested));
+  stats_.active_bytes.update(static_cast<int64_t>(b->size));
+  stats_.active_blocks.update(1);
   ++stats_.num_allocs;
 }
 
@@ -169,9 +198,8 @@ void DeviceAllocator::free(void* ptr) {
              " is not a live allocation of the ", device_.str(), " allocator");
     Block* b = it->second;
     live_.erase(it);
-    update(stats_.allocated_bytes, -static_cast<int64_t>(b->size));
-    update(stats_.requested_bytes, -static_cast<int64_t>(b->requested));
-    update(stats_.active_blocks, -1);
+    stats_.allocated_bytes.update(-static_cast<int64_t>(b->size));
+    stats_.requested_bytes.update(-static_cast<int64_t>(b->requested));
     ++stats_.num_frees;
     b->allocated = false;
     b->requested = 0;
@@ -180,17 +208,11 @@ void DeviceAllocator::free(void* ptr) {
     } else {
       // See S8: the block may be read on other streams after this host point; it comes
       // back only once those streams have passed it.
+      std::vector<Stream> on;
+      for (StreamId use : b->uses) on.push_back(Stream::unchecked(device_, use));
+      pending_.add(b, on);
       b->pending = true;
       ++stats_.num_deferred_frees;
-      for (StreamId use : b->uses) {
-        std::unique_ptr<BackendEvent> event = get_event();
-        const Stream on = Stream::unchecked(device_, use);
-        backend_.record_event(*event, on);
-        const void* key = event.get();
-        detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });
-        pending_.push_back(Pending{std::move(event), b});
-        ++b->events_left;
-      }
       b->uses.clear();
     }
   }
@@ -199,6 +221,8 @@ void DeviceAllocator::free(void* ptr) {
 
 void DeviceAllocator::release_block(Block* b, RawFrees& to_free) {
   b->pending = false;
+  stats_.active_bytes.update(-static_cast<int64_t>(b->size));
+  stats_.active_blocks.update(-1);
   if (!caching_) {
     drop_segment(b, to_free);
     return;
@@ -229,36 +253,21 @@ void DeviceAllocator::release_block(Block* b, RawFrees& to_free) {
 void DeviceAllocator::drop_segment(Block* b, RawFrees& to_free) {
   SG_INTERNAL_CHECK(b->prev == nullptr && b->next == nullptr, "dropping a split segment");
   segments_.erase(reinterpret_cast<uintptr_t>(b->ptr));
-  update(stats_.reserved_bytes, -static_cast<int64_t>(b->size));
-  update(stats_.segments, -1);
+  stats_.reserved_bytes.update(-static_cast<int64_t>(b->size));
+  stats_.segments.update(-1);
   ++stats_.num_segment_frees;
   to_free.push_back({b->ptr, b->size});
   delete b;
 }
 
 void DeviceAllocator::process_events(RawFrees& to_free) {
-  std::deque<Pending> still;
-  while (!pending_.empty()) {
-    Pending p = std::move(pending_.front());
-    pending_.pop_front();
-    if (!backend_.query_event(*p.event)) {
-      still.push_back(std::move(p));
-      continue;
-    }
-    // The host now knows that stream passed the free: reuse is ordered after its uses.
-    const void* key = p.event.get();
-    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
-    event_pool_.push_back(std::move(p.event));
-    if (--p.block->events_left == 0) release_block(p.block, to_free);
-  }
-  pending_ = std::move(still);
+  std::vector<const void*> done;
+  pending_.poll(done);
+  release_done(done, to_free);
 }
 
-std::unique_ptr<BackendEvent> DeviceAllocator::get_event() {
-  if (event_pool_.empty()) return backend_.create_event(device_.index(), false);
-  std::unique_ptr<BackendEvent> e = std::move(event_pool_.back());
-  event_pool_.pop_back();
-  return e;
+void DeviceAllocator::release_done(const std::vector<const void*>& done, RawFrees& to_free) {
+  for (const void* b : done) release_block(static_cast<Block*>(const_cast<void*>(b)), to_free);
 }
 
 void DeviceAllocator::raw_free_all(const RawFrees& segments) {
@@ -282,23 +291,18 @@ void DeviceAllocator::release_free_segments(RawFrees& to_free) {
 void DeviceAllocator::empty_cache() {
   // Take the pending events out of the shared list so that no other thread re-records
   // them while this one waits on them unlocked (a wait may run sim work that frees).
-  std::deque<Pending> waiting;
+  PendingUses::Batch waiting;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    waiting.swap(pending_);
+    waiting = pending_.take();
   }
-  for (Pending& p : waiting) {
-    backend_.synchronize_event(*p.event);
-    const void* key = p.event.get();
-    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
-  }
+  PendingUses::wait(waiting);
   RawFrees to_free;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (Pending& p : waiting) {
-      event_pool_.push_back(std::move(p.event));
-      if (--p.block->events_left == 0) release_block(p.block, to_free);
-    }
+    std::vector<const void*> done;
+    pending_.finish(std::move(waiting), done);
+    release_done(done, to_free);
     process_events(to_free);
     release_free_segments(to_free);
   }
@@ -336,10 +340,29 @@ MemoryStats DeviceAllocator::stats() {
 
 void DeviceAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lk(mu_);
-  for (MemoryStat* s : {&stats_.allocated_bytes, &stats_.requested_bytes, &stats_.reserved_bytes,
-                        &stats_.active_blocks, &stats_.segments}) {
-    s->peak = s->current;
-  }
+  stats_.reset_peak();
+}
+
+void DeviceAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.reset_accumulated();
+}
+
+void DeviceAllocator::set_memory_fraction(double fraction) {
+  // NaN fails both comparisons, so it is refused too.
+  SG_CHECK(fraction >= 0 && fraction <= 1, ValueError, "set_per_process_memory_fraction: ",
+           "fraction ", fraction, " for ", device_.str(),
+           " is outside [0, 1]; pass a share of the device's total memory, e.g. 0.5");
+  const double total = static_cast<double>(backend_.total_memory(device_.index()));
+  std::lock_guard<std::mutex> lk(mu_);
+  fraction_ = fraction;
+  limit_ = fraction == 1 ? std::numeric_limits<size_t>::max()
+                         : static_cast<size_t>(std::floor(fraction * total));
+}
+
+double DeviceAllocator::memory_fraction() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return fraction_;
 }
 
 std::vector<SegmentInfo> DeviceAllocator::snapshot() {
@@ -374,6 +397,13 @@ DeviceAllocator& allocator_for(Device device) {
 
 MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
 void reset_peak_stats(Device device) { allocator_for(device).reset_peak_stats(); }
+void reset_accumulated_stats(Device device) { allocator_for(device).reset_accumulated_stats(); }
+void set_per_process_memory_fraction(double fraction, Device device) {
+  allocator_for(device).set_memory_fraction(fraction);
+}
+double get_per_process_memory_fraction(Device device) {
+  return allocator_for(device).memory_fraction();
+}
 void empty_cache(Device device) { allocator_for(device).empty_cache(); }
 std::vector<SegmentInfo> memory_snapshot(Device device) {
   return allocator_for(device).snapshot();

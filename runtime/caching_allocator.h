@@ -10,25 +10,27 @@
 //   - record_stream(ptr, s) notes a use on another stream s of the same device. When such a
 //     block is freed, an event is recorded on each of those streams and the block returns
 //     to the cache only once all have completed.
-//   - On a cache miss that the device cannot satisfy, cached free segments are returned
-//     to the device and the allocation is retried once; then OutOfMemoryError, leaving
-//     every statistic and block as it was (except num_ooms).
+//   - On a cache miss that the device cannot satisfy, or that would take reserved bytes
+//     past the per-process memory fraction (set_memory_fraction), cached free segments
+//     are returned to the device and the allocation is retried once; then
+//     OutOfMemoryError, leaving every live block and statistic as it was (except
+//     num_ooms and the released cache).
 //   - STREAMGRAD_NO_MEMORY_CACHING=1: segments go back to the device as soon as they are
 //     free (after their other-stream uses complete), never reused from a cache.
 //
-// Statistics are exact: allocated = sum of the rounded sizes of live blocks, requested =
-// sum of the sizes asked for, reserved = sum of segment sizes.
+// Statistics are exact (memory_stats.h): allocated = sum of the rounded sizes of live
+// blocks, requested = sum of the sizes asked for, reserved = sum of segment sizes, active =
+// allocated plus freed blocks still pending other streams' uses.
 //
 // Thread-safety: every method is thread-safe (one std::mutex per device allocator).
 // Failure: OutOfMemoryError (requested, allocated and reserved bytes in the message and
-// the object); ValueError for a pointer the allocator does not own; DeviceError for a
-// record_stream on another device's stream.
+// the object); ValueError for a pointer the allocator does not own or a fraction outside
+// [0, 1]; DeviceError for a record_stream on another device's stream.
 #ifndef STREAMGRAD_RUNTIME_CACHING_ALLOCATOR_H_
 #define STREAMGRAD_RUNTIME_CACHING_ALLOCATOR_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,29 +42,12 @@
 #include "absl/base/thread_annotations.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/memory_stats.h"
+#include "runtime/pending_uses.h"
 #include "runtime/stream.h"
 
 namespace streamgrad {
-
-struct MemoryStat {
-  int64_t current = 0;
-  int64_t peak = 0;
-};
-
-struct MemoryStats {
-  MemoryStat allocated_bytes;  // live blocks, rounded sizes
-  MemoryStat requested_bytes;  // live blocks, sizes asked for
-  MemoryStat reserved_bytes;   // segments held from the device
-  MemoryStat active_blocks;
-  MemoryStat segments;
-  int64_t num_allocs = 0;
-  int64_t num_frees = 0;
-  int64_t num_cache_hits = 0;      // allocations served from cached blocks
-  int64_t num_segment_allocs = 0;  // raw device allocations
-  int64_t num_segment_frees = 0;
-  int64_t num_deferred_frees = 0;  // frees that waited for other streams' uses
-  int64_t num_ooms = 0;
-};
 
 struct BlockInfo {
   uintptr_t address;
@@ -101,6 +86,12 @@ class DeviceAllocator {
 
   MemoryStats stats();
   void reset_peak_stats();
+  // Zeroes accumulated totals and counts (MemoryStats::reset_accumulated).
+  void reset_accumulated_stats();
+  // Caps reserved bytes at fraction * total_memory (1: the device's total). ValueError
+  // for a fraction outside [0, 1]; segments already reserved stay.
+  void set_memory_fraction(double fraction);
+  double memory_fraction();
   // Waits for pending cross-stream uses, then returns every free segment to the device.
   void empty_cache();
   std::vector<SegmentInfo> snapshot();
@@ -117,23 +108,24 @@ class DeviceAllocator {
   struct BySize {
     bool operator()(const Block* a, const Block* b) const;
   };
-  struct Pending {
-    std::unique_ptr<BackendEvent> event;
-    Block* block;
-  };
 
   Block* take_cached(size_t size, StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void mark_allocated(Block* b, size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A block whose uses are all complete becomes free: cached (coalesced) or released.
   void release_block(Block* b, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void process_events(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release_done(const std::vector<const void*>& done, RawFrees& to_free)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new segment of `size` bytes within the fraction limit, registered and not yet
+  // allocated; nullptr when the device or the limit refuses (`over_limit` says which).
+  Block* reserve_segment(size_t size, const Stream& stream, bool& over_limit);
+  OutOfMemoryError out_of_memory(size_t bytes, const Stream& stream, bool over_limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void release_free_segments(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void drop_segment(Block* b, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::unique_ptr<BackendEvent> get_event() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns segments to the device and tells the observers the memory is gone (its
   // access history can go with it: raw_free waits for every queued use).
   void raw_free_all(const RawFrees& segments);
-  static void update(MemoryStat& s, int64_t delta);
 
   const Device device_;
   Backend& backend_;
@@ -146,9 +138,11 @@ class DeviceAllocator {
     Block* head;  // the block at the segment's start; stable until the segment is dropped
   };
   std::map<uintptr_t, Segment> segments_ ABSL_GUARDED_BY(mu_);
-  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<BackendEvent>> event_pool_ ABSL_GUARDED_BY(mu_);
+  PendingUses pending_ ABSL_GUARDED_BY(mu_);
   MemoryStats stats_ ABSL_GUARDED_BY(mu_);
+  double fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
+  size_t limit_ ABSL_GUARDED_BY(mu_);      // reserved bytes allowed by fraction_
+  size_t reserving_ ABSL_GUARDED_BY(mu_) = 0;  // raw allocations in flight
 };
 
 // The allocator of `device` (index -1: the current device), created on first use.
@@ -156,11 +150,14 @@ DeviceAllocator& allocator_for(Device device);
 
 MemoryStats memory_stats(Device device);
 void reset_peak_stats(Device device);
+void reset_accumulated_stats(Device device);
 void empty_cache(Device device);
 std::vector<SegmentInfo> memory_snapshot(Device device);
-
-// "1.50 MiB (1572864 bytes)": how byte counts appear in messages and reports.
-std::string format_bytes(int64_t bytes);
+// Caps the memory the device's allocator may reserve at fraction * its total memory (sim:
+// STREAMGRAD_SIM_MEMORY_BYTES, or host memory when unset), as the reference framework's
+// set_per_process_memory_fraction does. ValueError for a fraction outside [0, 1].
+void set_per_process_memory_fraction(double fraction, Device device);
+double get_per_process_memory_fraction(Device device);
 
 }  // namespace streamgrad
 

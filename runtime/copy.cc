@@ -23,7 +23,9 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     const Stream s = current_stream(sd.is_cpu() ? dd : sd);
     copy_async(s, dst, src, bytes);
     const void* host = sd.is_cpu() ? src : dst;
-    if (!non_blocking || !is_pinned(host)) s.synchronize();
+    // The copy may still use the pinned block after the host moves on: note its stream
+    // so that freeing the block cannot hand it out before the copy is done (S8).
+    if (!non_blocking || !detail::note_pinned_use(host, s)) s.synchronize();
     return;
   }
   if (sd == dd) {

@@ -4,6 +4,8 @@
 //   host -> device / device -> host   enqueued on the device's current stream. The host
 //       waits for it unless non_blocking is set AND the host side is pinned
 //       (host_memory.h); a non-blocking copy from pageable memory is blocking, as in CUDA.
+//       A non-blocking copy notes its stream on the pinned block, which is therefore not
+//       reused before the copy completes, even if freed at once.
 //   device -> same device             enqueued on its current stream; never blocks.
 //   device A -> device B (same type)  runs on A's current stream after that stream waits
 //       for B's current stream (earlier users of the destination), and B's current stream

@@ -14,6 +14,7 @@
 #include "runtime/guard.h"
 #include "runtime/host_memory.h"
 #include "runtime/launch.h"
+#include "runtime/memory_stats.h"
 #include "runtime/sim/sim.h"
 #include "runtime/storage.h"
 #include "runtime/stream.h"

@@ -5,20 +5,26 @@
 #include "runtime/caching_allocator.h"
 #include "runtime/devices.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 
 namespace streamgrad {
 
 struct Storage::Impl {
-  Impl(DeviceAllocator& a, void* p, size_t n, Stream s, uint64_t i)
+  // `a` null: pinned host memory from the caching host allocator.
+  Impl(DeviceAllocator* a, void* p, size_t n, Stream s, uint64_t i)
       : allocator(a), ptr(p), nbytes(n), stream(s), id(i) {}
   ~Impl() {
     try {
-      allocator.free(ptr);
+      if (allocator != nullptr) {
+        allocator->free(ptr);
+      } else {
+        pinned_free(ptr);
+      }
     } catch (...) {
       // free() only throws for pointers it does not own, which a Storage never holds.
     }
   }
-  DeviceAllocator& allocator;
+  DeviceAllocator* const allocator;
   void* const ptr;
   const size_t nbytes;
   const Stream stream;
@@ -46,9 +52,22 @@ Storage Storage::allocate(size_t nbytes, const Stream& stream) {
   void* p = a.allocate(nbytes, s);
   Storage out;
   try {
-    out.impl_ = std::make_shared<Impl>(a, p, nbytes, s, next_id());
+    out.impl_ = std::make_shared<Impl>(&a, p, nbytes, s, next_id());
   } catch (...) {
     a.free(p);
+    throw;
+  }
+  return out;
+}
+
+Storage Storage::pinned(size_t nbytes) {
+  void* p = pinned_alloc(nbytes);
+  Storage out;
+  try {
+    out.impl_ = std::make_shared<Impl>(nullptr, p, nbytes,
+                                       Stream::default_for(Device(DeviceType::kCpu)), next_id());
+  } catch (...) {
+    pinned_free(p);
     throw;
   }
   return out;
@@ -68,12 +87,18 @@ Stream Storage::stream() const {
   return impl_->stream;
 }
 uint64_t Storage::id() const { return impl_ ? impl_->id : 0; }
+bool Storage::is_pinned() const { return impl_ != nullptr && impl_->allocator == nullptr; }
 
 void Storage::record_stream(const Stream& stream) const {
   SG_CHECK(impl_, Error, kUndefined);
   if (impl_->ptr == nullptr) return;  // zero bytes: nothing to protect
   const Device d = resolve_device(stream.device(), "Storage::record_stream");
-  impl_->allocator.record_stream(impl_->ptr, Stream::unchecked(d, stream.id()));
+  const Stream s = Stream::unchecked(d, stream.id());
+  if (impl_->allocator == nullptr) {
+    pinned_record_stream(impl_->ptr, s);
+  } else {
+    impl_->allocator->record_stream(impl_->ptr, s);
+  }
 }
 
 }  // namespace streamgrad

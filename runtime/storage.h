@@ -4,8 +4,11 @@
 //   Storage b = Storage::allocate(1024, Device("sim:0")); // explicit device wins
 //   Storage c = Storage::allocate(1024, side_stream);     // owned by side_stream
 //   c.record_stream(other_stream);  // c is read on other_stream: see S8
+//   Storage h = Storage::pinned(1024);                   // pinned host memory (cpu)
 //
-// The memory goes back to the allocator when the last copy of the handle is dropped; a
+// The memory goes back to its allocator (the device's caching allocator, or the caching
+// host allocator of host_memory.h for pinned storage) when the last copy of the handle is
+// dropped; a
 // buffer used on a stream other than its allocation stream must be record_stream()ed on
 // that stream first, or it may be reused while that stream still reads it.
 // Storage::id() is unique per allocation for the life of the process (buffers are named
@@ -31,6 +34,9 @@ class Storage {
   static Storage allocate(size_t nbytes);
   static Storage allocate(size_t nbytes, Device device);
   static Storage allocate(size_t nbytes, const Stream& stream);
+  // Pinned host memory (host_memory.h) on the cpu device: non-blocking copies from and to
+  // it do not block the host, and record_stream() protects it like device memory.
+  static Storage pinned(size_t nbytes);
 
   bool defined() const { return impl_ != nullptr; }
   void* data() const;
@@ -39,6 +45,7 @@ class Storage {
   // The stream the memory was allocated on.
   Stream stream() const;
   uint64_t id() const;
+  bool is_pinned() const;
   void record_stream(const Stream& stream) const;
   long use_count() const { return impl_.use_count(); }
 
