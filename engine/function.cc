@@ -39,6 +39,7 @@ class CustomFunctionNode final : public Node {
   CustomFunctionNode(std::shared_ptr<FunctionCtx> ctx, BackwardFn backward, bool once)
       : ctx_(std::move(ctx)), backward_(std::move(backward)), once_(once) {}
   std::string name() const override { return absl::StrCat(ctx_->name_, "Backward"); }
+  bool apply_without_gradients() const override { return true; }
   TensorList apply(TensorList&& grads) override {
     for (size_t i = 0; i < grads.size() && ctx_->materialize_grads_; ++i) {
       if (grads[i].defined()) continue;
