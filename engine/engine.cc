@@ -1,10 +1,10 @@
 // Execution of graph tasks: device workers, the ready-queue loop, and evaluation of one
 // node with the stream rules. See Note [Backward stream semantics] in backward.h.
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <system_error>
 #include <thread>
-#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -68,27 +68,31 @@ ReadyQueue& queue_for(GraphTask& gt, const Node& node) {
   return *gt.owner_queue;
 }
 
-// The nodes whose backward is running on the current reentrant chain (this thread and the
-// threads it handed deep nesting to): a nested backward that reaches one of them again
-// would wait for the node's own lock forever.
-thread_local std::unordered_set<Node*> t_held_storage;
-thread_local std::unordered_set<Node*>* t_held = &t_held_storage;
+// The reentrant chain this thread serves: itself, or, on a thread that took over deep
+// nesting, the chain of the thread it took over from (see Note [Deep reentrant backward]).
+thread_local char t_chain_id;
+thread_local const void* t_chain = &t_chain_id;
 
+// Marks a node as running on this chain. A nested backward on the same chain that reaches
+// the node again would wait for the node's own lock forever: it is an error instead.
 class HeldNode {
  public:
-  explicit HeldNode(Node& fn) : fn_(&fn) {
-    SG_CHECK(t_held->insert(fn_).second, Error, fn.name(),
+  explicit HeldNode(Node& fn) : fn_(fn) {
+    SG_CHECK(fn.running_on().load() != t_chain, Error, fn.name(),
              ": a backward started inside this node's backward (or one of its hooks) reached "
              "the node again; a graph cannot be differentiated through a node while that "
              "node's backward is running. Differentiate a separate graph (detach() the "
              "tensors you start from) instead");
+    lock_ = std::unique_lock<std::mutex>(fn.mutex());  // never concurrently with itself
+    fn.running_on().store(t_chain);
   }
-  ~HeldNode() { t_held->erase(fn_); }
+  ~HeldNode() { fn_.running_on().store(nullptr); }
   HeldNode(const HeldNode&) = delete;
   HeldNode& operator=(const HeldNode&) = delete;
 
  private:
-  Node* fn_;
+  Node& fn_;
+  std::unique_lock<std::mutex> lock_;
 };
 
 // Collects warnings raised while a device worker runs a node of `gt`, for its caller.
@@ -152,7 +156,6 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
     std::optional<LaunchScope> scope;
     if (detail::have_observers()) scope.emplace(fn->name());
     HeldNode held(*fn);
-    std::lock_guard<std::mutex> lk(fn->mutex());  // a node never runs concurrently with itself
     if (fn->has_pre_hooks()) fn->run_pre_hooks(grads);
     if (info != nullptr && !info->captures.empty()) {
       capture(gt, *fn, *info, grads, written);
@@ -160,7 +163,13 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
       // still runs (with the gradient its hooks made, hooks not run twice).
       if (!info->needed) return;
     }
-    outputs = fn->apply(std::move(grads));
+    const bool none = !grads.empty() && std::none_of(grads.begin(), grads.end(),
+                                                     [](const Tensor& g) { return g.defined(); });
+    if (none && !fn->apply_without_gradients()) {
+      outputs.resize(fn->num_outputs());  // no gradient in, none out
+    } else {
+      outputs = fn->apply(std::move(grads));
+    }
   }
   const bool visible = fn->has_pre_hooks() || dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr;
   if (visible && stream) {  // S5/S6: .grad and hook side effects live on this stream
@@ -315,13 +324,13 @@ void execute_graph(const std::shared_ptr<GraphTask>& gt, const std::shared_ptr<N
     std::shared_ptr<ReadyQueue> worker_owner = t_worker_queue_owner;
     const int depth = t_reentrant_depth;
     GraphTask* const current = t_current_graph_task;
-    std::unordered_set<Node*>* const held = t_held;
+    const void* const chain = t_chain;
     auto body = [&] {
       t_worker_queue = worker_queue;
       t_worker_queue_owner = worker_owner;
       t_reentrant_depth = depth;
       t_current_graph_task = current;
-      t_held = held;
+      t_chain = chain;
       t_stack_depth = 1;
       thread_loop(*gt->owner_queue, gt.get());
       t_worker_queue_owner.reset();

@@ -39,6 +39,7 @@ class CustomFunctionNode final : public Node {
   CustomFunctionNode(std::shared_ptr<FunctionCtx> ctx, BackwardFn backward, bool once)
       : ctx_(std::move(ctx)), backward_(std::move(backward)), once_(once) {}
   std::string name() const override { return absl::StrCat(ctx_->name_, "Backward"); }
+  bool apply_without_gradients() const override { return true; }
   TensorList apply(TensorList&& grads) override {
     for (size_t i = 0; i < grads.size() && ctx_->materialize_grads_; ++i) {
       if (grads[i].defined()) continue;
@@ -141,13 +142,19 @@ struct FunctionApply {
     }
     check_dirty(*ctx, inputs, outputs);
     for (const Tensor& d : ctx->dirty_) d.bump_version();
+    // The marks are only read here; kept in the ctx, which the node owns, a marked output
+    // would own its own grad_fn (a reference cycle).
+    const TensorList dirty = std::move(ctx->dirty_);
+    const TensorList non_differentiable = std::move(ctx->non_differentiable_);
+    ctx->dirty_.clear();
+    ctx->non_differentiable_.clear();
     if (!any_requires_grad(inputs)) return outputs;
     auto node = std::make_shared<CustomFunctionNode>(ctx, std::move(backward), once);
     node->set_next_edges(collect_next_edges(inputs));  // before dirty inputs are rebased
     for (Tensor& out : outputs) {
-      const bool dirty = contains(ctx->dirty_, out);
-      if (!dirty && contains(inputs, out)) out = out.detach();  // returned as is: own history
-      const bool differentiable = is_floating(out.dtype()) && !contains(ctx->non_differentiable_, out);
+      const bool is_dirty = contains(dirty, out);
+      if (!is_dirty && contains(inputs, out)) out = out.detach();  // returned as is: own history
+      const bool differentiable = is_floating(out.dtype()) && !contains(non_differentiable, out);
       // Every output has a gradient slot, so backward gets one gradient per output.
       if (!differentiable) {
         node->add_input_metadata(out);

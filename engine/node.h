@@ -21,6 +21,7 @@
 #ifndef STREAMGRAD_ENGINE_NODE_H_
 #define STREAMGRAD_ENGINE_NODE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual TensorList apply(TensorList&& grads) = 0;
   // Frees saved tensors after a backward without retain_graph.
   virtual void release_variables() {}
+  // Whether apply() is called when no gradient arrived at any input slot. Built-in nodes
+  // are skipped (their results are all undefined, as the reference framework's generated
+  // backward functions give); custom functions are called (they may materialize zeros).
+  virtual bool apply_without_gradients() const { return false; }
 
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   const Edge& next_edge(size_t i) const { return next_edges_[i]; }
@@ -98,6 +103,8 @@ class Node : public std::enable_shared_from_this<Node> {
   void run_pre_hooks(TensorList& grads);
 
   std::mutex& mutex() { return mu_; }
+  // The reentrant chain whose thread runs this node's backward now (engine.cc), or null.
+  std::atomic<const void*>& running_on() { return running_on_; }
 
  private:
   struct PreHook {
@@ -112,6 +119,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::optional<Stream> stream_;
   uint64_t sequence_nr_;
   std::mutex mu_;
+  std::atomic<const void*> running_on_{nullptr};
 };
 
 // The edge a gradient for `t` must take: its grad_fn, or its AccumulateGrad if it is a

@@ -306,5 +306,20 @@ TEST_CASE("a hook that re-enters its own graph fails instead of deadlocking",
   CHECK(w.grad().item<float>() == 4.0f);
 }
 
+// Reference: when no gradient reaches a built-in node (a custom backward said "no
+// gradient" for the input it produced), the node passes "no gradient" on instead of
+// failing on an undefined tensor.
+TEST_CASE("a built-in node that receives no gradient passes none on", "[engine][undefined]") {
+  const Device d = GENERATE(from_range(cpu_and_sim()));
+  Returns::make = [](const Tensor&) { return Tensor(); };
+  Tensor x = ones({2}, TensorOptions().device(d)).requires_grad_();
+  Tensor w = ones({2}, TensorOptions().device(d)).requires_grad_();
+  Tensor y = Returns::apply({mul(x, w)}, "Returns")[0];  // MulBackward gets no gradient
+  sum(add(y, w)).backward();
+  CHECK(!x.grad().defined());
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{1, 1});
+  Returns::make = nullptr;
+}
+
 }  // namespace
 }  // namespace streamgrad
