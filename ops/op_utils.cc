@@ -38,6 +38,20 @@ int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
   return dim < 0 ? dim + r : dim;
 }
 
+std::vector<bool> reduced_dims(const Tensor& a, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<bool> reduced(a.dim(), dims.empty());
+  // Sized for the wrapped dim: a 0-dim tensor has one nameable dim but nothing to reduce.
+  std::vector<bool> seen(std::max<int64_t>(a.dim(), 1), false);
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, a.dim(), op);
+    SG_CHECK(!seen[w], ValueError, op, ": dimension ", d, " appears twice in [",
+             absl::StrJoin(dims, ", "), "]");
+    seen[w] = true;
+    if (a.dim() > 0) reduced[w] = true;
+  }
+  return reduced;
+}
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);

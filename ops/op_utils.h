@@ -28,6 +28,11 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 // Normalises a possibly negative dim for a tensor of rank `rank`.
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
 
+// Which of `a`'s dims a reduction over `dims` (all when empty) removes. A 0-dim tensor
+// accepts dim 0 and -1 and has nothing to reduce (PyTorch: its result is 0-dim); a dim
+// named twice is a ValueError.
+std::vector<bool> reduced_dims(const Tensor& a, const std::vector<int64_t>& dims, const char* op);
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // `t` as a kernel view of `shape` (stride 0 on broadcast dims).
 kernels::View expand_view(const Tensor& t, const Shape& shape);
