@@ -90,6 +90,15 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return reshape(r, shape);
 }
 
+InputInfo meta_of(const Tensor& t) { return InputInfo{t.sizes(), t.dtype(), t.device()}; }
+
+Tensor grad_for(const Tensor& g, const InputInfo& input) {
+  Tensor r = sum_to(g, input.sizes);
+  if (r.dtype() != input.dtype) r = to(r, input.dtype);
+  if (r.device() != input.device) r = to(r, input.device);
+  return r;
+}
+
 Tensor new_output(const Shape& sizes, DType dtype, Device device) {
   return empty(sizes, TensorOptions().dtype(dtype).device(device));
 }

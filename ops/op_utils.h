@@ -38,6 +38,20 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 kernels::View expand_view(const Tensor& t, const Shape& shape);
 // The gradient of a broadcast: sums `g` down to `shape` (differentiable).
 Tensor sum_to(const Tensor& g, const Shape& shape);
+// What a backward node remembers of a forward input: its shape, dtype and device. (The
+// engine's InputMeta, made default-constructible so that nodes can be filled in after
+// they are created.)
+struct InputInfo {
+  Shape sizes;
+  DType dtype = DType::kFloat32;
+  Device device = Device(DeviceType::kCpu);
+};
+InputInfo meta_of(const Tensor& t);
+// The gradient for `input` from `g`, the gradient of an output the input was broadcast,
+// converted or moved into: summed to its shape, then converted to its dtype and copied
+// to its device (S7) — in that order, so only the input's size crosses devices.
+// Differentiable; each step is skipped when it changes nothing.
+Tensor grad_for(const Tensor& g, const InputInfo& input);
 
 // A fresh output on the current stream of `like`'s device.
 Tensor new_output(const Shape& sizes, DType dtype, Device device);
@@ -58,15 +72,15 @@ void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const Ten
 
 // Records the backward of a product out = a (*) b (mul, matmul): each input's gradient
 // needs the other input, so each is saved only when the other requires grad. NodeT has
-// SavedTensor members a, b and shape members a_shape, b_shape.
+// SavedTensor members a, b and InputInfo members a_in, b_in.
 template <typename NodeT>
 void record_product(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (!any_requires_grad({a, b})) return;
   auto node = std::make_shared<NodeT>();
   if (b.requires_grad()) node->a = SavedTensor(a);
   if (a.requires_grad()) node->b = SavedTensor(b);
-  node->a_shape = a.sizes();
-  node->b_shape = b.sizes();
+  node->a_in = meta_of(a);
+  node->b_in = meta_of(b);
   wire(node, {a, b}, {out});
 }
 
