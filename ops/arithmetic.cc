@@ -1,4 +1,7 @@
-// add, sub, mul, div, neg: tensor and scalar forms, with broadcasting.
+// add, sub, mul, div, neg: tensor and scalar forms, with broadcasting. A 0-dim cpu tensor
+// beside a tensor on another device acts as a scalar (op_utils.h, operand_on); the nodes
+// save it as it is, so backward formulas use it the same way, and grad_for returns its
+// gradient to cpu as a 0-dim tensor.
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -7,16 +10,30 @@ namespace {
 
 using namespace ops_internal;  // NOLINT: the helpers every op uses
 
-// Shared forward of the binary tensor ops: checks, broadcast, allocate, launch.
-Tensor binary_forward(kernels::Binary op, const Tensor& a, const Tensor& b, const char* name) {
+// The checked operands of a binary tensor op as its kernel sees them, on the device the
+// op runs on (a cpu scalar becomes a 0-dim tensor there), and the broadcast shape.
+struct Operands {
+  Tensor a, b;
+  Shape shape;
+};
+
+Operands binary_operands(const Tensor& a, const Tensor& b, const char* name) {
   check_defined(a, name, "the first input");
   check_defined(b, name, "the second input");
-  check_same_device(a, b, name);
+  check_binary_devices(a, b, name);
   check_floating(a, name);
   check_same_dtype(a, b, name);
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  Tensor out = new_output(shape, a.dtype(), a.device());
-  kernels::binary(stream_of(out), op, out.view(), expand_view(a, shape), expand_view(b, shape));
+  const Device d = binary_device(a, b);
+  return {operand_on(a, d), operand_on(b, d), shape};
+}
+
+// Shared forward of the binary tensor ops: checks, broadcast, allocate, launch.
+Tensor binary_forward(kernels::Binary op, const Tensor& a, const Tensor& b, const char* name) {
+  const Operands in = binary_operands(a, b, name);
+  Tensor out = new_output(in.shape, a.dtype(), in.a.device());
+  kernels::binary(stream_of(out), op, out.view(), expand_view(in.a, in.shape),
+                  expand_view(in.b, in.shape));
   return out;
 }
 
@@ -119,14 +136,10 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   if (alpha == 1) {
     out = binary_forward(kernels::Binary::kAdd, a, b, "add");
   } else {
-    check_defined(a, "add", "the first input");
-    check_defined(b, "add", "the second input");
-    check_same_device(a, b, "add");
-    check_floating(a, "add");
-    check_same_dtype(a, b, "add");
-    const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "add");
-    out = new_output(shape, a.dtype(), a.device());
-    kernels::axpy(stream_of(out), out.view(), expand_view(a, shape), expand_view(b, shape), alpha);
+    const Operands in = binary_operands(a, b, "add");
+    out = new_output(in.shape, a.dtype(), in.a.device());
+    kernels::axpy(stream_of(out), out.view(), expand_view(in.a, in.shape),
+                  expand_view(in.b, in.shape), alpha);
   }
   if (any_requires_grad({a, b})) {
     wire(std::make_shared<AddBackward>(meta_of(a), meta_of(b), alpha), {a, b}, {out});

@@ -149,15 +149,18 @@ void copy_across_devices(const Tensor& a, const Tensor& src) {
   kernels::copy(stream_of(a), a.view(), expand_view(staged, a.sizes()));
 }
 
-void check_binary_inplace(const Tensor& a, const Tensor& b, const char* op) {
+// The operand as the kernel sees it on a's device: a cpu scalar becomes a 0-dim tensor
+// there (only the operand may be one: the tensor written keeps its device).
+Tensor check_binary_inplace(const Tensor& a, const Tensor& b, const char* op) {
   check_defined(a, op, "the tensor modified in place");
   check_defined(b, op, "the operand");
-  check_same_device(a, b, op);
+  if (!is_cpu_scalar_for(b, a)) check_same_device(a, b, op);
   check_floating(a, op);
   check_same_dtype(a, b, op);
   check_broadcast_into(a, b, op);
   check_inplace(a, op);
   check_view_history(a, b, op);
+  return operand_on(b, a.device());
 }
 
 Tensor& fill_impl(Tensor& a, double value, const char* op, const char* node_name) {
@@ -174,17 +177,17 @@ Tensor& fill_impl(Tensor& a, double value, const char* op, const char* node_name
 }  // namespace
 
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
-  check_binary_inplace(a, b, "add_");
+  const Tensor operand = check_binary_inplace(a, b, "add_");
   const bool record = any_requires_grad({a, b});
   std::vector<Edge> edges = record ? collect_next_edges({a, b}) : std::vector<Edge>{};
-  kernels::axpy(stream_of(a), a.view(), a.view(), expand_view(b, a.sizes()), alpha);
+  kernels::axpy(stream_of(a), a.view(), a.view(), expand_view(operand, a.sizes()), alpha);
   a.bump_version();
   if (record) rebase(a, std::make_shared<AddInplaceBackward>(meta_of(b), alpha), std::move(edges));
   return a;
 }
 
 Tensor& mul_(Tensor& a, const Tensor& b) {
-  check_binary_inplace(a, b, "mul_");
+  const Tensor operand = check_binary_inplace(a, b, "mul_");
   const bool record = any_requires_grad({a, b});
   std::shared_ptr<MulInplaceBackward> node;
   std::vector<Edge> edges;
@@ -198,7 +201,7 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
     node->b_in = meta_of(b);
   }
   kernels::binary(stream_of(a), kernels::Binary::kMul, a.view(), a.view(),
-                  expand_view(b, a.sizes()));
+                  expand_view(operand, a.sizes()));
   a.bump_version();
   if (record) rebase(a, node, std::move(edges));
   return a;

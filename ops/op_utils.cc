@@ -20,6 +20,31 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
                                  "tensor, \"", a.device().str(), "\")"));
 }
 
+bool is_cpu_scalar_for(const Tensor& s, const Tensor& other) {
+  return s.dim() == 0 && s.device().is_cpu() && !other.device().is_cpu();
+}
+
+void check_binary_devices(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.device() == b.device() || is_cpu_scalar_for(a, b) || is_cpu_scalar_for(b, a)) return;
+  throw DeviceError(absl::StrCat(op, ": expected all tensors on one device, but got ",
+                                 a.describe(), " and ", b.describe(),
+                                 " (only a 0-dim cpu tensor acts as a scalar beside another "
+                                 "device); move one with to(tensor, \"", a.device().str(),
+                                 "\")"));
+}
+
+Device binary_device(const Tensor& a, const Tensor& b) {
+  return is_cpu_scalar_for(a, b) ? b.device() : a.device();
+}
+
+Tensor operand_on(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  SG_INTERNAL_CHECK(t.dim() == 0 && t.device().is_cpu(), "operand_on: ", t.describe(),
+                    " is not a cpu scalar");
+  const double value = t.dtype() == DType::kFloat32 ? t.item<float>() : t.item<double>();
+  return full({}, value, TensorOptions().dtype(t.dtype()).device(device));
+}
+
 void check_floating(const Tensor& a, const char* op) {
   SG_CHECK(is_floating(a.dtype()), ValueError, op, ": expected a float32 or float64 tensor, got ",
            a.describe(), "; convert it with to(tensor, DType::kFloat32)");

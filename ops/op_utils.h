@@ -22,6 +22,19 @@ namespace ops_internal {
 void check_defined(const Tensor& t, const char* op, const char* what);
 // Same device for all; DeviceError naming both devices otherwise.
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+// Whether `s` acts as a scalar beside `other`: a 0-dim cpu tensor combined with a tensor on
+// another device (PyTorch's "cpu scalar" rule for element-wise ops).
+bool is_cpu_scalar_for(const Tensor& s, const Tensor& other);
+// check_same_device, except that either operand may be a cpu scalar for the other; the
+// error names both devices and says that only 0-dim cpu tensors mix with other devices.
+void check_binary_devices(const Tensor& a, const Tensor& b, const char* op);
+// Where an element-wise op on a and b runs: the device that is not a cpu scalar's.
+Device binary_device(const Tensor& a, const Tensor& b);
+// `t` as an operand on `device`: itself, or for a cpu scalar its value, read on the host
+// (cpu memory: no device sync) and filled into a 0-dim tensor on `device`'s current
+// stream. No history: the op's node keeps t's edge, and grad_for brings t's gradient
+// back to cpu.
+Tensor operand_on(const Tensor& t, Device device);
 // Floating dtype, and the same for both.
 void check_floating(const Tensor& a, const char* op);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
