@@ -70,6 +70,17 @@ TEST_CASE("a cross-device copy_ is one copy into the destination, with no stagin
   check_values(dst, values(src));
 }
 
+TEST_CASE("a cross-device copy_ into a contiguous slice writes only that slice",
+          "[ops][copy_]") {
+  const Tensor src = input({1, 2, 3}, {3}, kSrc, false);
+  Tensor base = full({3, 3}, 9, f64(kDst));
+  Tensor row = narrow(base, 0, 1, 1);  // contiguous, at an offset into base's storage
+  const Tensor dst = squeeze(row, 0);
+  Tensor d = dst;
+  copy_(d, src);
+  check_values(base, {9, 9, 9, 1, 2, 3, 9, 9, 9});
+}
+
 // Runs `body` under the adversarial deterministic scheduler for many seeds with a
 // collecting sanitizer, and asks for no finding: a missing wait shows as a wrong value
 // (the body checks values) or as a finding.
