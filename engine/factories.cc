@@ -31,26 +31,49 @@ TensorOptions like(const Tensor& t) { return TensorOptions().dtype(t.dtype()).de
 }  // namespace
 
 int64_t numel_of(const Shape& sizes) {
+  // Unsigned so that unchecked sizes wrap instead of being undefined behaviour; every
+  // tensor's sizes went through checked_numel.
+  uint64_t n = 1;
+  for (int64_t s : sizes) n *= static_cast<uint64_t>(s);
+  return static_cast<int64_t>(n);
+}
+
+int64_t checked_numel(const Shape& sizes, const char* op) {
+  bool has_zero = false;
+  for (int64_t s : sizes) {
+    SG_CHECK(s >= 0, ValueError, op, ": negative size in [", absl::StrJoin(sizes, ", "),
+             "]; sizes must be >= 0");
+    has_zero = has_zero || s == 0;
+  }
+  // A zero size empties the tensor whatever the others are, as in PyTorch.
+  if (has_zero) return 0;
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes) {
+    SG_CHECK(!__builtin_mul_overflow(n, s, &n), ValueError, op, ": shape [",
+             absl::StrJoin(sizes, ", "), "] has more elements than int64 can count; "
+             "use smaller sizes");
+  }
   return n;
 }
 
-void check_sizes(const Shape& sizes, const char* op) {
-  for (int64_t s : sizes) {
-    SG_CHECK(s >= 0, ValueError, op, ": negative size in [", absl::StrJoin(sizes, ", "), "]");
-  }
-}
+void check_sizes(const Shape& sizes, const char* op) { checked_numel(sizes, op); }
 
 Tensor empty(const Shape& sizes, const TensorOptions& options) {
-  check_sizes(sizes, "empty");
+  const int64_t n = checked_numel(sizes, "empty");
+  // PyTorch refuses such shapes too ("Storage size calculation overflowed"); a size that
+  // fits but exceeds the device is the allocator's OutOfMemoryError.
+  int64_t bytes = 0;
+  SG_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(element_size(options.dtype())), &bytes),
+           ValueError, "empty: shape [", absl::StrJoin(sizes, ", "), "] of ",
+           dtype_name(options.dtype()), " needs more bytes than int64 can count; use smaller "
+           "sizes");
   SG_CHECK(!options.requires_grad() || is_floating(options.dtype()), ValueError,
            "requires_grad needs a floating dtype, got ", dtype_name(options.dtype()));
   const Device d = target_device(options, "empty");
   const Stream s = current_stream(d);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage =
-      Storage::allocate(static_cast<size_t>(numel_of(sizes)) * element_size(options.dtype()), s);
+      Storage::allocate(static_cast<size_t>(bytes), s);
   impl->sizes = sizes;
   impl->strides = kernels::contiguous_strides(sizes);
   impl->dtype = options.dtype();
@@ -72,8 +95,12 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
   SG_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
            ValueError, "arange(", start, ", ", end, ", ", step,
            "): bounds must be finite and step non-zero");
-  const double span = (end - start) / step;
-  const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  const double span = std::ceil((end - start) / step);
+  // Converting a double beyond int64 is undefined behaviour: refuse it first, as PyTorch
+  // does ("invalid size, possible overflow?").
+  SG_CHECK(span < 0x1p63, ValueError, "arange(", start, ", ", end, ", ", step, "): ", span,
+           " elements do not fit in int64; use a larger step or a smaller range");
+  const int64_t n = span > 0 ? static_cast<int64_t>(span) : 0;
   Tensor t = empty({n}, options.requires_grad(false));
   kernels::arange(t.stream(), t.view(), start, step);
   return finish(t, options);

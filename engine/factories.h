@@ -8,8 +8,9 @@
 //   manual_seed(42);                                                 // rand/randn reproducible
 //
 // Thread-safety: all factories are thread-safe; the random generator advances atomically.
-// Failure: ValueError for negative sizes, a from_vector size mismatch, requires_grad on a
-// non-floating dtype; DeviceError for absent devices; OutOfMemoryError.
+// Failure: ValueError for negative sizes, element or byte counts beyond int64, a
+// from_vector size mismatch, requires_grad on a non-floating dtype; DeviceError for absent
+// devices; OutOfMemoryError for a representable size the device cannot hold.
 #ifndef STREAMGRAD_ENGINE_FACTORIES_H_
 #define STREAMGRAD_ENGINE_FACTORIES_H_
 
@@ -84,8 +85,12 @@ void manual_seed(uint64_t seed);
 // Internal: a tensor viewing `impl`'s storage with other sizes/strides/offset (shares the
 // version counter; no autograd history).
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset);
+// The product of `sizes`, unchecked (sizes of an existing tensor).
 int64_t numel_of(const Shape& sizes);
-// Checks sizes are non-negative; names `op` in the error.
+// The product of `sizes`; ValueError naming `op` for a negative size or a count beyond
+// int64 (any zero size makes it 0, whatever the others are).
+int64_t checked_numel(const Shape& sizes, const char* op);
+// checked_numel for its errors alone.
 void check_sizes(const Shape& sizes, const char* op);
 
 }  // namespace streamgrad

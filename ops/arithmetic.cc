@@ -1,4 +1,7 @@
-// add, sub, mul, div, neg: tensor and scalar forms, with broadcasting.
+// add, sub, mul, div, neg: tensor and scalar forms, with broadcasting. A 0-dim cpu tensor
+// beside a tensor on another device acts as a scalar (op_utils.h, operand_on); the nodes
+// save it as it is, so backward formulas use it the same way, and grad_for returns its
+// gradient to cpu as a 0-dim tensor.
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -7,16 +10,30 @@ namespace {
 
 using namespace ops_internal;  // NOLINT: the helpers every op uses
 
-// Shared forward of the binary tensor ops: checks, broadcast, allocate, launch.
-Tensor binary_forward(kernels::Binary op, const Tensor& a, const Tensor& b, const char* name) {
+// The checked operands of a binary tensor op as its kernel sees them, on the device the
+// op runs on (a cpu scalar becomes a 0-dim tensor there), and the broadcast shape.
+struct Operands {
+  Tensor a, b;
+  Shape shape;
+};
+
+Operands binary_operands(const Tensor& a, const Tensor& b, const char* name) {
   check_defined(a, name, "the first input");
   check_defined(b, name, "the second input");
-  check_same_device(a, b, name);
+  check_binary_devices(a, b, name);
   check_floating(a, name);
   check_same_dtype(a, b, name);
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  Tensor out = new_output(shape, a.dtype(), a.device());
-  kernels::binary(stream_of(out), op, out.view(), expand_view(a, shape), expand_view(b, shape));
+  const Device d = binary_device(a, b);
+  return {operand_on(a, d), operand_on(b, d), shape};
+}
+
+// Shared forward of the binary tensor ops: checks, broadcast, allocate, launch.
+Tensor binary_forward(kernels::Binary op, const Tensor& a, const Tensor& b, const char* name) {
+  const Operands in = binary_operands(a, b, name);
+  Tensor out = new_output(in.shape, a.dtype(), in.a.device());
+  kernels::binary(stream_of(out), op, out.view(), expand_view(in.a, in.shape),
+                  expand_view(in.b, in.shape));
   return out;
 }
 
@@ -30,17 +47,17 @@ Tensor scalar_forward(kernels::UnaryScalar op, const Tensor& a, double s, const 
 
 // Saves input shapes only: the gradient of a ± alpha·b does not depend on the values.
 struct AddBackward final : Node {
-  AddBackward(Shape a, Shape b, double alpha)
-      : a_shape(std::move(a)), b_shape(std::move(b)), alpha(alpha) {}
+  AddBackward(InputInfo a, InputInfo b, double alpha)
+      : a_in(std::move(a)), b_in(std::move(b)), alpha(alpha) {}
   std::string name() const override { return "AddBackward"; }
   TensorList apply(TensorList&& grads) override {
     const Tensor& g = grads[0];
     TensorList out(2);
-    if (needs_grad(*this, 0)) out[0] = sum_to(g, a_shape);
-    if (needs_grad(*this, 1)) out[1] = sum_to(alpha == 1 ? g : mul(g, alpha), b_shape);
+    if (needs_grad(*this, 0)) out[0] = grad_for(g, a_in);
+    if (needs_grad(*this, 1)) out[1] = grad_for(alpha == 1 ? g : mul(g, alpha), b_in);
     return out;
   }
-  Shape a_shape, b_shape;
+  InputInfo a_in, b_in;
   double alpha;
 };
 
@@ -50,8 +67,8 @@ struct MulBackward final : Node {
   TensorList apply(TensorList&& grads) override {
     const Tensor& g = grads[0];
     TensorList out(2);
-    if (needs_grad(*this, 0)) out[0] = sum_to(mul(g, b.unpack("MulBackward")), a_shape);
-    if (needs_grad(*this, 1)) out[1] = sum_to(mul(g, a.unpack("MulBackward")), b_shape);
+    if (needs_grad(*this, 0)) out[0] = grad_for(mul(g, b.unpack("MulBackward")), a_in);
+    if (needs_grad(*this, 1)) out[1] = grad_for(mul(g, a.unpack("MulBackward")), b_in);
     return out;
   }
   void release_variables() override {
@@ -59,7 +76,7 @@ struct MulBackward final : Node {
     b.reset();
   }
   SavedTensor a, b;
-  Shape a_shape, b_shape;
+  InputInfo a_in, b_in;
 };
 
 struct DivBackward final : Node {
@@ -68,10 +85,10 @@ struct DivBackward final : Node {
     const Tensor& g = grads[0];
     const Tensor bv = b.unpack("DivBackward");
     TensorList out(2);
-    if (needs_grad(*this, 0)) out[0] = sum_to(div(g, bv), a_shape);
+    if (needs_grad(*this, 0)) out[0] = grad_for(div(g, bv), a_in);
     if (needs_grad(*this, 1)) {
       const Tensor av = a.unpack("DivBackward");
-      out[1] = sum_to(neg(div(mul(g, av), mul(bv, bv))), b_shape);  // -g·a/b²
+      out[1] = grad_for(neg(div(mul(g, av), mul(bv, bv))), b_in);  // -g·a/b²
     }
     return out;
   }
@@ -80,7 +97,7 @@ struct DivBackward final : Node {
     b.reset();
   }
   SavedTensor a, b;
-  Shape a_shape, b_shape;
+  InputInfo a_in, b_in;
 };
 
 // d(a·s)/da = s: covers mul/div by a scalar and neg.
@@ -119,17 +136,13 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   if (alpha == 1) {
     out = binary_forward(kernels::Binary::kAdd, a, b, "add");
   } else {
-    check_defined(a, "add", "the first input");
-    check_defined(b, "add", "the second input");
-    check_same_device(a, b, "add");
-    check_floating(a, "add");
-    check_same_dtype(a, b, "add");
-    const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "add");
-    out = new_output(shape, a.dtype(), a.device());
-    kernels::axpy(stream_of(out), out.view(), expand_view(a, shape), expand_view(b, shape), alpha);
+    const Operands in = binary_operands(a, b, "add");
+    out = new_output(in.shape, a.dtype(), in.a.device());
+    kernels::axpy(stream_of(out), out.view(), expand_view(in.a, in.shape),
+                  expand_view(in.b, in.shape), alpha);
   }
   if (any_requires_grad({a, b})) {
-    wire(std::make_shared<AddBackward>(a.sizes(), b.sizes(), alpha), {a, b}, {out});
+    wire(std::make_shared<AddBackward>(meta_of(a), meta_of(b), alpha), {a, b}, {out});
   }
   return out;
 }
@@ -148,8 +161,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
     auto node = std::make_shared<DivBackward>();
     if (b.requires_grad()) node->a = SavedTensor(a);
     node->b = SavedTensor(b);
-    node->a_shape = a.sizes();
-    node->b_shape = b.sizes();
+    node->a_in = meta_of(a);
+    node->b_in = meta_of(b);
     wire(node, {a, b}, {out});
   }
   return out;

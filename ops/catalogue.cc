@@ -152,6 +152,16 @@ void arithmetic(Catalogue& c) {
   c.add("div_scalar", "a / 4", unary([](T a) { return div(a, 4.0); }), one);
   c.add("div_rscalar", "div(double, Tensor): 2 / a, |a| >= 0.5",
         unary([](T a) { return div(2.0, a); }), {dense({2, 3}, kNonzero)});
+  // A 0-dim input moved to cpu acts as a scalar beside the other input's device (on cpu
+  // itself to() is a no-op and these are plain broadcasts).
+  const Maker with_scalar = {dense({2, 3}), dense({})};
+  c.add("mul_cpu_scalar", "[2,3] * to(0-dim b, cpu)",
+        binary([](T a, T b) { return mul(a, to(b, Device("cpu"))); }), with_scalar);
+  c.add("sub_cpu_scalar", "to(0-dim b, cpu) - 0.5 [2,3]",
+        binary([](T a, T b) { return sub(to(b, Device("cpu")), a, 0.5); }), with_scalar);
+  c.add("div_cpu_scalar", "to(0-dim b, cpu) / [2,3], |a| >= 0.5",
+        binary([](T a, T b) { return div(to(b, Device("cpu")), a); }),
+        {dense({2, 3}, kNonzero), dense({})});
   c.add("neg", "-a", unary([](T a) { return neg(a); }), one);
   c.add("neg_noncontig", "-a, every-other-column leaf", unary([](T a) { return neg(a); }),
         {strided({3, 2})});
@@ -314,6 +324,9 @@ void in_place(Catalogue& c) {
         binary([](T a, T b) { Tensor t = clone(a); return mul_(t, b); }), row);
   c.add("mul__self", "t = clone(a); t.mul_(t): t squared through aliasing",
         unary([](T a) { Tensor t = clone(a); return mul_(t, t); }), one);
+  c.add("mul__cpu_scalar", "clone(a [2,3]).mul_(to(0-dim b, cpu))",
+        binary([](T a, T b) { Tensor t = clone(a); return mul_(t, to(b, Device("cpu"))); }),
+        {dense({2, 3}), dense({})});
   c.add("mul__scalar", "clone(a).mul_(-3)",
         unary([](T a) { Tensor t = clone(a); return mul_(t, -3.0); }), one);
   c.add("zero_", "clone(a).zero_(): a's gradient is zero",

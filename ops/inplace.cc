@@ -14,6 +14,7 @@
 #include "engine/stream_placement.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "runtime/copy.h"
 
 namespace streamgrad {
 namespace {
@@ -61,17 +62,17 @@ bool shares_storage(const Tensor& a, const Tensor& b) {
 }
 
 struct AddInplaceBackward final : Node {
-  AddInplaceBackward(Shape b, double alpha) : b_shape(std::move(b)), alpha(alpha) {}
+  AddInplaceBackward(InputInfo b, double alpha) : b_in(std::move(b)), alpha(alpha) {}
   std::string name() const override { return "Add_Backward"; }
   TensorList apply(TensorList&& grads) override {
     const Tensor& g = grads[0];
     TensorList out(2);
     if (!g.defined()) return out;
     if (needs_grad(*this, 0)) out[0] = g;
-    if (needs_grad(*this, 1)) out[1] = sum_to(alpha == 1 ? g : mul(g, alpha), b_shape);
+    if (needs_grad(*this, 1)) out[1] = grad_for(alpha == 1 ? g : mul(g, alpha), b_in);
     return out;
   }
-  Shape b_shape;
+  InputInfo b_in;
   double alpha;
 };
 
@@ -83,7 +84,7 @@ struct MulInplaceBackward final : Node {
     TensorList out(2);
     if (!g.defined()) return out;
     if (needs_grad(*this, 0)) out[0] = mul(g, b.unpack("Mul_Backward"));
-    if (needs_grad(*this, 1)) out[1] = sum_to(mul(g, a_old.unpack("Mul_Backward")), b_shape);
+    if (needs_grad(*this, 1)) out[1] = grad_for(mul(g, a_old.unpack("Mul_Backward")), b_in);
     return out;
   }
   void release_variables() override {
@@ -91,7 +92,7 @@ struct MulInplaceBackward final : Node {
     b.reset();
   }
   SavedTensor a_old, b;
-  Shape b_shape;
+  InputInfo b_in;
 };
 
 struct ScaleInplaceBackward final : Node {
@@ -115,31 +116,51 @@ struct FillBackward final : Node {
   const char* op_name;
 };
 
-// copy_: the old value gets no gradient, src gets g summed to its shape, in its dtype.
+// copy_: the old value gets no gradient, src gets g summed to its shape, in its dtype, on
+// its device (S7).
 struct CopyBackward final : Node {
-  CopyBackward(Shape s, DType d) : src_shape(std::move(s)), src_dtype(d) {}
+  explicit CopyBackward(InputInfo s) : src_in(std::move(s)) {}
   std::string name() const override { return "Copy_Backward"; }
   TensorList apply(TensorList&& grads) override {
     const Tensor& g = grads[0];
     TensorList out(2);
     if (!g.defined()) return out;
     if (needs_grad(*this, 0)) out[0] = zeros_like(g);
-    if (needs_grad(*this, 1)) out[1] = to(sum_to(g, src_shape), src_dtype);
+    if (needs_grad(*this, 1)) out[1] = grad_for(g, src_in);
     return out;
   }
-  Shape src_shape;
-  DType src_dtype;
+  InputInfo src_in;
 };
 
-void check_binary_inplace(const Tensor& a, const Tensor& b, const char* op) {
+// Writes `src` into `a` on another device as one ordered copy (runtime/copy.h, S7): the
+// source's current stream waits for the destination's, copies, and the destination's
+// current stream waits for the copy. Conversion and packing happen on the source's device
+// first; only a strided destination or a broadcast source needs a staging buffer on a's
+// device (filled by the same kind of ordered copy, then copied locally).
+void copy_across_devices(const Tensor& a, const Tensor& src) {
+  // No history here: copy_ records one node for the whole copy.
+  const Tensor packed = contiguous(to(src.detach(), a.dtype()));
+  if (a.is_contiguous() && packed.sizes() == a.sizes()) {
+    copy_bytes(a.data_ptr(), a.device(), packed.data_ptr(), packed.device(),
+               static_cast<size_t>(a.numel()) * element_size(a.dtype()));
+    return;
+  }
+  const Tensor staged = to(packed, a.device());
+  kernels::copy(stream_of(a), a.view(), expand_view(staged, a.sizes()));
+}
+
+// The operand as the kernel sees it on a's device: a cpu scalar becomes a 0-dim tensor
+// there (only the operand may be one: the tensor written keeps its device).
+Tensor check_binary_inplace(const Tensor& a, const Tensor& b, const char* op) {
   check_defined(a, op, "the tensor modified in place");
   check_defined(b, op, "the operand");
-  check_same_device(a, b, op);
+  if (!is_cpu_scalar_for(b, a)) check_same_device(a, b, op);
   check_floating(a, op);
   check_same_dtype(a, b, op);
   check_broadcast_into(a, b, op);
   check_inplace(a, op);
   check_view_history(a, b, op);
+  return operand_on(b, a.device());
 }
 
 Tensor& fill_impl(Tensor& a, double value, const char* op, const char* node_name) {
@@ -156,17 +177,17 @@ Tensor& fill_impl(Tensor& a, double value, const char* op, const char* node_name
 }  // namespace
 
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
-  check_binary_inplace(a, b, "add_");
+  const Tensor operand = check_binary_inplace(a, b, "add_");
   const bool record = any_requires_grad({a, b});
   std::vector<Edge> edges = record ? collect_next_edges({a, b}) : std::vector<Edge>{};
-  kernels::axpy(stream_of(a), a.view(), a.view(), expand_view(b, a.sizes()), alpha);
+  kernels::axpy(stream_of(a), a.view(), a.view(), expand_view(operand, a.sizes()), alpha);
   a.bump_version();
-  if (record) rebase(a, std::make_shared<AddInplaceBackward>(b.sizes(), alpha), std::move(edges));
+  if (record) rebase(a, std::make_shared<AddInplaceBackward>(meta_of(b), alpha), std::move(edges));
   return a;
 }
 
 Tensor& mul_(Tensor& a, const Tensor& b) {
-  check_binary_inplace(a, b, "mul_");
+  const Tensor operand = check_binary_inplace(a, b, "mul_");
   const bool record = any_requires_grad({a, b});
   std::shared_ptr<MulInplaceBackward> node;
   std::vector<Edge> edges;
@@ -177,10 +198,10 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
     // history, for double backward), and so is b when it shares a's memory.
     if (a.requires_grad()) node->b = SavedTensor(shares_storage(a, b) ? clone(b) : b);
     if (b.requires_grad()) node->a_old = SavedTensor(clone(a));
-    node->b_shape = b.sizes();
+    node->b_in = meta_of(b);
   }
   kernels::binary(stream_of(a), kernels::Binary::kMul, a.view(), a.view(),
-                  expand_view(b, a.sizes()));
+                  expand_view(operand, a.sizes()));
   a.bump_version();
   if (record) rebase(a, node, std::move(edges));
   return a;
@@ -208,13 +229,15 @@ Tensor& copy_(Tensor& a, const Tensor& src) {
   check_broadcast_into(a, src, "copy_");
   check_inplace(a, "copy_");
   check_view_history(a, src, "copy_");
-  // Across devices: a differentiable copy to a's device first (S7), then a local copy.
-  const Tensor s = src.device() == a.device() ? src : to(src, a.device());
-  const bool record = is_floating(a.dtype()) && any_requires_grad({a, s});
-  std::vector<Edge> edges = record ? collect_next_edges({a, s}) : std::vector<Edge>{};
-  kernels::copy(stream_of(a), a.view(), expand_view(s, a.sizes()));
+  const bool record = is_floating(a.dtype()) && any_requires_grad({a, src});
+  std::vector<Edge> edges = record ? collect_next_edges({a, src}) : std::vector<Edge>{};
+  if (src.device() == a.device()) {
+    kernels::copy(stream_of(a), a.view(), expand_view(src, a.sizes()));
+  } else {
+    copy_across_devices(a, src);
+  }
   a.bump_version();
-  if (record) rebase(a, std::make_shared<CopyBackward>(s.sizes(), s.dtype()), std::move(edges));
+  if (record) rebase(a, std::make_shared<CopyBackward>(meta_of(src)), std::move(edges));
   return a;
 }
 

@@ -61,7 +61,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     SG_CHECK(fits, ValueError, "cat: tensor ", i, " ", t.describe(), " does not match tensor 0 ",
              first.describe(), "; sizes must agree except on dimension ", dim);
     extents.push_back(t.sizes()[d]);
-    shape[d] += t.sizes()[d];
+    SG_CHECK(!__builtin_add_overflow(shape[d], t.sizes()[d], &shape[d]), ValueError,
+             "cat: the sizes along dimension ", dim, " add up to more than int64 can count");
   }
   Tensor out = new_output(shape, first.dtype(), first.device());
   const Stream s = stream_of(out);

@@ -37,11 +37,11 @@ struct MatmulBackward final : Node {
     if (!g.defined()) return out;
     if (needs_grad(*this, 0)) {
       const Tensor bv = b.unpack("MatmulBackward");
-      out[0] = sum_to(matmul(g, transpose(bv, -1, -2)), a_shape);
+      out[0] = grad_for(matmul(g, transpose(bv, -1, -2)), a_in);
     }
     if (needs_grad(*this, 1)) {
       const Tensor av = a.unpack("MatmulBackward");
-      out[1] = sum_to(matmul(transpose(av, -1, -2), g), b_shape);
+      out[1] = grad_for(matmul(transpose(av, -1, -2), g), b_in);
     }
     return out;
   }
@@ -50,7 +50,7 @@ struct MatmulBackward final : Node {
     b.reset();
   }
   SavedTensor a, b;
-  Shape a_shape, b_shape;
+  InputInfo a_in, b_in;
 };
 
 }  // namespace

@@ -6,7 +6,6 @@
 // the positions — the same values, built from ops, so that it is differentiable again.
 #include <limits>
 
-#include "absl/strings/str_join.h"
 #include "engine/grad_mode.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -119,14 +118,7 @@ std::pair<Tensor, Tensor> extremum(const Tensor& a, int64_t dim, bool keepdim, b
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   check_defined(a, "mean", "the input");
   check_floating(a, "mean");
-  std::vector<bool> reduced(a.dim(), dims.empty());
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, a.dim(), "mean");
-    if (a.dim() == 0) continue;
-    SG_CHECK(!reduced[w], ValueError, "mean: dimension ", d, " appears twice in [",
-             absl::StrJoin(dims, ", "), "]");
-    reduced[w] = true;
-  }
+  const std::vector<bool> reduced = reduced_dims(a, dims, "mean");
   Shape keep = a.sizes(), squeezed;
   int64_t count = 1;
   for (size_t i = 0; i < keep.size(); ++i) {

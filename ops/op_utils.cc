@@ -20,6 +20,31 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
                                  "tensor, \"", a.device().str(), "\")"));
 }
 
+bool is_cpu_scalar_for(const Tensor& s, const Tensor& other) {
+  return s.dim() == 0 && s.device().is_cpu() && !other.device().is_cpu();
+}
+
+void check_binary_devices(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.device() == b.device() || is_cpu_scalar_for(a, b) || is_cpu_scalar_for(b, a)) return;
+  throw DeviceError(absl::StrCat(op, ": expected all tensors on one device, but got ",
+                                 a.describe(), " and ", b.describe(),
+                                 " (only a 0-dim cpu tensor acts as a scalar beside another "
+                                 "device); move one with to(tensor, \"", a.device().str(),
+                                 "\")"));
+}
+
+Device binary_device(const Tensor& a, const Tensor& b) {
+  return is_cpu_scalar_for(a, b) ? b.device() : a.device();
+}
+
+Tensor operand_on(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  SG_INTERNAL_CHECK(t.dim() == 0 && t.device().is_cpu(), "operand_on: ", t.describe(),
+                    " is not a cpu scalar");
+  const double value = t.dtype() == DType::kFloat32 ? t.item<float>() : t.item<double>();
+  return full({}, value, TensorOptions().dtype(t.dtype()).device(device));
+}
+
 void check_floating(const Tensor& a, const char* op) {
   SG_CHECK(is_floating(a.dtype()), ValueError, op, ": expected a float32 or float64 tensor, got ",
            a.describe(), "; convert it with to(tensor, DType::kFloat32)");
@@ -36,6 +61,20 @@ int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
            " is out of range for a tensor of rank ", rank, " (expected in [", -r, ", ", r - 1,
            "])");
   return dim < 0 ? dim + r : dim;
+}
+
+std::vector<bool> reduced_dims(const Tensor& a, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<bool> reduced(a.dim(), dims.empty());
+  // Sized for the wrapped dim: a 0-dim tensor has one nameable dim but nothing to reduce.
+  std::vector<bool> seen(std::max<int64_t>(a.dim(), 1), false);
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, a.dim(), op);
+    SG_CHECK(!seen[w], ValueError, op, ": dimension ", d, " appears twice in [",
+             absl::StrJoin(dims, ", "), "]");
+    seen[w] = true;
+    if (a.dim() > 0) reduced[w] = true;
+  }
+  return reduced;
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -74,6 +113,15 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   }
   Tensor r = sum(g, dims, /*keepdim=*/true);
   return reshape(r, shape);
+}
+
+InputInfo meta_of(const Tensor& t) { return InputInfo{t.sizes(), t.dtype(), t.device()}; }
+
+Tensor grad_for(const Tensor& g, const InputInfo& input) {
+  Tensor r = sum_to(g, input.sizes);
+  if (r.dtype() != input.dtype) r = to(r, input.dtype);
+  if (r.device() != input.device) r = to(r, input.device);
+  return r;
 }
 
 Tensor new_output(const Shape& sizes, DType dtype, Device device) {

@@ -22,17 +22,49 @@ namespace ops_internal {
 void check_defined(const Tensor& t, const char* op, const char* what);
 // Same device for all; DeviceError naming both devices otherwise.
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+// Whether `s` acts as a scalar beside `other`: a 0-dim cpu tensor combined with a tensor on
+// another device (PyTorch's "cpu scalar" rule for element-wise ops).
+bool is_cpu_scalar_for(const Tensor& s, const Tensor& other);
+// check_same_device, except that either operand may be a cpu scalar for the other; the
+// error names both devices and says that only 0-dim cpu tensors mix with other devices.
+void check_binary_devices(const Tensor& a, const Tensor& b, const char* op);
+// Where an element-wise op on a and b runs: the device that is not a cpu scalar's.
+Device binary_device(const Tensor& a, const Tensor& b);
+// `t` as an operand on `device`: itself, or for a cpu scalar its value, read on the host
+// (cpu memory: no device sync) and filled into a 0-dim tensor on `device`'s current
+// stream. No history: the op's node keeps t's edge, and grad_for brings t's gradient
+// back to cpu.
+Tensor operand_on(const Tensor& t, Device device);
 // Floating dtype, and the same for both.
 void check_floating(const Tensor& a, const char* op);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 // Normalises a possibly negative dim for a tensor of rank `rank`.
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
 
+// Which of `a`'s dims a reduction over `dims` (all when empty) removes. A 0-dim tensor
+// accepts dim 0 and -1 and has nothing to reduce (PyTorch: its result is 0-dim); a dim
+// named twice is a ValueError.
+std::vector<bool> reduced_dims(const Tensor& a, const std::vector<int64_t>& dims, const char* op);
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // `t` as a kernel view of `shape` (stride 0 on broadcast dims).
 kernels::View expand_view(const Tensor& t, const Shape& shape);
 // The gradient of a broadcast: sums `g` down to `shape` (differentiable).
 Tensor sum_to(const Tensor& g, const Shape& shape);
+// What a backward node remembers of a forward input: its shape, dtype and device. (The
+// engine's InputMeta, made default-constructible so that nodes can be filled in after
+// they are created.)
+struct InputInfo {
+  Shape sizes;
+  DType dtype = DType::kFloat32;
+  Device device = Device(DeviceType::kCpu);
+};
+InputInfo meta_of(const Tensor& t);
+// The gradient for `input` from `g`, the gradient of an output the input was broadcast,
+// converted or moved into: summed to its shape, then converted to its dtype and copied
+// to its device (S7) — in that order, so only the input's size crosses devices.
+// Differentiable; each step is skipped when it changes nothing.
+Tensor grad_for(const Tensor& g, const InputInfo& input);
 
 // A fresh output on the current stream of `like`'s device.
 Tensor new_output(const Shape& sizes, DType dtype, Device device);
@@ -53,15 +85,15 @@ void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const Ten
 
 // Records the backward of a product out = a (*) b (mul, matmul): each input's gradient
 // needs the other input, so each is saved only when the other requires grad. NodeT has
-// SavedTensor members a, b and shape members a_shape, b_shape.
+// SavedTensor members a, b and InputInfo members a_in, b_in.
 template <typename NodeT>
 void record_product(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (!any_requires_grad({a, b})) return;
   auto node = std::make_shared<NodeT>();
   if (b.requires_grad()) node->a = SavedTensor(a);
   if (a.requires_grad()) node->b = SavedTensor(b);
-  node->a_shape = a.sizes();
-  node->b_shape = b.sizes();
+  node->a_in = meta_of(a);
+  node->b_in = meta_of(b);
   wire(node, {a, b}, {out});
 }
 

@@ -17,7 +17,10 @@
 // ops on a shared tensor need external synchronisation.
 // Failure: ValueError naming the op, the shapes and dtypes involved (mismatched or
 // non-broadcastable shapes, non-floating inputs to differentiable math, bad dims);
-// DeviceError naming both devices when inputs live on different devices; Error for
+// DeviceError naming both devices when inputs live on different devices, except that a
+// 0-dim cpu tensor beside a tensor on another device acts as a scalar in add, sub, mul,
+// div, add_ and mul_ (its value is read on the host when the op is called; its gradient
+// comes back as a 0-dim cpu tensor), as in PyTorch; Error for
 // in-place ops on a leaf that requires grad (outside NoGradGuard).
 #ifndef STREAMGRAD_OPS_OPS_H_
 #define STREAMGRAD_OPS_OPS_H_
@@ -89,7 +92,8 @@ Tensor contiguous(const Tensor& a);
 Tensor to(const Tensor& a, Device device, bool non_blocking = false);
 Tensor to(const Tensor& a, DType dtype);
 
-// In place: return `a`.
+// In place: return `a`. copy_ from another device is one copy ordered against both
+// devices' current streams, like to(device); its gradient goes back to src's device.
 Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1);
 Tensor& mul_(Tensor& a, const Tensor& b);
 Tensor& mul_(Tensor& a, double b);

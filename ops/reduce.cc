@@ -1,7 +1,6 @@
 // sum and mean over all or chosen dims; max and min along a dim.
 #include <algorithm>
 
-#include "absl/strings/str_join.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -17,17 +16,6 @@ Shape keepdim_shape(const Shape& sizes, const std::vector<bool>& reduced) {
     if (reduced[i]) out[i] = 1;
   }
   return out;
-}
-
-std::vector<bool> reduced_dims(const Tensor& a, const std::vector<int64_t>& dims, const char* op) {
-  std::vector<bool> reduced(a.dim(), dims.empty());
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, a.dim(), op);
-    SG_CHECK(!reduced[w] || a.dim() == 0, ValueError, op, ": dimension ", d,
-             " appears twice in [", absl::StrJoin(dims, ", "), "]");
-    if (a.dim() > 0) reduced[w] = true;
-  }
-  return reduced;
 }
 
 Shape squeeze_reduced(const Shape& sizes, const std::vector<bool>& reduced) {

@@ -212,7 +212,8 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t s
   s.dim = d;
   s.start = start;
   s.step = step;
-  s.length = end > start ? (end - start + step - 1) / step : 0;
+  // Not (end - start + step - 1) / step: that overflows for steps near INT64_MAX.
+  s.length = end > start ? (end - start - 1) / step + 1 : 0;
   return slice_impl(a, s, "SliceBackward");
 }
 
@@ -224,7 +225,8 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
   SG_CHECK(start >= -n && start <= n, ValueError, "narrow: start ", start,
            " is out of range for dimension ", dim, " of size ", n, " in ", a.describe());
   if (start < 0) start += n;
-  SG_CHECK(length >= 0 && start + length <= n, ValueError, "narrow: start (", start, ") + length (",
+  // length <= n - start rather than start + length <= n, which overflows for huge lengths.
+  SG_CHECK(length >= 0 && length <= n - start, ValueError, "narrow: start (", start, ") + length (",
            length, ") exceeds dimension ", dim, " of size ", n, " in ", a.describe());
   SliceSpec s;
   s.dim = d;

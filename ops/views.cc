@@ -12,18 +12,18 @@ using namespace ops_internal;  // NOLINT
 // Resolves one -1 in `sizes` against `numel`.
 Shape infer_shape(const Shape& sizes, int64_t numel, const char* op) {
   Shape out = sizes;
-  int64_t known = 1;
   int infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == -1) {
-      SG_CHECK(infer < 0, ValueError, op, ": only one dimension can be -1 in [",
-               absl::StrJoin(sizes, ", "), "]");
-      infer = static_cast<int>(i);
-    } else {
-      SG_CHECK(out[i] >= 0, ValueError, op, ": invalid size in [", absl::StrJoin(sizes, ", "), "]");
-      known *= out[i];
-    }
+    SG_CHECK(out[i] >= -1, ValueError, op, ": invalid size ", out[i], " in [",
+             absl::StrJoin(sizes, ", "), "]; sizes must be >= 0, or -1 for one inferred size");
+    if (out[i] != -1) continue;
+    SG_CHECK(infer < 0, ValueError, op, ": only one dimension can be -1 in [",
+             absl::StrJoin(sizes, ", "), "]");
+    infer = static_cast<int>(i);
   }
+  if (infer >= 0) out[infer] = 1;
+  // Checked: the product of absurd sizes must not wrap around to a plausible count.
+  const int64_t known = checked_numel(out, op);
   if (infer >= 0) {
     SG_CHECK(known != 0 && numel % known == 0, ValueError, op, ": shape [",
              absl::StrJoin(sizes, ", "), "] is invalid for ", numel, " elements");
@@ -79,14 +79,20 @@ Tensor expand(const Tensor& a, const Shape& sizes) {
            " to fewer dimensions [", absl::StrJoin(sizes, ", "), "]");
   const size_t lead = sizes.size() - a.sizes().size();
   Shape shape = sizes;
-  for (size_t i = 0; i < a.sizes().size(); ++i) {
-    const int64_t have = a.sizes()[i];
-    int64_t& want = shape[lead + i];
-    if (want == -1) want = have;
-    SG_CHECK(have == want || have == 1, ValueError, "expand: cannot expand ", a.describe(),
-             " to [", absl::StrJoin(sizes, ", "), "]: dimension ", lead + i, " has size ", have,
+  for (size_t i = 0; i < shape.size(); ++i) {
+    // As in PyTorch: -1 keeps an existing size and is refused for new leading dims.
+    const bool existing = i >= lead;
+    if (existing && shape[i] == -1) shape[i] = a.sizes()[i - lead];
+    SG_CHECK(shape[i] >= 0, ValueError, "expand: size ", sizes[i], " at dimension ", i, " of [",
+             absl::StrJoin(sizes, ", "), "] is not allowed",
+             existing ? "" : " for a new leading dimension", " (expanding ", a.describe(), ")");
+    if (!existing) continue;
+    const int64_t have = a.sizes()[i - lead];
+    SG_CHECK(have == shape[i] || have == 1, ValueError, "expand: cannot expand ", a.describe(),
+             " to [", absl::StrJoin(sizes, ", "), "]: dimension ", i, " has size ", have,
              " (only size-1 dimensions can be expanded)");
   }
+  checked_numel(shape, "expand");
   if (shape == a.sizes()) return a;
   const kernels::View v = expand_view(a, shape);
   Tensor out = make_view(a, shape, v.strides, a.storage_offset());
