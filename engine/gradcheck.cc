@@ -292,31 +292,34 @@ GradcheckResult gradgradcheck(const GradcheckFn& fn, const TensorList& inputs,
   GradModeGuard grad_on(true);
   // The grad_outputs become inputs of the checked function, requiring grad, so the double
   // backward is differentiated with respect to them too (as in the reference framework,
-  // whose gradgradcheck draws random grad_outputs).
+  // whose gradgradcheck draws random grad_outputs). A grad_output of a non-float64 output
+  // cannot be perturbed finely enough: it stays a constant of the checked function.
   std::mt19937_64 rng(options.seed + 1);
   TensorList all = inputs;
+  TensorList constant_grads;  // per output; undefined where the grad_output is an input
   for (const Tensor& out : call_checked(fn, inputs)) {
-    if (!out.requires_grad()) continue;
     Tensor v = from_doubles(random_vector(out.numel(), rng), out);
-    v.requires_grad_();
-    all.push_back(v);
+    const bool as_input = out.requires_grad() && out.dtype() == DType::kFloat64;
+    if (as_input) all.push_back(v.requires_grad_());
+    constant_grads.push_back(as_input ? Tensor() : v);
   }
   const size_t n_in = inputs.size();
-  GradcheckFn first = [fn, n_in](const TensorList& x) {
+  GradcheckFn first = [fn, n_in, constant_grads](const TensorList& x) {
     GradModeGuard grad_on(true);  // also when gradcheck evaluates it for finite differences
     const TensorList in(x.begin(), x.begin() + n_in);
     TensorList diff, roots, seeds;
     for (const Tensor& t : in) {
       if (t.requires_grad()) diff.push_back(t);
     }
+    const TensorList outs = fn(in);
+    SG_CHECK(outs.size() == constant_grads.size(), ValueError, "gradgradcheck: the function "
+             "returned ", constant_grads.size(), " outputs on its first call, then ",
+             outs.size(), "; it must return the same outputs on every call");
     size_t next = n_in;
-    for (const Tensor& out : fn(in)) {
-      if (!out.requires_grad()) continue;
-      SG_CHECK(next < x.size(), ValueError,
-               "gradgradcheck: the function returned more differentiable outputs than on "
-               "its first call; it must return the same outputs on every call");
-      roots.push_back(out);
-      seeds.push_back(x[next++]);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (!outs[o].requires_grad()) continue;
+      roots.push_back(outs[o]);
+      seeds.push_back(constant_grads[o].defined() ? constant_grads[o] : x.at(next++));
     }
     TensorList g = roots.empty() ? TensorList(diff.size())
                                  : grad(roots, diff, seeds, true, /*create_graph=*/true, true);
