@@ -318,8 +318,11 @@ GradcheckResult gradgradcheck(const GradcheckFn& fn, const TensorList& inputs,
     size_t next = n_in;
     for (size_t o = 0; o < outs.size(); ++o) {
       if (!outs[o].requires_grad()) continue;
+      SG_CHECK(constant_grads[o].defined() || next < x.size(), ValueError, "gradgradcheck: "
+               "output ", o, " requires grad now but did not on the first call; the function "
+               "must return the same outputs on every call");
       roots.push_back(outs[o]);
-      seeds.push_back(constant_grads[o].defined() ? constant_grads[o] : x.at(next++));
+      seeds.push_back(constant_grads[o].defined() ? constant_grads[o] : x[next++]);
     }
     TensorList g = roots.empty() ? TensorList(diff.size())
                                  : grad(roots, diff, seeds, true, /*create_graph=*/true, true);
