@@ -6,24 +6,39 @@
 //   GradcheckResult r = gradcheck(f, in);          // throws GradcheckError on mismatch
 //   GradcheckOptions o; o.raise_exception = false; o.fast_mode = true;
 //   CHECK(gradcheck(f, in, o).passed);
+//   JacobianTable j = numerical_jacobian(f, in);   // j[output][input].at(row, col)
 //
 // Checked, per output o and input i: every element of the Jacobian d out_o / d in_i,
-// |analytical - numerical| <= atol + rtol * |numerical|. fast_mode compares u^T J v for
-// random u, v instead (one backward and two forward calls per pair). nondet_tol > 0 runs
-// backward twice and allows that much difference (0: the two runs must agree exactly).
-// check_undefined_grad differentiates each output alone, so backward functions see
-// undefined gradients for the others and must treat them as zeros.
+// |analytical - numerical| <= atol + rtol * |numerical|. Analytical rows come from
+// backward seeded with a random non-unit multiple of a one-hot gradient (then divided
+// out), so a backward that ignores the size of its incoming gradient is caught.
+// fast_mode compares u^T J v for random u, v instead (one backward and two forward calls
+// per pair); when it fails, the pair is re-checked in slow mode and the result holds the
+// full Jacobians and the worst element (confirmed_in_slow_mode).
+// nondet_tol > 0 runs backward twice and allows that much difference (0: the two runs
+// must agree exactly). check_undefined_grad differentiates each output alone, so a
+// backward with several outputs sees undefined gradients for the others and must treat
+// them as zeros; a failure (a wrong value or a throw) that disappears when the others
+// are seeded with zeros is reported as such, as a failed result.
+// A function with no differentiable output (none requires grad, or no output at all)
+// passes only if its numerical Jacobian is zero (the reference framework's rule).
 // The result names the failing output and input, the first wrong element and the worst
-// one (flat indices into the output and the input) with both values, and holds both Jacobians when they have at
-// most 4096 entries.
+// one (flat indices into the output and the input) with both values, and holds both
+// Jacobians when they have at most 4096 entries.
+//
+// gradgradcheck checks x, v -> grad(fn(x), x, v, create_graph) with random grad_outputs v
+// that require grad themselves, so the double backward is checked with respect to both,
+// including its determinism (nondet_tol).
 //
 // Inputs: float64 tensors (float32 is refused: central differences in float32 are too
 // coarse to tell right from wrong), at least one requiring grad; inputs that do not
-// require grad are constants. Outputs must be defined floating tensors.
+// require grad are constants. Inputs requiring grad must not overlap in memory (an
+// expand()ed input: perturbing one element would move several). Outputs must be defined
+// floating tensors whose shapes and dtypes do not change when the inputs are perturbed.
 // Thread-safety: as the function checked. Perturbations are written into the inputs'
 // memory and restored, so the inputs must not be used concurrently elsewhere.
-// Failure: ValueError for bad inputs or outputs; GradcheckError (raise_exception) for a
-// mismatch.
+// Failure: ValueError for bad inputs or outputs (and outputs that change shape or dtype
+// under perturbation); GradcheckError (raise_exception) for a mismatch.
 #ifndef STREAMGRAD_ENGINE_GRADCHECK_H_
 #define STREAMGRAD_ENGINE_GRADCHECK_H_
 
@@ -70,7 +85,26 @@ struct GradcheckResult {
   // Row-major [output numel][input numel] of the failing pair, when small enough.
   std::vector<double> analytical_jacobian;
   std::vector<double> numerical_jacobian;
+  // Fast mode failed and the slow re-check found the element-wise mismatch reported
+  // above (false when it did not: the projection alone disagreed, see the message).
+  bool confirmed_in_slow_mode = false;
 };
+
+// One block of a Jacobian: d output / d input, row-major, rows = output elements,
+// cols = input elements (flat row-major indices of the tensors).
+struct Jacobian {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<double> values;
+  double at(int64_t row, int64_t col) const { return values[row * cols + col]; }
+};
+// [output][input]; the blocks of inputs that do not require grad have no columns.
+using JacobianTable = std::vector<std::vector<Jacobian>>;
+
+// The numerical Jacobian by central differences, (f(x + eps) - f(x - eps)) / 2 eps per
+// input element. Same input rules and errors as gradcheck.
+JacobianTable numerical_jacobian(const GradcheckFn& fn, const TensorList& inputs,
+                                 double eps = 1e-6);
 
 class GradcheckError : public Error {
  public:
@@ -84,8 +118,8 @@ class GradcheckError : public Error {
 GradcheckResult gradcheck(const GradcheckFn& fn, const TensorList& inputs,
                           const GradcheckOptions& options = {});
 
-// Checks the gradients of the gradients: gradcheck of x -> grad(fn(x) . w, x,
-// create_graph) for fixed random weights w.
+// Checks the gradients of the gradients: gradcheck of (x, v) -> grad(fn(x), x, v,
+// create_graph) with random grad_outputs v (seeded by options.seed) that require grad.
 GradcheckResult gradgradcheck(const GradcheckFn& fn, const TensorList& inputs,
                               const GradcheckOptions& options = {});
 

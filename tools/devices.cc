@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
@@ -186,11 +185,12 @@ void print_json(const std::vector<DeviceReport>& reports) {
 }  // namespace streamgrad
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Lists every streamgrad device with its streams and memory statistics.\n"
-      "Usage: devices [--json] [--nodemo]");
-  return streamgrad::run_tool("devices", argc, argv, [&] {
-    const auto reports = streamgrad::collect(absl::GetFlag(FLAGS_demo));
+  const streamgrad::ToolSpec spec{
+      "devices",
+      "devices: lists every streamgrad device with its streams and memory statistics.\n"
+      "Usage: devices [--json] [--nodemo]",
+      __FILE__, {}, {}};
+  return streamgrad::run_tool(spec, argc, argv, [&] {    const auto reports = streamgrad::collect(absl::GetFlag(FLAGS_demo));
     if (absl::GetFlag(FLAGS_json)) {
       streamgrad::print_json(reports);
     } else {

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -236,13 +235,17 @@ void print_json(const std::vector<Row>& rows, double total_ms) {
 }  // namespace streamgrad
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Checks the gradients of every streamgrad operator on every device.\n"
-      "Usage: gradcheck [--ops=a,b] [--devices=cpu,sim:0] [--fast] [--streams] [--json] "
-      "[--seed=N]");
   using namespace streamgrad;  // NOLINT
-  return run_tool("gradcheck", argc, argv, [&] {
-    const auto ops = select_ops(absl::GetFlag(FLAGS_ops));
+  const ToolSpec spec{
+      "gradcheck",
+      "gradcheck: checks the gradients of every streamgrad operator on every device.\n"
+      "Usage: gradcheck [--ops=a,b] [--devices=cpu,sim:0] [--fast] [--streams] [--json] "
+      "[--seed=N]\n"
+      "Exit code: 0 all passed, 1 a check failed, 2 bad flags.",
+      __FILE__,
+      {{"seed", 0, static_cast<long double>(UINT64_MAX)}},
+      {"ops", "devices"}};
+  return run_tool(spec, argc, argv, [&] {    const auto ops = select_ops(absl::GetFlag(FLAGS_ops));
     const auto devices = select_devices(absl::GetFlag(FLAGS_devices));
     const Settings settings{absl::GetFlag(FLAGS_fast), absl::GetFlag(FLAGS_seed)};
     const auto start = std::chrono::steady_clock::now();

@@ -1,0 +1,88 @@
+// The checks gradcheck runs before the Jacobian comparison: inputs it can perturb
+// soundly, and functions without differentiable outputs.
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/gradcheck_internal.h"
+
+namespace streamgrad {
+namespace gradcheck_internal {
+namespace {
+
+// True when two elements of `t` share memory (exact: gradcheck inputs are small).
+bool overlaps_itself(const Tensor& t) {
+  std::vector<int64_t> offsets;
+  offsets.reserve(t.numel());
+  for (int64_t flat = 0; flat < t.numel(); ++flat) {
+    int64_t rest = flat, offset = 0;
+    for (int64_t d = t.dim() - 1; d >= 0; --d) {
+      offset += (rest % t.sizes()[d]) * t.strides()[d];
+      rest /= t.sizes()[d];
+    }
+    offsets.push_back(offset);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return std::adjacent_find(offsets.begin(), offsets.end()) != offsets.end();
+}
+
+}  // namespace
+
+void validate(const TensorList& inputs) {
+  SG_CHECK(!inputs.empty(), ValueError, "gradcheck: no inputs");
+  bool any = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    SG_CHECK(t.defined(), ValueError, "gradcheck: input ", i, " is undefined");
+    SG_CHECK(t.dtype() != DType::kFloat32, ValueError, "gradcheck: input ", i, " is ",
+             t.describe(),
+             "; pass float64 inputs (to(x, DType::kFloat64)): central differences in "
+             "float32 are too coarse to tell a right gradient from a wrong one");
+    if (!t.requires_grad()) continue;
+    any = true;
+    // Perturbing one element of an expand()ed input would move every element that
+    // shares its memory, so the numerical Jacobian would be wrong (the reference
+    // framework refuses such inputs too).
+    SG_CHECK(!overlaps_itself(t), ValueError, "gradcheck: input ", i, " (", t.describe(),
+             ", strides [", absl::StrJoin(t.strides(), ", "),
+             "]) has elements that share memory (a stride-0 dimension, e.g. from expand()); "
+             "gradcheck perturbs one element at a time and needs inputs without overlap: "
+             "pass a contiguous copy (contiguous(x)) instead");
+  }
+  SG_CHECK(any, ValueError,
+           "gradcheck: no input requires grad; call requires_grad_() on the inputs to check "
+           "(inputs that do not require grad are treated as constants)");
+}
+
+GradcheckResult check_no_differentiable_outputs(const GradcheckFn& fn, const TensorList& inputs,
+                                                double eps) {
+  GradcheckResult r;
+  const JacobianTable n = numerical_jacobian(fn, inputs, eps);
+  for (size_t o = 0; o < n.size() && r.passed; ++o) {
+    for (size_t i = 0; i < n[o].size() && r.passed; ++i) {
+      const Jacobian& j = n[o][i];
+      const auto it = std::find_if(j.values.begin(), j.values.end(),
+                                   [](double v) { return v != 0; });
+      if (it == j.values.end()) continue;
+      const int64_t flat = it - j.values.begin();
+      r.passed = false;
+      r.output_index = static_cast<int>(o);
+      r.input_index = static_cast<int>(i);
+      r.output_element = flat / j.cols;
+      r.input_element = flat % j.cols;
+      r.numerical = *it;
+      r.message = absl::StrFormat(
+          "gradcheck: the function has no differentiable output (none requires grad), but "
+          "output %d changes with input %d: numerical d output %d [element %d] / d input %d "
+          "[element %d] = %.10g, analytical 0; something cuts the graph (detach(), "
+          "NoGradGuard, an op without a backward) between them",
+          o, i, o, r.output_element, i, r.input_element, *it);
+    }
+  }
+  return r;
+}
+
+}  // namespace gradcheck_internal
+}  // namespace streamgrad

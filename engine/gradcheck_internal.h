@@ -1,0 +1,65 @@
+// Internal pieces of gradcheck (engine/gradcheck.h), shared by its three source files:
+// element access to strided inputs, checked evaluation of the function, the Jacobians,
+// and the input / output checks that run before the comparison.
+//
+// Not a public header: nothing outside engine/gradcheck*.cc includes it.
+// Thread-safety: as gradcheck (the inputs are perturbed in place and restored).
+// Failure: ValueError for bad inputs, outputs, or outputs that change shape or dtype
+// under perturbation; Error (naming the output) when backward throws.
+#ifndef STREAMGRAD_ENGINE_GRADCHECK_INTERNAL_H_
+#define STREAMGRAD_ENGINE_GRADCHECK_INTERNAL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/gradcheck.h"
+
+namespace streamgrad {
+namespace gradcheck_internal {
+
+constexpr size_t kMaxStoredJacobian = 4096;
+
+// Reads / writes one element (flat row-major index) of a float64 tensor in place, ordered
+// on the device's current stream. No version bump: every write is undone before anyone
+// could observe it.
+double get_element(const Tensor& t, int64_t flat);
+void set_element(const Tensor& t, int64_t flat, double v);
+
+std::vector<double> as_doubles(const Tensor& t);
+Tensor from_doubles(const std::vector<double>& v, const Tensor& like);
+
+// fn(inputs), with every output checked to be a defined floating tensor.
+TensorList call_checked(const GradcheckFn& fn, const TensorList& inputs);
+
+// What an output looked like on the unperturbed inputs.
+struct OutputSignature {
+  Shape sizes;
+  DType dtype;
+};
+std::vector<OutputSignature> signatures(const TensorList& outs);
+
+// fn(inputs) without recording, as doubles. With `expect`, each output must keep the
+// shape and dtype it had unperturbed (else a ValueError saying what changed `when`).
+std::vector<std::vector<double>> evaluate(const GradcheckFn& fn, const TensorList& inputs,
+                                          const std::vector<OutputSignature>* expect = nullptr,
+                                          const std::string& when = "");
+
+// Throws ValueError for inputs gradcheck cannot perturb soundly.
+void validate(const TensorList& inputs);
+
+// One backward per output element, seeded with a random non-unit multiple of the one-hot
+// row (seeded by `seed`, the same for every call) and divided back. undefined_grads: each
+// output alone is the root, so the others' gradients reach backward undefined.
+JacobianTable analytical_jacobian(const GradcheckFn& fn, const TensorList& inputs,
+                                  bool undefined_grads, uint64_t seed);
+
+// For a function none of whose outputs requires grad: passes when the numerical Jacobian
+// is zero, fails naming the first nonzero derivative otherwise.
+GradcheckResult check_no_differentiable_outputs(const GradcheckFn& fn, const TensorList& inputs,
+                                                double eps);
+
+}  // namespace gradcheck_internal
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_ENGINE_GRADCHECK_INTERNAL_H_
