@@ -109,7 +109,13 @@ JacobianTable numerical_jacobian(const GradcheckFn& fn, const TensorList& inputs
 class GradcheckError : public Error {
  public:
   explicit GradcheckError(GradcheckResult r) : Error(r.message), result_(std::move(r)) {}
+  GradcheckError(const std::string& message, GradcheckResult r)
+      : Error(message), result_(std::move(r)) {}
   const GradcheckResult& result() const { return result_; }
+  Rethrower rethrower() const override {
+    GradcheckResult r = result_;
+    return [r](const std::string& m) { throw GradcheckError(m, r); };
+  }
 
  private:
   GradcheckResult result_;
