@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "streamgrad.h"
+#include "bench/deep_graphs.h"
 
 namespace streamgrad {
 namespace {
@@ -37,8 +37,7 @@ void report(const char* phase, const char* step, double s) {
 void chain(bool run_backward, int n, Device d, const char* phase) {
   Tensor x = ones({1}, TensorOptions().device(d)).requires_grad_();
   auto t0 = std::chrono::steady_clock::now();
-  Tensor y = x;
-  for (int i = 0; i < n; ++i) y = mul(y, 1.0);
+  Tensor y = bench::mul_chain(x, n);
   synchronize(d);
   report(phase, "forward", seconds_since(t0));
   if (run_backward) {
@@ -52,28 +51,10 @@ void chain(bool run_backward, int n, Device d, const char* phase) {
   report(phase, "destroy", seconds_since(t0));
 }
 
-// Each level's backward differentiates a fresh one-node graph of the next level.
-struct Nest : Function<Nest> {
-  static TensorList forward(FunctionCtx& ctx, const TensorList& in) {
-    ctx.saved_data["level"] = in[0].item<float>();
-    return {clone(in[0])};
-  }
-  static TensorList backward(FunctionCtx& ctx, const TensorList& g) {
-    if (ctx.saved_data["level"] > 0) {
-      GradModeGuard grad_on(true);
-      Tensor next = full({1}, static_cast<float>(ctx.saved_data["level"] - 1),
-                         TensorOptions().device(g[0].device()))
-                        .requires_grad_();
-      sum(Nest::apply({next}, "Nest")[0]).backward();
-    }
-    return {g[0]};
-  }
-};
-
 void nested(int depth, Device d) {
   Tensor x = full({1}, static_cast<float>(depth), TensorOptions().device(d)).requires_grad_();
   auto t0 = std::chrono::steady_clock::now();
-  sum(Nest::apply({x}, "Nest")[0]).backward();
+  sum(bench::NestedBackward::apply({x}, "Nested")[0]).backward();
   synchronize(d);
   const double s = seconds_since(t0);
   report("nested", "backward", s);

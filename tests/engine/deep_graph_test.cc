@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 
+#include "bench/deep_graphs.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace streamgrad {
@@ -24,18 +25,12 @@ constexpr int kScale = 1;
 #endif
 constexpr int kDeep = 100000 / kScale;
 
-Tensor chain(const Tensor& x, int n) {
-  Tensor y = x;
-  for (int i = 0; i < n; ++i) y = mul(y, 1.0);
-  return y;
-}
-
 TEST_CASE("a long chain dropped without backward is freed iteratively", "[engine][deep]") {
   const Device d = GENERATE(Device("cpu"), Device("sim:0"));
   Tensor x = ones({1}, TensorOptions().device(d)).requires_grad_();
   std::weak_ptr<Node> first;
   {
-    Tensor y = chain(x, kDeep);
+    Tensor y = bench::mul_chain(x, kDeep);
     Node* n = y.grad_fn().get();
     for (int i = 0; i < kDeep - 1; ++i) n = n->next_edge(0).function.get();
     first = n->shared_from_this();
@@ -47,7 +42,7 @@ TEST_CASE("a long chain dropped without backward is freed iteratively", "[engine
 TEST_CASE("a long chain runs backward and is freed afterwards", "[engine][deep]") {
   const Device d = GENERATE(Device("cpu"), Device("sim:0"));
   Tensor x = full({1}, 3, TensorOptions().device(d)).requires_grad_();
-  Tensor y = chain(x, kDeep);
+  Tensor y = bench::mul_chain(x, kDeep);
   sum(y).backward();
   CHECK(x.grad().item<float>() == 1.0f);
   y = Tensor();  // release_variables already ran; the nodes themselves go now
@@ -68,7 +63,7 @@ TEST_CASE("a graph kept alive through .grad under create_graph is freed", "[engi
   // The reference framework warns that .grad with create_graph keeps the backward graph
   // alive through the leaf; dropping the grad must free it without recursion.
   Tensor x = ones({1}).requires_grad_();
-  Tensor y = chain(x, 50000 / kScale);
+  Tensor y = bench::mul_chain(x, 50000 / kScale);
   sum(mul(y, y)).backward({}, false, /*create_graph=*/true);
   Tensor g = x.grad();
   REQUIRE(g.grad_fn() != nullptr);
@@ -79,32 +74,13 @@ TEST_CASE("a graph kept alive through .grad under create_graph is freed", "[engi
   CHECK(g_fn.expired());
 }
 
-// Each level's backward differentiates a fresh small graph whose backward does the same,
-// `levels` deep (the reference framework's deep reentrant test, with a counter).
-struct DeepReentrant : Function<DeepReentrant> {
-  static TensorList forward(FunctionCtx& ctx, const TensorList& in) {
-    ctx.saved_data["level"] = in[0].item<float>();
-    return {clone(in[0])};
-  }
-  static TensorList backward(FunctionCtx& ctx, const TensorList& g) {
-    if (ctx.saved_data["level"] > 0) {
-      GradModeGuard grad_on(true);
-      Tensor next = full({1}, static_cast<float>(ctx.saved_data["level"] - 1),
-                         TensorOptions().device(g[0].device()))
-                        .requires_grad_();
-      sum(DeepReentrant::apply({next}, "DeepReentrant")[0]).backward();
-    }
-    return {g[0]};
-  }
-};
-
 TEST_CASE("nested backward survives depth 10,000", "[engine][deep][reentrant]") {
   const Device d = GENERATE(Device("cpu"), Device("sim:0"));
   // On sim every level also crosses to the device worker; the sanitizer builds check
   // that path at a smaller depth and the full depth on cpu.
   const float depth = d.is_cpu() ? 10000 : 10000 / kScale;
   Tensor x = full({1}, depth, TensorOptions().device(d)).requires_grad_();
-  sum(DeepReentrant::apply({x}, "DeepReentrant")[0]).backward();
+  sum(bench::NestedBackward::apply({x}, "Nested")[0]).backward();
   CHECK(x.grad().item<float>() == 1.0f);
 }
 

@@ -2,5 +2,5 @@
 
 load("//tests:defs.bzl", "catch_test")
 
-def engine_test(name, **kwargs):
-    catch_test(name = name, deps = [":engine_test_util", "//engine", "//ops", "//runtime"], **kwargs)
+def engine_test(name, extra_deps = [], **kwargs):
+    catch_test(name = name, deps = [":engine_test_util", "//engine", "//ops", "//runtime"] + extra_deps, **kwargs)

@@ -12,16 +12,8 @@
 namespace streamgrad {
 namespace {
 
-TensorOptions f64(Device d = Device("cpu")) {
-  return TensorOptions().dtype(DType::kFloat64).device(d);
-}
-
-GradcheckOptions quiet(bool fast = false) {
-  GradcheckOptions o;
-  o.raise_exception = false;
-  o.fast_mode = fast;
-  return o;
-}
+using testing::f64;
+using testing::quiet;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

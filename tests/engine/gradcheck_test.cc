@@ -10,16 +10,8 @@
 namespace streamgrad {
 namespace {
 
-TensorOptions f64(Device d = Device("cpu")) {
-  return TensorOptions().dtype(DType::kFloat64).device(d);
-}
-
-GradcheckOptions quiet(bool fast = false) {
-  GradcheckOptions o;
-  o.raise_exception = false;
-  o.fast_mode = fast;
-  return o;
-}
+using testing::f64;
+using testing::quiet;
 
 // mul with a backward that is off by `factor` on input 1.
 struct ScaledMul : Function<ScaledMul> {
