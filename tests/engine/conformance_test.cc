@@ -41,6 +41,7 @@ TEST_CASE("leaf hooks run in grad(), once, with the leaf's stream current",
     if (!d.is_cpu()) side.emplace(testing::side_stream(0, 0));
     x = full({2}, 1, TensorOptions().device(d)).requires_grad_();
   }
+  if (!d.is_cpu()) current_stream(d).wait_stream(x.stream());  // x is used on the default
   int calls = 0;
   std::optional<Stream> current_in_hook;
   x.register_hook([&](const Tensor& g) {
