@@ -68,6 +68,9 @@ std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false
 // 2-D [M,K]x[K,N], batched [B,M,K]x[B,K,N] (a 2-D operand broadcasts over the batch).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// Convolution, pooling and normalisation (conv.cc, pool.cc, batch_norm.cc).
+// (reserved: training issue)
+
 // Shape and views.
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);
 Tensor permute(const Tensor& a, const std::vector<int64_t>& dims);
@@ -100,6 +103,9 @@ Tensor& mul_(Tensor& a, double b);
 Tensor& zero_(Tensor& a);
 Tensor& fill_(Tensor& a, double value);
 Tensor& copy_(Tensor& a, const Tensor& src);
+
+// Linear layers, activations, losses, dropout, masks and comparisons.
+// (reserved: training issue)
 
 // Operators.
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
