@@ -281,8 +281,9 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const TensorList& inputs,
   if (!differentiable) {
     return finish(check_no_differentiable_outputs(fn, inputs, options.eps), options);
   }
-  const GradcheckResult r = options.fast_mode ? fast_check_confirmed(fn, inputs, options)
+  GradcheckResult r = options.fast_mode ? fast_check_confirmed(fn, inputs, options)
                                         : full_check(fn, inputs, options);
+  if (r.passed && options.check_undefined_grad) r = check_all_grads_undefined(fn, inputs);
   return finish(r, options);
 }
 

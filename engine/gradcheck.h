@@ -19,7 +19,9 @@
 // must agree exactly). check_undefined_grad differentiates each output alone, so a
 // backward with several outputs sees undefined gradients for the others and must treat
 // them as zeros; a failure (a wrong value or a throw) that disappears when the others
-// are seeded with zeros is reported as such, as a failed result.
+// are seeded with zeros is reported as such, as a failed result; it also differentiates
+// with every output's gradient undefined, where each input's gradient must come back
+// undefined or zero (the reference framework's check_undefined_grad).
 // A function with no differentiable output (none requires grad, or no output at all)
 // passes only if its numerical Jacobian is zero (the reference framework's rule).
 // The result names the failing output and input, the first wrong element and the worst

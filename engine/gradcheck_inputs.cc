@@ -1,12 +1,16 @@
-// The checks gradcheck runs before the Jacobian comparison: inputs it can perturb
-// soundly, and functions without differentiable outputs.
+// The checks gradcheck runs besides the Jacobian comparison: inputs it can perturb
+// soundly, functions without differentiable outputs, and backward with every output's
+// gradient undefined.
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/backward.h"
+#include "engine/factories.h"
 #include "engine/gradcheck_internal.h"
+#include "engine/node.h"
 
 namespace streamgrad {
 namespace gradcheck_internal {
@@ -80,6 +84,67 @@ GradcheckResult check_no_differentiable_outputs(const GradcheckFn& fn, const Ten
           "NoGradGuard, an op without a backward) between them",
           o, i, o, r.output_element, i, r.input_element, *it);
     }
+  }
+  return r;
+}
+
+namespace {
+
+// Passes on no gradient at all: placed after each output, it makes the function's
+// backward receive an undefined gradient in every slot (the reference framework's
+// UndefinedGrad node does the same for its check).
+struct UndefinedGradNode final : Node {
+  std::string name() const override { return "UndefinedGrad"; }
+  TensorList apply(TensorList&&) override { return TensorList(num_outputs()); }
+};
+
+}  // namespace
+
+GradcheckResult check_all_grads_undefined(const GradcheckFn& fn, const TensorList& inputs) {
+  GradcheckResult r;
+  TensorList roots, seeds, wrt;
+  std::vector<size_t> wrt_index;
+  for (const Tensor& out : call_checked(fn, inputs)) {
+    if (!out.requires_grad()) continue;
+    Tensor alias = out.detach();
+    auto node = std::make_shared<UndefinedGradNode>();
+    node->set_next_edges(collect_next_edges({out}));
+    set_history(alias, node);
+    roots.push_back(alias);
+    seeds.push_back(zeros_like(alias));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    wrt.push_back(inputs[i]);
+    wrt_index.push_back(i);
+  }
+  TensorList grads;
+  try {
+    grads = grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
+                 /*allow_unused=*/true);
+  } catch (const Error& e) {
+    r.passed = false;
+    r.message = absl::StrCat(
+        "gradcheck (check_undefined_grad): backward failed when every output's gradient was "
+        "undefined; backward must treat undefined gradients as zeros (or set "
+        "check_undefined_grad = false): ",
+        e.what());
+    return r;
+  }
+  for (size_t k = 0; k < grads.size() && r.passed; ++k) {
+    if (!grads[k].defined()) continue;
+    const std::vector<double> g = as_doubles(grads[k]);
+    const auto it = std::find_if(g.begin(), g.end(), [](double v) { return v != 0; });
+    if (it == g.end()) continue;
+    r.passed = false;
+    r.input_index = static_cast<int>(wrt_index[k]);
+    r.input_element = it - g.begin();
+    r.analytical = *it;
+    r.message = absl::StrFormat(
+        "gradcheck (check_undefined_grad): with every output's gradient undefined, the "
+        "gradient of input %d must be undefined or zero, but element %d is %.10g; backward "
+        "must treat undefined gradients as zeros (or set check_undefined_grad = false)",
+        wrt_index[k], r.input_element, *it);
   }
   return r;
 }

@@ -59,6 +59,10 @@ JacobianTable analytical_jacobian(const GradcheckFn& fn, const TensorList& input
 GradcheckResult check_no_differentiable_outputs(const GradcheckFn& fn, const TensorList& inputs,
                                                 double eps);
 
+// Differentiates with every output's gradient undefined (check_undefined_grad): every
+// input's gradient must come back undefined or zero, and backward must not throw.
+GradcheckResult check_all_grads_undefined(const GradcheckFn& fn, const TensorList& inputs);
+
 }  // namespace gradcheck_internal
 }  // namespace streamgrad
 

@@ -95,6 +95,48 @@ TEST_CASE("check_undefined_grad: a backward that mishandles an absent output gra
   CHECK(gradcheck(right, in, quiet(fast)).passed);
 }
 
+// 2x whose backward (without materialized zeros) is right for every defined gradient
+// but returns ones when its gradient is absent, or dereferences the absent gradient.
+template <bool kThrows>
+struct WrongWithoutGrad : Function<WrongWithoutGrad<kThrows>> {
+  static TensorList forward(FunctionCtx& ctx, const TensorList& in) {
+    ctx.set_materialize_grads(false);
+    ctx.save_for_backward({in[0]});
+    return {mul(in[0], 2.0)};
+  }
+  static TensorList backward(FunctionCtx& ctx, const TensorList& g) {
+    if (!g[0].defined() && !kThrows) return {ones_like(ctx.saved_tensors()[0])};
+    return {mul(g[0], 2.0)};
+  }
+};
+
+// The reference framework's check_undefined_grad also runs backward with every output's
+// gradient undefined and demands undefined or zero input gradients: with one output,
+// only that check can see this defect.
+TEST_CASE("check_undefined_grad: every output's gradient undefined", "[gradcheck]") {
+  const Device d = GENERATE(Device("cpu"), Device("sim:0"));
+  const bool fast = GENERATE(false, true);
+  const bool throws = GENERATE(false, true);
+  TensorList in{randn({3}, f64(d)).requires_grad_()};
+  GradcheckFn f = [throws](const TensorList& x) {
+    return throws ? WrongWithoutGrad<true>::apply(x, "ThrowsWithoutGrad")
+                  : WrongWithoutGrad<false>::apply(x, "OnesWithoutGrad");
+  };
+  GradcheckResult r;
+  REQUIRE_NOTHROW(r = gradcheck(f, in, quiet(fast)));
+  INFO(r.message);
+  CHECK_FALSE(r.passed);
+  CHECK(contains(r.message, "every output's gradient was undefined") ==
+        throws);
+  CHECK(contains(r.message, "must be undefined or zero") == !throws);
+  GradcheckOptions off = quiet(fast);
+  off.check_undefined_grad = false;
+  CHECK(gradcheck(f, in, off).passed);
+  // Built-in ops pass "no gradient" on: the check holds for them.
+  GradcheckFn builtin = [](const TensorList& x) { return TensorList{mul(x[0], x[0])}; };
+  CHECK(gradcheck(builtin, in, quiet(fast)).passed);
+}
+
 // Returns x[:n] where n depends on x[0]: 3 at x[0] >= 1, 1 below (and float32 with
 // `to_float`), so an output changes under the -eps perturbation of element 0.
 TensorList shrinking(const TensorList& x, bool to_float) {
@@ -125,7 +167,8 @@ struct JitteryDouble : Function<JitteryDouble> {
   static inline std::atomic<int> calls{0};
   static TensorList forward(FunctionCtx&, const TensorList& in) { return {mul(in[0], 2.0)}; }
   static TensorList backward(FunctionCtx&, const TensorList& g) {
-    return {add(mul(g[0], 2.0), 1e-9 * (calls++ % 7))};
+    // Jitter scales the gradient (as reordered sums would): zero stays zero.
+    return {mul(g[0], 2.0 + 1e-9 * (calls++ % 7))};
   }
 };
 struct TwiceViaJittery : Function<TwiceViaJittery> {
