@@ -38,10 +38,18 @@ size_t round_size(size_t bytes) {
 }
 }  // namespace
 
+namespace {
+// A backend that cannot tell its memory size reports 0: then nothing is refused up front.
+size_t known_or_max(size_t total) {
+  return total == 0 ? std::numeric_limits<size_t>::max() : total;
+}
+}  // namespace
+
 DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
     : device_(device),
       backend_(backend),
       caching_(caching),
+      total_memory_(known_or_max(backend.total_memory(device.index()))),
       limit_(std::numeric_limits<size_t>::max()) {}
 
 DeviceAllocator::~DeviceAllocator() {
@@ -112,6 +120,10 @@ DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stre
     const size_t held = static_cast<size_t>(stats_.reserved_bytes.current) + reserving_;
     over_limit = size > limit_ || held > limit_ - size;
     if (over_limit) return nullptr;
+    // More than the whole device can never be met: refused before the backend sees it,
+    // so that multi-TiB requests never reach malloc (sanitizer runtimes abort on those
+    // instead of returning null).
+    if (size > total_memory_) return nullptr;
     reserving_ += size;
   }
   void* p = nullptr;

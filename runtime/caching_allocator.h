@@ -141,6 +141,7 @@ class DeviceAllocator {
   PendingUses pending_ ABSL_GUARDED_BY(mu_);
   MemoryStats stats_ ABSL_GUARDED_BY(mu_);
   double fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
+  const size_t total_memory_;               // the device's, read once at creation
   size_t limit_ ABSL_GUARDED_BY(mu_);      // reserved bytes allowed by fraction_
   size_t reserving_ ABSL_GUARDED_BY(mu_) = 0;  // raw allocations in flight
 };
