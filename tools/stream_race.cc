@@ -16,8 +16,8 @@
 //                                             "scheduler":...,"seed":...,...}
 //   stream_race --list                        the scenarios and their expectations
 //
-// Schedulers: threaded (one thread per stream, --jitter-us of random delay before each
-// launch), or the deterministic adversarial, random and round-robin policies; run i uses
+// Schedulers: threaded (a pool of workers serving every stream, --jitter-us of random
+// delay before each launch), or the deterministic adversarial, random and round-robin policies; run i uses
 // seed --seed + i. Each run is wrapped in a SanitizerSuppression (the races are on purpose,
 // so a process-wide STREAMGRAD_SANITIZE_STREAMS=1 sanitizer must not throw) and, unless
 // --nosanitizer, in a collect-mode StreamSanitizer of its own that counts the findings.

@@ -17,8 +17,8 @@
 // data races on host memory too: ThreadSanitizer reports the unsafe ones when they run
 // on the threaded scheduler (the deterministic ones run one task at a time).
 //
-// Every scenario uses the same few streams, made once (race_streams()): the threaded sim
-// scheduler runs one thread per stream, so streams made per run would pile up threads.
+// Every scenario uses the same few streams, made once (race_streams()): streams are never
+// destroyed, so streams made per run would pile up stream state over 1000 runs.
 //
 // Thread-safety: run() uses process-wide streams, engine options and the allocator's
 // cache as its stage; run one scenario at a time. The catalogue itself is immutable.

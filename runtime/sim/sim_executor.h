@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "runtime/error.h"
 #include "runtime/sim/sim.h"
 
 namespace streamgrad {
@@ -170,6 +171,24 @@ class SimExecutor {
   size_t rr_cursor_ ABSL_GUARDED_BY(mu_) = 0;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
+
+// Implementation details follow.
+
+// A host wait: under the deterministic scheduler the waiting thread runs queued work
+// itself until `pred` holds (no worker threads exist there).
+template <typename Pred>
+void SimExecutor::wait_until(std::unique_lock<std::mutex>& lk, Pred pred) {
+  while (!pred()) {
+    if (options_.kind == SimSchedulerKind::kThreaded || det_running_) {
+      host_cv_.wait(lk);
+      continue;
+    }
+    StreamState* s = pick();
+    SG_INTERNAL_CHECK(s != nullptr, "deterministic sim scheduler: a host wait cannot make ",
+                      "progress (no runnable stream)");
+    run_head(lk, *s, /*with_jitter=*/false);
+  }
+}
 
 }  // namespace sim_internal
 }  // namespace streamgrad

@@ -34,7 +34,7 @@ inline SimSchedulerOptions threaded_jitter(uint64_t seed, double jitter_us = 20)
   return o;
 }
 
-// Reused streams: under the threaded scheduler each stream owns a thread.
+// Reused streams: streams live for the whole process, so tests do not make new ones per case.
 inline Stream side_stream(int device, int which) {
   static const Stream s[2][3] = {
       {Stream::create("sim:0"), Stream::create("sim:0"), Stream::create("sim:0")},
