@@ -189,6 +189,8 @@ std::string plot_svg(const std::vector<EpochRecord>& epochs,
   s += polyline(loss, steps, "#9ab", 1);
   s += polyline(loss, epoch_loss, "#c33", 2);
   s += markers(loss, epoch_loss, "#c33");
+  s += "<text x='430' y='58' text-anchor='end' font-size='11' fill='#789'>per step</text>\n"
+       "<text x='430' y='72' text-anchor='end' font-size='11' fill='#c33'>epoch mean</text>\n";
   s += axes(acc, "test accuracy (%)", "epoch", 1);
   s += polyline(acc, accuracy, "#36c", 2);
   s += markers(acc, accuracy, "#36c");
