@@ -61,6 +61,7 @@ enum class UnaryScalar {
   kPow,   // x ^ s
   kRSub,  // s - x
   kRDiv,  // s / x
+  kGe,    // 1 where x >= s, else 0 (NaN gives 0): masks, e.g. dropout's
 };
 
 enum class Binary {
@@ -138,6 +139,12 @@ void index_add(const Stream& stream, const View& out, int64_t dim, const View& i
 // than out. Floating only; bad indices are reported as for index_select.
 void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                  const View& src);
+
+// out[..., j, ...] = in[..., index[..., j, ...], ...] along dim, where index has out's
+// sizes (PyTorch's gather). On dims other than `dim`, out may be smaller than in. Any
+// dtype; bad indices are reported as for index_select.
+void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
+            const View& index);
 
 }  // namespace kernels
 }  // namespace streamgrad

@@ -1,10 +1,106 @@
-// The catalogue's entries for convolution, pooling and normalisation (ops/catalogue.h).
+// The catalogue's entries for gathering, convolution, pooling and normalisation
+// (ops/catalogue.h). Inputs stay at most 12 elements (float64) so Jacobians stay small.
 #include "ops/catalogue_internal.h"
 
 namespace streamgrad {
 namespace catalogue_internal {
 
-void conv_pool_norm(Catalogue& c) { (void)c; }
+namespace {
+
+Tensor index2d(const Tensor& flat, Shape shape) { return reshape(flat, std::move(shape)); }
+
+}  // namespace
+
+void conv_pool_norm(Catalogue& c) {
+  c.add("gather", "[3,4] gather dim 1 with a [3,2] index (repeats)",
+        binary([](T a, T i) { return gather(a, 1, index2d(i, {3, 2})); }),
+        {dense({3, 4}), indices({0, 3, 1, 1, 2, 0})});
+  c.add("gather_dim0", "[3,4] gather dim 0 with a [2,4] index",
+        binary([](T a, T i) { return gather(a, 0, index2d(i, {2, 4})); }),
+        {dense({3, 4}), indices({2, 0, 1, 1, 0, 0, 2, 2})});
+  c.add("scatter_add", "self [2,4] + src [2,3] scattered along dim 1 (duplicates add)",
+        Fn([](const TensorList& x) {
+          return TensorList{scatter_add(x[0], 1, index2d(x[2], {2, 3}), x[1])};
+        }),
+        {dense({2, 4}), dense({2, 3}), indices({0, 0, 3, 1, 2, 1})});
+  const Maker conv_in = {dense({1, 2, 2, 3}), dense({2, 2, 1, 2}), dense({2})};
+  c.add("conv2d", "[1,2,2,3] * [2,2,1,2] + bias",
+        Fn([](const TensorList& x) { return TensorList{conv2d(x[0], x[1], x[2])}; }), conv_in);
+  c.add("conv2d_padded", "stride 2, padding 1, dilation (1,2), no bias, unbatched [1,3,4]",
+        binary([](T x, T w) {
+          Conv2dParams p;
+          p.stride = {2, 2};
+          p.padding = {1, 1};
+          p.dilation = {1, 2};
+          return conv2d(x, w, Tensor(), p);
+        }),
+        {dense({1, 3, 4}), dense({2, 1, 2, 2})});
+  c.add("conv2d_groups", "[1,2,2,2] with 2 groups, weight [4,1,1,2]",
+        binary([](T x, T w) {
+          Conv2dParams p;
+          p.groups = 2;
+          return conv2d(x, w, Tensor(), p);
+        }),
+        {dense({1, 2, 2, 2}), dense({4, 1, 1, 2})});
+  c.add("unfold", "[1,1,3,4] 2x2 windows, padding 1, stride 2",
+        unary([](T x) {
+          Conv2dParams p;
+          p.padding = {1, 1};
+          p.stride = {2, 2};
+          return unfold(x, {2, 2}, p);
+        }),
+        {dense({1, 1, 3, 4})});
+  c.add("fold", "[1,4,2] columns summed onto a [2,3] image with 2x2 windows (overlaps)",
+        unary([](T x) { return fold(x, {2, 3}, {2, 2}); }), {dense({1, 4, 2})});
+  Pool2dParams max22;
+  max22.kernel_size = {2, 2};
+  c.add("max_pool2d", "[1,1,3,4] 2x2, stride 2, ceil_mode",
+        unary([max22](T x) {
+          Pool2dParams p = max22;
+          p.ceil_mode = true;
+          return max_pool2d(x, p);
+        }),
+        {dense({1, 1, 3, 4}, kDistinct)});
+  c.add("max_pool2d_with_indices", "[1,3,4] 2x2 stride 1 padding 1 (values)",
+        unary([max22](T x) {
+          Pool2dParams p = max22;
+          p.stride = {1, 1};
+          p.padding = {1, 1};
+          return max_pool2d_with_indices(x, p).first;
+        }),
+        {dense({1, 3, 4}, kDistinct)});
+  c.add("avg_pool2d", "[1,1,3,4] 2x2 stride 1, padding 1 counted",
+        unary([max22](T x) {
+          Pool2dParams p = max22;
+          p.stride = {1, 1};
+          p.padding = {1, 1};
+          return avg_pool2d(x, p);
+        }),
+        {dense({1, 1, 3, 4})});
+  c.add("avg_pool2d_exclude_pad", "[1,3,4] 2x2 stride 2 padding 1, count_include_pad false",
+        unary([max22](T x) {
+          Pool2dParams p = max22;
+          p.padding = {1, 1};
+          p.count_include_pad = false;
+          return avg_pool2d(x, p);
+        }),
+        {dense({1, 3, 4})});
+  c.add("batch_norm", "training [3,2,2] with affine and fresh running statistics",
+        Fn([](const TensorList& x) {
+          const TensorOptions o = TensorOptions().dtype(x[0].dtype()).device(x[0].device());
+          Tensor rm = zeros({2}, o), rv = ones({2}, o);
+          return TensorList{batch_norm(x[0], x[1], x[2], rm, rv, /*training=*/true)};
+        }),
+        {dense({3, 2, 2}), dense({2}), dense({2})});
+  c.add("batch_norm_eval", "eval [2,2,3] with running statistics, no affine",
+        unary([](T x) {
+          const TensorOptions o = TensorOptions().dtype(x.dtype()).device(x.device());
+          const Tensor rm = from_vector<double>({0.5, -0.25}, {2}, o);
+          const Tensor rv = from_vector<double>({2.0, 0.5}, {2}, o);
+          return batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/false);
+        }),
+        {dense({2, 2, 3})});
+}
 
 }  // namespace catalogue_internal
 }  // namespace streamgrad

@@ -25,6 +25,7 @@
 #ifndef STREAMGRAD_OPS_OPS_H_
 #define STREAMGRAD_OPS_OPS_H_
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -68,8 +69,48 @@ std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false
 // 2-D [M,K]x[K,N], batched [B,M,K]x[B,K,N] (a 2-D operand broadcasts over the batch).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-// Convolution, pooling and normalisation (conv.cc, pool.cc, batch_norm.cc).
-// (reserved: training issue)
+// Gathering along a dim (PyTorch's gather / scatter_add, out of place): index is int64
+// with the result's (gather) or src's (scatter_add) shape; on other dims it may be
+// smaller than the indexed tensor. Out-of-range indices are a ValueError (on sim at the
+// next synchronisation). Differentiable with respect to input / self and src.
+Tensor gather(const Tensor& input, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+// Convolution, pooling and normalisation (conv.cc, pool.cc, norm.cc), on [N, C, H, W]
+// inputs (or unbatched [C, H, W]), as PyTorch's.
+struct Conv2dParams {
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+};
+// Sliding local blocks: [N, C, H, W] -> [N, C * kH * kW, L] (unfold, im2col) and back,
+// summing overlaps (fold, col2im, to `output_size` [H, W]).
+Tensor unfold(const Tensor& input, std::array<int64_t, 2> kernel_size,
+              const Conv2dParams& params = {});
+Tensor fold(const Tensor& input, std::array<int64_t, 2> output_size,
+            std::array<int64_t, 2> kernel_size, const Conv2dParams& params = {});
+// weight [O, C / groups, kH, kW], bias [O] or an undefined Tensor.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv2dParams& params = {});
+struct Pool2dParams {
+  std::array<int64_t, 2> kernel_size{1, 1};
+  std::array<int64_t, 2> stride{0, 0};  // {0, 0}: the kernel size (PyTorch's default)
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};  // max pooling only
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // average pooling only
+};
+// Indices are int64, flat h * W + w within each plane, as PyTorch's.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& params);
+Tensor max_pool2d(const Tensor& input, const Pool2dParams& params);
+Tensor avg_pool2d(const Tensor& input, const Pool2dParams& params);
+// Normalises over every dim but 1 of [N, C] or [N, C, *]. Training: batch statistics,
+// and running_mean / running_var (when defined) updated in place, without grad, with
+// the unbiased variance. Eval: the running statistics. weight / bias may be undefined.
+Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum = 0.1, double eps = 1e-5);
 
 // Shape and views.
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);
@@ -104,8 +145,37 @@ Tensor& zero_(Tensor& a);
 Tensor& fill_(Tensor& a, double value);
 Tensor& copy_(Tensor& a, const Tensor& src);
 
-// Linear layers, activations, losses, dropout, masks and comparisons.
-// (reserved: training issue)
+// Linear layers, activations, dropout and losses (nn_functional.cc, loss.cc), as
+// PyTorch's torch.nn.functional.
+// input [*, in], weight [out, in], bias [out] or undefined: input @ weight^T + bias.
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
+Tensor softmax(const Tensor& input, int64_t dim);
+Tensor log_softmax(const Tensor& input, int64_t dim);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when
+// training (identity otherwise); the mask comes from the seeded generator (manual_seed).
+Tensor dropout(const Tensor& input, double p = 0.5, bool training = true);
+Tensor flatten(const Tensor& input, int64_t start_dim = 0, int64_t end_dim = -1);
+// Index of the largest element along dim (ties: the first), int64, no gradient.
+Tensor argmax(const Tensor& input, int64_t dim, bool keepdim = false);
+// weight [num_embeddings, D], indices int64 of any shape -> [*indices.shape, D]; the row
+// padding_idx (when >= 0) gets no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+enum class Reduction { kNone, kMean, kSum };
+struct NllLossOptions {
+  Reduction reduction = Reduction::kMean;
+  int64_t ignore_index = -100;
+};
+// log_probs [N, C], target int64 [N] in [0, C) or ignore_index; the mean is over the
+// targets not ignored.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options = {});
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::kMean;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
 
 // Operators.
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -100,6 +100,8 @@ void run_unary_scalar(UnaryScalar op, const Layout<2>& l, void* o, const void* x
       return map1<T>(l, o, x, [s](T v) { return s - v; });
     case UnaryScalar::kRDiv:
       return map1<T>(l, o, x, [s](T v) { return s / v; });
+    case UnaryScalar::kGe:
+      return map1<T>(l, o, x, [s](T v) { return v >= s ? T(1) : T(0); });
   }
 }
 
@@ -149,6 +151,7 @@ const char* name_of(UnaryScalar op) {
     case UnaryScalar::kPow: return "pow_scalar";
     case UnaryScalar::kRSub: return "rsub_scalar";
     case UnaryScalar::kRDiv: return "rdiv_scalar";
+    case UnaryScalar::kGe: return "ge_scalar";
   }
   return "unary_scalar";
 }

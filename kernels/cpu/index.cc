@@ -1,4 +1,4 @@
-// index_select, index_add and scatter_add.
+// index_select, index_add, scatter_add and gather.
 //
 // Indices are validated in full before the first element is touched, so a bad index
 // never reads or writes out of bounds and never leaves a half-updated out. On cpu the
@@ -196,6 +196,41 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
   accumulate_indexed(stream, name, out, src, index, dim, chk,
                      cpu::make_layout<3>(src.sizes, {out_strides.data(), src.strides.data(),
                                                      index.strides.data()}));
+}
+
+void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
+            const View& index) {
+  const char* name = "gather";
+  check_common(name, stream, out, in, "in", index, dim);
+  cpu::check_same_sizes(name, "index", index, "out", out);
+  bool fits = true;
+  for (int64_t d = 0; d < out.dim(); ++d) fits = fits && (d == dim || out.sizes[d] <= in.sizes[d]);
+  SG_CHECK(fits, ValueError, name, ": out ", cpu::describe(out), " is larger than in ",
+           cpu::describe(in), " on a dim other than ", dim);
+  const IndexCheck chk = make_check(name, index, dim, in.sizes[dim]);
+  const std::vector<int64_t> in_strides = without_dim(in, dim);
+  const Layout<3> l = cpu::make_layout<3>(
+      out.sizes, {out.strides.data(), in_strides.data(), index.strides.data()});
+  if (l.numel == 0) return;
+  const bool host_checked = stream.device().is_cpu();
+  if (host_checked) check_indices(chk);
+  const MemRange reads[] = {in.byte_range(), index.byte_range()};
+  const MemRange writes[] = {out.byte_range()};
+  void* o = out.data;
+  const void* x = in.data;
+  const int64_t sd = in.strides[dim];
+  const DType dt = out.dtype;
+  launch(stream, {name, reads, writes}, [l, chk, host_checked, o, x, sd, dt] {
+    if (!host_checked) check_indices(chk);
+    cpu::dispatch_any(dt, [&](auto t) {
+      using T = decltype(t);
+      T* o0 = static_cast<T*>(o);
+      const T* x0 = static_cast<const T*>(x);
+      indexed_walk(l, chk.data, [&](int64_t oo, int64_t xo, int64_t i) {
+        o0[oo] = x0[xo + i * sd];
+      });
+    });
+  });
 }
 
 }  // namespace kernels

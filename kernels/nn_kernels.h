@@ -1,0 +1,35 @@
+// Kernels of the neural-network layers: im2col / col2im (the building blocks of
+// convolution, as unfold / fold) and 2-D max pooling with indices.
+//
+// All views are contiguous (ops make their inputs contiguous first) and of one floating
+// dtype, except max pooling's int64 indices. Shapes: `planes` are [P, H, W] images
+// (P = batch x channels); columns are [B, C * kH * kW, L] with L = oH * oW output
+// positions, rows ordered (channel, kernel row, kernel column) as PyTorch's unfold.
+// Taps in the padding read zeros (im2col) and are dropped (col2im); max pooling's
+// padding is -infinity, NaN wins (and propagates), ties keep the first position; indices
+// are flat h * W + w within each plane, as PyTorch's.
+//
+// Thread-safety: any thread, any stream (as kernels.h). Failure: ValueError naming the
+// kernel and the views for malformed or mismatched views; DeviceError on cuda streams.
+#ifndef STREAMGRAD_KERNELS_NN_KERNELS_H_
+#define STREAMGRAD_KERNELS_NN_KERNELS_H_
+
+#include "kernels/view.h"
+#include "kernels/window.h"
+#include "runtime/stream.h"
+
+namespace streamgrad {
+namespace kernels {
+
+// cols [B, C*kH*kW, oH*oW] from in [B, C, H, W].
+void im2col(const Stream& stream, const View& cols, const View& in, const Window2d& w);
+// out [B, C, H, W] += the columns summed back onto the positions they were taken from.
+void col2im(const Stream& stream, const View& out, const View& cols, const Window2d& w);
+// values and indices [P, oH, oW] from in [P, H, W]; oH, oW come from the views.
+void max_pool2d(const Stream& stream, const View& values, const View& indices, const View& in,
+                const Window2d& w);
+
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_NN_KERNELS_H_

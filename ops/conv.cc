@@ -1,0 +1,177 @@
+// unfold / fold (im2col / col2im) and conv2d built on them.
+//
+// unfold's backward is fold and fold's is unfold, so conv2d — unfold, one matmul per
+// group, a bias add — is differentiable to any order without a hand-written backward.
+// The matmul is batched over N with the weight broadcast; its backward sums the weight
+// gradient over the batch.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/grad_mode.h"
+#include "kernels/nn_kernels.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT
+
+std::string pair_str(std::array<int64_t, 2> v) { return absl::StrCat("(", v[0], ", ", v[1], ")"); }
+
+kernels::Window2d window_of(const char* op, std::array<int64_t, 2> kernel,
+                            const Conv2dParams& p) {
+  for (int d = 0; d < 2; ++d) {
+    SG_CHECK(kernel[d] > 0 && p.stride[d] > 0 && p.dilation[d] > 0 && p.padding[d] >= 0,
+             ValueError, op, ": kernel_size ", pair_str(kernel), ", stride ", pair_str(p.stride),
+             " and dilation ", pair_str(p.dilation), " must be positive and padding ",
+             pair_str(p.padding), " non-negative");
+  }
+  kernels::Window2d w;
+  for (int d = 0; d < 2; ++d) {
+    w.kernel[d] = kernel[d];
+    w.stride[d] = p.stride[d];
+    w.padding[d] = p.padding[d];
+    w.dilation[d] = p.dilation[d];
+  }
+  return w;
+}
+
+// The output positions of window `w` over [h, w]; a ValueError when the window does not
+// fit the padded input.
+std::array<int64_t, 2> positions(const char* op, const Tensor& input, int64_t h, int64_t wd,
+                                 const kernels::Window2d& w) {
+  const int64_t oh = kernels::window_output_size(h, w.kernel[0], w.stride[0], w.padding[0], w.dilation[0]);
+  const int64_t ow = kernels::window_output_size(wd, w.kernel[1], w.stride[1], w.padding[1], w.dilation[1]);
+  SG_CHECK(oh > 0 && ow > 0, ValueError, op, ": a ", w.kernel[0], "x", w.kernel[1],
+           " window with dilation (", w.dilation[0], ", ", w.dilation[1], ") does not fit input ",
+           input.describe(), " padded by (", w.padding[0], ", ", w.padding[1],
+           "); the output would be ", oh, "x", ow);
+  return {oh, ow};
+}
+
+// The data of `t` in contiguous layout, without recording (the caller wires its own node
+// to `t`).
+Tensor contiguous_data(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  NoGradGuard no_grad;
+  return contiguous(t);
+}
+
+struct UnfoldBackward final : Node {
+  std::string name() const override { return "UnfoldBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    return {fold(grads[0], output_size, kernel_size, params)};
+  }
+  std::array<int64_t, 2> output_size{}, kernel_size{};
+  Conv2dParams params;
+};
+
+struct FoldBackward final : Node {
+  std::string name() const override { return "FoldBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    return {unfold(grads[0], kernel_size, params)};
+  }
+  std::array<int64_t, 2> kernel_size{};
+  Conv2dParams params;
+};
+
+void check_image(const char* op, const Tensor& input) {
+  check_defined(input, op, "the input");
+  check_floating(input, op);
+  SG_CHECK(input.dim() == 3 || input.dim() == 4, ValueError, op,
+           ": expected a [N, C, H, W] or [C, H, W] input, got ", input.describe());
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& input, std::array<int64_t, 2> kernel_size, const Conv2dParams& p) {
+  check_image("unfold", input);
+  if (input.dim() == 3) return squeeze(unfold(unsqueeze(input, 0), kernel_size, p), 0);
+  const kernels::Window2d w = window_of("unfold", kernel_size, p);
+  const int64_t n = input.size(0), c = input.size(1), h = input.size(2), wd = input.size(3);
+  const std::array<int64_t, 2> o = positions("unfold", input, h, wd, w);
+  Tensor out = new_output({n, c * kernel_size[0] * kernel_size[1], o[0] * o[1]}, input.dtype(),
+                          input.device());
+  kernels::im2col(stream_of(out), out.view(), contiguous_data(input).view(), w);
+  if (any_requires_grad({input})) {
+    auto node = std::make_shared<UnfoldBackward>();
+    node->output_size = {h, wd};
+    node->kernel_size = kernel_size;
+    node->params = p;
+    wire(node, {input}, {out});
+  }
+  return out;
+}
+
+Tensor fold(const Tensor& input, std::array<int64_t, 2> output_size,
+            std::array<int64_t, 2> kernel_size, const Conv2dParams& p) {
+  check_defined(input, "fold", "the input");
+  check_floating(input, "fold");
+  SG_CHECK(input.dim() == 2 || input.dim() == 3, ValueError,
+           "fold: expected a [N, C * kH * kW, L] or [C * kH * kW, L] input, got ", input.describe());
+  if (input.dim() == 2) return squeeze(fold(unsqueeze(input, 0), output_size, kernel_size, p), 0);
+  const kernels::Window2d w = window_of("fold", kernel_size, p);
+  const int64_t taps = kernel_size[0] * kernel_size[1];
+  SG_CHECK(output_size[0] > 0 && output_size[1] > 0, ValueError, "fold: output_size ",
+           pair_str(output_size), " must be positive");
+  const std::array<int64_t, 2> o = positions("fold", input, output_size[0], output_size[1], w);
+  SG_CHECK(input.size(1) % taps == 0 && input.size(2) == o[0] * o[1], ValueError, "fold: input ",
+           input.describe(), " does not match a ", pair_str(kernel_size), " window over ",
+           pair_str(output_size), ": dim 1 must be a multiple of ", taps, " and dim 2 must be ",
+           o[0] * o[1]);
+  Tensor out = zeros({input.size(0), input.size(1) / taps, output_size[0], output_size[1]},
+                     TensorOptions().dtype(input.dtype()).device(input.device()));
+  kernels::col2im(stream_of(out), out.view(), contiguous_data(input).view(), w);
+  if (any_requires_grad({input})) {
+    auto node = std::make_shared<FoldBackward>();
+    node->kernel_size = kernel_size;
+    node->params = p;
+    wire(node, {input}, {out});
+  }
+  return out;
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              const Conv2dParams& p) {
+  check_image("conv2d", input);
+  check_defined(weight, "conv2d", "the weight");
+  check_same_device(input, weight, "conv2d");
+  check_same_dtype(input, weight, "conv2d");
+  if (input.dim() == 3) return squeeze(conv2d(unsqueeze(input, 0), weight, bias, p), 0);
+  SG_CHECK(weight.dim() == 4, ValueError, "conv2d: expected a [O, C / groups, kH, kW] weight, got ",
+           weight.describe());
+  const int64_t groups = p.groups, out_ch = weight.size(0), in_ch = input.size(1);
+  SG_CHECK(groups > 0 && out_ch % groups == 0 && in_ch == weight.size(1) * groups, ValueError,
+           "conv2d: input ", input.describe(), " has ", in_ch, " channels, weight ",
+           weight.describe(), " expects ", weight.size(1), " x groups ", groups,
+           "; groups must divide the output channels ", out_ch);
+  if (bias.defined()) {
+    check_same_device(input, bias, "conv2d");
+    check_same_dtype(input, bias, "conv2d");
+    SG_CHECK(bias.sizes() == Shape{out_ch}, ValueError, "conv2d: bias ", bias.describe(),
+             " must be [", out_ch, "], one per output channel");
+  }
+  const std::array<int64_t, 2> k{weight.size(2), weight.size(3)};
+  const Tensor cols = unfold(input, k, p);  // [N, C * kH * kW, L]
+  const int64_t rows = weight.size(1) * k[0] * k[1];
+  const Tensor w2 = reshape(weight, {out_ch, rows});
+  Tensor out;
+  if (groups == 1) {
+    out = matmul(w2, cols);
+  } else {
+    std::vector<Tensor> parts;
+    const int64_t per_group = out_ch / groups;
+    for (int64_t g = 0; g < groups; ++g) {
+      parts.push_back(matmul(narrow(w2, 0, g * per_group, per_group), narrow(cols, 1, g * rows, rows)));
+    }
+    out = cat(parts, 1);
+  }
+  if (bias.defined()) out = add(out, reshape(bias, {out_ch, 1}));
+  const kernels::Window2d w = window_of("conv2d", k, p);
+  const std::array<int64_t, 2> o = positions("conv2d", input, input.size(2), input.size(3), w);
+  return reshape(out, {input.size(0), out_ch, o[0], o[1]});
+}
+
+}  // namespace streamgrad

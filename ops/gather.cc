@@ -1,0 +1,98 @@
+// gather and scatter_add along a dim: each is the other's backward, so both are
+// differentiable to any order. They carry nll_loss's pick of the target class and max
+// pooling's routing of gradients back to the arg-max positions.
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT
+
+// Validates input/index for gather (index shaped like the result) and returns the
+// normalised dim.
+int64_t check_indexed(const char* op, const Tensor& t, int64_t dim, const Tensor& index,
+                      const Tensor* src) {
+  check_defined(t, op, "the input");
+  check_defined(index, op, "index");
+  check_same_device(t, index, op);
+  SG_CHECK(index.dtype() == DType::kInt64, ValueError, op, ": index must be int64, got ",
+           index.describe());
+  SG_CHECK(index.dim() == t.dim(), ValueError, op, ": index ", index.describe(),
+           " must have the rank of the input ", t.describe());
+  const int64_t d = wrap_dim(dim, t.dim(), op);
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    SG_CHECK(i == d || index.size(i) <= t.size(i), ValueError, op, ": index ",
+             index.describe(), " is larger than the input ", t.describe(), " on dim ", i);
+  }
+  if (src != nullptr) {
+    check_defined(*src, op, "src");
+    check_same_device(t, *src, op);
+    check_same_dtype(t, *src, op);
+    SG_CHECK(src->sizes() == index.sizes(), ValueError, op, ": src ", src->describe(),
+             " must have index's shape ", index.describe());
+  }
+  return d;
+}
+
+struct GatherBackward final : Node {
+  std::string name() const override { return "GatherBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    const Tensor zero = zeros(input.sizes, TensorOptions().dtype(grads[0].dtype()).device(grads[0].device()));
+    return {scatter_add(zero, dim, index.unpack("GatherBackward"), grads[0])};
+  }
+  void release_variables() override { index.reset(); }
+  SavedTensor index;
+  InputInfo input;
+  int64_t dim = 0;
+};
+
+struct ScatterAddBackward final : Node {
+  std::string name() const override { return "ScatterAddBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    if (!g.defined()) return {Tensor(), Tensor()};
+    TensorList out(2);
+    if (needs_grad(*this, 0)) out[0] = g;
+    if (needs_grad(*this, 1)) out[1] = gather(g, dim, index.unpack("ScatterAddBackward"));
+    return out;
+  }
+  void release_variables() override { index.reset(); }
+  SavedTensor index;
+  int64_t dim = 0;
+};
+
+}  // namespace
+
+Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
+  const int64_t d = check_indexed("gather", input, dim, index, nullptr);
+  Tensor out = new_output(index.sizes(), input.dtype(), input.device());
+  kernels::gather(stream_of(out), out.view(), input.view(), d, index.view());
+  if (any_requires_grad({input})) {
+    auto node = std::make_shared<GatherBackward>();
+    node->index = SavedTensor(index);
+    node->input = meta_of(input);
+    node->dim = d;
+    wire(node, {input}, {out});
+  }
+  return out;
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const int64_t d = check_indexed("scatter_add", self, dim, index, &src);
+  check_floating(self, "scatter_add");
+  Tensor out = new_output(self.sizes(), self.dtype(), self.device());
+  const Stream s = stream_of(out);
+  kernels::copy(s, out.view(), self.view());
+  kernels::scatter_add(s, out.view(), d, index.view(), src.view());
+  if (any_requires_grad({self, src})) {
+    auto node = std::make_shared<ScatterAddBackward>();
+    node->index = SavedTensor(index);
+    node->dim = d;
+    wire(node, {self, src}, {out});
+  }
+  return out;
+}
+
+}  // namespace streamgrad

@@ -1,0 +1,118 @@
+// max_pool2d and avg_pool2d.
+//
+// Max pooling finds the arg-max positions with a kernel (no history), then picks the
+// values with gather, so its backward (scatter_add to those positions) and double
+// backward come from gather's. Average pooling is the mean of unfold's columns (zero
+// padding counted), or their sum over the number of real taps (count_include_pad false).
+#include "absl/strings/str_cat.h"
+#include "engine/grad_mode.h"
+#include "kernels/nn_kernels.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT
+
+// The window of pooling `p` after PyTorch's checks; stride {0, 0} means the kernel size.
+kernels::Window2d pool_window(const char* op, const Tensor& input, const Pool2dParams& p) {
+  check_defined(input, op, "the input");
+  check_floating(input, op);
+  SG_CHECK(input.dim() == 3 || input.dim() == 4, ValueError, op,
+           ": expected a [N, C, H, W] or [C, H, W] input, got ", input.describe());
+  kernels::Window2d w;
+  const bool default_stride = p.stride[0] == 0 && p.stride[1] == 0;
+  for (int d = 0; d < 2; ++d) {
+    w.kernel[d] = p.kernel_size[d];
+    w.stride[d] = default_stride ? p.kernel_size[d] : p.stride[d];
+    w.padding[d] = p.padding[d];
+    w.dilation[d] = p.dilation[d];
+    SG_CHECK(w.kernel[d] > 0 && w.stride[d] > 0 && w.dilation[d] > 0, ValueError, op,
+             ": kernel_size (", p.kernel_size[0], ", ", p.kernel_size[1], "), stride (",
+             w.stride[0], ", ", w.stride[1], ") and dilation (", p.dilation[0], ", ",
+             p.dilation[1], ") must be positive");
+    SG_CHECK(w.padding[d] >= 0 && w.padding[d] <= w.kernel[d] / 2, ValueError, op, ": padding (",
+             p.padding[0], ", ", p.padding[1], ") must be between 0 and half the kernel size (",
+             p.kernel_size[0], ", ", p.kernel_size[1], ")");
+  }
+  return w;
+}
+
+std::array<int64_t, 2> pool_positions(const char* op, const Tensor& input,
+                                      const kernels::Window2d& w, bool ceil_mode) {
+  const int64_t h = input.size(-2), wd = input.size(-1);
+  const int64_t oh = kernels::window_output_size(h, w.kernel[0], w.stride[0], w.padding[0], w.dilation[0], ceil_mode);
+  const int64_t ow = kernels::window_output_size(wd, w.kernel[1], w.stride[1], w.padding[1], w.dilation[1], ceil_mode);
+  SG_CHECK(oh > 0 && ow > 0, ValueError, op, ": a ", w.kernel[0], "x", w.kernel[1],
+           " window does not fit input ", input.describe(), " (output would be ", oh, "x", ow, ")");
+  return {oh, ow};
+}
+
+Conv2dParams as_conv(const kernels::Window2d& w) {
+  Conv2dParams c;
+  for (int d = 0; d < 2; ++d) {
+    c.stride[d] = w.stride[d];
+    c.padding[d] = w.padding[d];
+    c.dilation[d] = w.dilation[d];
+  }
+  return c;
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p) {
+  const kernels::Window2d w = pool_window("max_pool2d", input, p);
+  const std::array<int64_t, 2> o = pool_positions("max_pool2d", input, w, p.ceil_mode);
+  const int64_t h = input.size(-2), wd = input.size(-1);
+  const int64_t planes = input.numel() / (h * wd);
+  Shape out_shape = input.sizes();
+  out_shape[out_shape.size() - 2] = o[0];
+  out_shape[out_shape.size() - 1] = o[1];
+  Tensor indices = new_output({planes, o[0], o[1]}, DType::kInt64, input.device());
+  {
+    NoGradGuard no_grad;
+    const Tensor x = reshape(contiguous(input), {planes, h, wd});
+    Tensor values = new_output({planes, o[0], o[1]}, input.dtype(), input.device());
+    kernels::max_pool2d(stream_of(values), values.view(), indices.view(), x.view(), w);
+  }
+  const Tensor flat_index = reshape(indices, {planes, o[0] * o[1]});
+  const Tensor values = gather(reshape(input, {planes, h * wd}), 1, flat_index);
+  return {reshape(values, out_shape), reshape(indices, out_shape)};
+}
+
+Tensor max_pool2d(const Tensor& input, const Pool2dParams& params) {
+  return max_pool2d_with_indices(input, params).first;
+}
+
+Tensor avg_pool2d(const Tensor& input, const Pool2dParams& p) {
+  const kernels::Window2d w = pool_window("avg_pool2d", input, p);
+  SG_CHECK(p.dilation[0] == 1 && p.dilation[1] == 1, ValueError,
+           "avg_pool2d: dilation is not an argument of average pooling; leave it (1, 1)");
+  SG_CHECK(!p.ceil_mode, ValueError,
+           "avg_pool2d: ceil_mode is not supported yet; pad the input instead");
+  const std::array<int64_t, 2> o = pool_positions("avg_pool2d", input, w, false);
+  const int64_t h = input.size(-2), wd = input.size(-1);
+  const int64_t planes = input.numel() / (h * wd);
+  Shape out_shape = input.sizes();
+  out_shape[out_shape.size() - 2] = o[0];
+  out_shape[out_shape.size() - 1] = o[1];
+  const std::array<int64_t, 2> k{w.kernel[0], w.kernel[1]};
+  const Tensor cols = unfold(reshape(input, {planes, 1, h, wd}), k, as_conv(w));  // [P, kk, L]
+  Tensor out;
+  if (p.count_include_pad) {
+    out = mean(cols, {1});
+  } else {
+    // The taps of each window inside the input: unfold of ones (no history).
+    Tensor count;
+    {
+      NoGradGuard no_grad;
+      const Tensor ones_image = ones({1, 1, h, wd}, TensorOptions().dtype(input.dtype()).device(input.device()));
+      count = sum(unfold(ones_image, k, as_conv(w)), {1});  // [1, L]
+    }
+    out = div(sum(cols, {1}), count);
+  }
+  return reshape(out, out_shape);
+}
+
+}  // namespace streamgrad
