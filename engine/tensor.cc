@@ -204,6 +204,33 @@ void Tensor::set_grad(const Tensor& grad) const {
   m.grad = grad;
 }
 
+void Tensor::set_data(const Tensor& data) const {
+  SG_CHECK(defined() && data.defined(), ValueError, "set_data: both tensors must be defined");
+  SG_CHECK(is_leaf(), ValueError, "set_data: ", describe(),
+           " has a grad_fn; only leaves can have their data replaced");
+  SG_CHECK(!is_same(data), ValueError, "set_data: a tensor cannot take its own data");
+  SG_CHECK(!requires_grad() || is_floating(data.dtype()), ValueError, "set_data: ", describe(),
+           " requires grad, so its new data ", data.describe(), " must be floating");
+  TensorImpl* to = impl();
+  const TensorImpl* from = data.impl();
+  to->storage = from->storage;
+  to->offset = from->offset;
+  to->sizes = from->sizes;
+  to->strides = from->strides;
+  to->dtype = from->dtype;
+  to->stream = from->stream;
+  to->base = from->base;
+  // Saved copies of the old data are stale now: their version check reports it.
+  to->version->fetch_add(1);
+  if (AutogradMeta* m = autograd_meta_if_any()) {
+    std::lock_guard<std::mutex> lk(m->mu);
+    if (m->grad.defined() && (m->grad.sizes() != sizes() || m->grad.dtype() != dtype() ||
+                              m->grad.device() != device())) {
+      m->grad = Tensor();
+    }
+  }
+}
+
 std::shared_ptr<Node> Tensor::grad_fn() const {
   const AutogradMeta* m = autograd_meta_if_any();
   return m == nullptr ? nullptr : m->grad_fn;

@@ -97,6 +97,11 @@ class Tensor {
   Tensor& requires_grad_(bool requires_grad = true);
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;
+  // Makes this tensor (and every handle to it) refer to `data`'s storage, shape, dtype and
+  // stream, keeping its autograd state (requires_grad, hooks); a .grad that no longer
+  // matches is dropped. For leaves only, as libtorch's set_data: what Module::to() uses to
+  // move parameters without invalidating handles held elsewhere (optimisers).
+  void set_data(const Tensor& data) const;
   std::shared_ptr<Node> grad_fn() const;
   uint32_t output_nr() const;
   bool is_leaf() const;

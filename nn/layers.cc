@@ -1,0 +1,120 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/factories.h"
+#include "engine/grad_mode.h"
+#include "nn/init.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace nn {
+namespace {
+
+// PyTorch's default for Linear and Conv2d: kaiming_uniform_(a = sqrt(5)) on the weight,
+// and the bias uniform in +-1 / sqrt(fan_in).
+void default_init(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double bound = 1 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+void check_positive(const char* module, const char* what, int64_t v) {
+  SG_CHECK(v > 0, ValueError, module, ": ", what, " must be positive, got ", v);
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) : Module("Linear") {
+  check_positive("Linear", "in_features", in_features);
+  check_positive("Linear", "out_features", out_features);
+  weight = register_parameter("weight", empty({out_features, in_features}));
+  if (with_bias) bias = register_parameter("bias", empty({out_features}));
+  default_init(weight, bias);
+}
+
+Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+               const Conv2dParams& p, bool with_bias)
+    : Module("Conv2d"), params(p) {
+  check_positive("Conv2d", "in_channels", in_channels);
+  check_positive("Conv2d", "out_channels", out_channels);
+  check_positive("Conv2d", "kernel_size", kernel_size);
+  SG_CHECK(p.groups > 0 && in_channels % p.groups == 0 && out_channels % p.groups == 0,
+           ValueError, "Conv2d: groups ", p.groups, " must divide in_channels ", in_channels,
+           " and out_channels ", out_channels);
+  weight = register_parameter(
+      "weight", empty({out_channels, in_channels / p.groups, kernel_size, kernel_size}));
+  if (with_bias) bias = register_parameter("bias", empty({out_channels}));
+  default_init(weight, bias);
+}
+
+Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, params); }
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps_, double momentum_, bool affine)
+    : Module("BatchNorm2d"), eps(eps_), momentum(momentum_) {
+  check_positive("BatchNorm2d", "num_features", num_features);
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}));
+    bias = register_parameter("bias", zeros({num_features}));
+  }
+  running_mean = register_buffer("running_mean", zeros({num_features}));
+  running_var = register_buffer("running_var", ones({num_features}));
+  num_batches_tracked =
+      register_buffer("num_batches_tracked", zeros({}, TensorOptions().dtype(DType::kInt64)));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& input) {
+  SG_CHECK(input.dim() == 4, ValueError, "BatchNorm2d: expected a [N, C, H, W] input, got ",
+           input.describe());
+  if (is_training()) {
+    // Counted on the host and written with fill_ (asynchronous): reading the buffer back
+    // would make every training step wait for the device. Only kept for state dicts
+    // (PyTorch uses it for momentum=None, which this module does not offer).
+    NoGradGuard no_grad;
+    fill_(num_batches_tracked, static_cast<double>(++batches_));
+  }
+  return batch_norm(input, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding)
+    : Module("Embedding"), padding_idx(padding) {
+  check_positive("Embedding", "num_embeddings", num_embeddings);
+  check_positive("Embedding", "embedding_dim", embedding_dim);
+  SG_CHECK(padding < num_embeddings, ValueError, "Embedding: padding_idx ", padding,
+           " is not below num_embeddings ", num_embeddings);
+  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
+  init::normal_(weight);
+  if (padding >= 0) {
+    NoGradGuard no_grad;
+    Tensor row = narrow(weight, 0, padding, 1);
+    zero_(row);
+  }
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
+
+Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
+  SG_CHECK(p >= 0 && p <= 1, ValueError, "Dropout: probability ", p, " must be in [0, 1]");
+}
+
+Sequential::Sequential(const std::vector<std::shared_ptr<Module>>& modules) : Sequential() {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> module) {
+  layers_.push_back(register_module(absl::StrCat(layers_.size()), std::move(module)));
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (const auto& layer : layers_) x = layer->forward(x);
+  return x;
+}
+
+}  // namespace nn
+}  // namespace streamgrad

@@ -1,0 +1,118 @@
+// The layers of torch::nn that training code uses most, each a Module with PyTorch's
+// parameter names, shapes and default initialisation (so state dicts line up):
+// Linear, Conv2d, BatchNorm2d, Embedding, ReLU, MaxPool2d, AvgPool2d, Flatten, Dropout,
+// and the Sequential container.
+//
+//   auto net = std::make_shared<nn::Sequential>();
+//   net->push_back(std::make_shared<nn::Conv2d>(1, 16, 3, Conv2dParams{{1, 1}, {1, 1}}));
+//   net->push_back(std::make_shared<nn::ReLU>());
+//   net->push_back(std::make_shared<nn::MaxPool2d>(2));
+//   net->push_back(std::make_shared<nn::Flatten>());
+//   net->push_back(std::make_shared<nn::Linear>(16 * 14 * 14, 10));
+//   Tensor logits = net->forward(images);
+//
+// Dropout and BatchNorm2d follow the module's training flag (train()/eval()).
+// Thread-safety and failure: as Module; forward throws what the underlying op throws.
+#ifndef STREAMGRAD_NN_LAYERS_H_
+#define STREAMGRAD_NN_LAYERS_H_
+
+#include <memory>
+#include <vector>
+
+#include "nn/module.h"
+#include "ops/ops.h"
+
+namespace streamgrad {
+namespace nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& input) override;
+  Tensor weight, bias;  // [out, in], [out] (undefined without bias)
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+         const Conv2dParams& params = {}, bool bias = true);
+  Tensor forward(const Tensor& input) override;
+  Tensor weight, bias;  // [out, in / groups, k, k], [out]
+  Conv2dParams params;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true);
+  Tensor forward(const Tensor& input) override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  double eps, momentum;
+
+ private:
+  int64_t batches_ = 0;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1);
+  Tensor forward(const Tensor& indices) override;
+  Tensor weight;
+  int64_t padding_idx;
+};
+
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& input) override { return relu(input); }
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel_size) : MaxPool2d(Pool2dParams{{kernel_size, kernel_size}}) {}
+  explicit MaxPool2d(const Pool2dParams& params) : Module("MaxPool2d"), params(params) {}
+  Tensor forward(const Tensor& input) override { return max_pool2d(input, params); }
+  Pool2dParams params;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(int64_t kernel_size) : AvgPool2d(Pool2dParams{{kernel_size, kernel_size}}) {}
+  explicit AvgPool2d(const Pool2dParams& params) : Module("AvgPool2d"), params(params) {}
+  Tensor forward(const Tensor& input) override { return avg_pool2d(input, params); }
+  Pool2dParams params;
+};
+
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& input) override { return flatten(input, start_dim, end_dim); }
+  int64_t start_dim, end_dim;
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& input) override { return dropout(input, p, is_training()); }
+  double p;
+};
+
+// Children named "0", "1", ...; forward feeds each one's output to the next.
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  explicit Sequential(const std::vector<std::shared_ptr<Module>>& modules);
+  void push_back(std::shared_ptr<Module> module);
+  Tensor forward(const Tensor& input) override;
+  size_t size() const { return layers_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const { return layers_.at(i); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+}  // namespace nn
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_NN_LAYERS_H_

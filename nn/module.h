@@ -1,0 +1,105 @@
+// nn::Module: the base of every layer and model, as libtorch's torch::nn::Module —
+// named parameters, buffers and child modules, train/eval, device and dtype moves,
+// zero_grad and state dicts.
+//
+//   struct Net : nn::Module {
+//     Net() : Module("Net") {
+//       fc1 = register_module("fc1", std::make_shared<nn::Linear>(784, 256));
+//       fc2 = register_module("fc2", std::make_shared<nn::Linear>(256, 10));
+//     }
+//     Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+//     std::shared_ptr<nn::Linear> fc1, fc2;
+//   };
+//   auto net = std::make_shared<Net>();
+//   net->to(Device("sim:0"));              // parameters move; handles to them stay valid
+//   for (auto& [name, p] : net->named_parameters()) ...   // "fc1.weight", "fc1.bias", ...
+//   nn::NamedTensors sd = net->state_dict();
+//
+// Names are dotted paths in registration order. A module shared by two parents is
+// listed once (under its first path), so optimisers see each parameter once. to()
+// replaces each parameter's and buffer's data in place (Tensor::set_data): optimisers
+// built before a move keep working, but their state tensors stay where they were
+// (build optimisers after moving the model, as in PyTorch).
+//
+// Thread-safety: a module is built and changed (register_*, to, train, load_state_dict)
+// by one thread; forward may run concurrently on independent inputs when it only reads.
+// Failure: ValueError for duplicate or empty names, and from load_state_dict for missing
+// or unexpected keys (strict) and wrong shapes or dtypes — naming the key, what was
+// expected and what was given — after which the module is unchanged.
+#ifndef STREAMGRAD_NN_MODULE_H_
+#define STREAMGRAD_NN_MODULE_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "runtime/device.h"
+
+namespace streamgrad {
+namespace nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The single-input forward most layers have; containers and models override it.
+  virtual Tensor forward(const Tensor& input);
+  const std::string& type_name() const { return type_name_; }
+
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // Every module below this one (not this one), depth first, each once.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  void to(Device device, bool non_blocking = false);
+  void to(DType dtype);  // floating parameters and buffers only, as PyTorch
+  void zero_grad(bool set_to_none = true);
+
+  // Parameters then buffers of each module, depth first in registration order.
+  NamedTensors state_dict() const;
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+ protected:
+  Tensor& register_parameter(std::string name, Tensor tensor, bool requires_grad = true);
+  Tensor& register_buffer(std::string name, Tensor tensor);
+  template <typename M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    add_child(std::move(name), module);
+    return module;
+  }
+
+ private:
+  void add_child(std::string name, std::shared_ptr<Module> module);
+  void check_name(const std::string& name, const char* what) const;
+  // fn(name, tensor, is_parameter) over this module's and its descendants' tensors.
+  template <typename Fn>
+  void visit_tensors(bool recurse, Fn fn) const;
+  void apply_to_tensors(const std::function<Tensor(const Tensor&)>& convert);
+
+  std::string type_name_;
+  bool training_ = true;
+  // Deques: register_* hand out references that stay valid as more are added.
+  std::deque<std::pair<std::string, Tensor>> parameters_;
+  std::deque<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace nn
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_NN_MODULE_H_
