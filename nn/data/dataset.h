@@ -1,0 +1,64 @@
+// Data sets for training: random access to examples written straight into a batch
+// buffer (no per-example allocation), and the MNIST / Fashion-MNIST image sets.
+//
+//   absl::StatusOr<std::shared_ptr<ImageDataset>> train =
+//       load_fashion_mnist("/usr/share/datasets/fashion-mnist", /*train=*/true);
+//
+// Thread-safety: get() is const and may be called from several threads at once (the
+// data loader's workers). Failure: load_* return a Status naming the file and the
+// problem (see read_idx), or the two files' disagreement on the number of examples.
+#ifndef STREAMGRAD_NN_DATA_DATASET_H_
+#define STREAMGRAD_NN_DATA_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/tensor.h"
+
+namespace streamgrad {
+namespace nn {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // The shape of one example's data (a batch is [B, *example_shape()], float32).
+  virtual Shape example_shape() const = 0;
+  // Writes example i's data (numel(example_shape()) floats) and its int64 target.
+  virtual void get(int64_t i, float* data, int64_t* target) const = 0;
+};
+
+// Images of one channel, stored as bytes: example i is [1, H, W] with values
+// (pixel / 255 - mean) / std, and its label.
+class ImageDataset : public Dataset {
+ public:
+  ImageDataset(std::vector<uint8_t> pixels, std::vector<int64_t> labels, int64_t height,
+               int64_t width, float mean = 0, float std = 1);
+  int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
+  Shape example_shape() const override { return {1, height_, width_}; }
+  void get(int64_t i, float* data, int64_t* target) const override;
+  int64_t label(int64_t i) const { return labels_.at(i); }
+
+ private:
+  std::vector<uint8_t> pixels_;
+  std::vector<int64_t> labels_;
+  int64_t height_, width_;
+  float lut_[256];  // pixel value -> normalised float
+};
+
+// {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from `dir`. Normalised with the
+// training set's mean and std when `normalize` (Fashion-MNIST: 0.2860, 0.3530).
+absl::StatusOr<std::shared_ptr<ImageDataset>> load_fashion_mnist(const std::string& dir, bool train,
+                                                                 bool normalize = true);
+// The same reader for any pair of IDX image and label files.
+absl::StatusOr<std::shared_ptr<ImageDataset>> load_idx_images(const std::string& images,
+                                                              const std::string& labels,
+                                                              float mean = 0, float std = 1);
+
+}  // namespace nn
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_NN_DATA_DATASET_H_

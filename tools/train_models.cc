@@ -1,0 +1,82 @@
+#include "tools/train_models.h"
+
+#include "runtime/error.h"
+#include "runtime/guard.h"
+#include "runtime/runtime.h"
+
+namespace streamgrad {
+namespace {
+
+using ModuleList = std::vector<std::shared_ptr<nn::Module>>;
+
+Conv2dParams padded(int64_t p) {
+  Conv2dParams c;
+  c.padding = {p, p};
+  return c;
+}
+
+std::shared_ptr<nn::Module> mlp() {
+  return std::make_shared<nn::Sequential>(ModuleList{
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 256),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
+}
+
+std::shared_ptr<nn::Module> cnn() {
+  return std::make_shared<nn::Sequential>(ModuleList{
+      std::make_shared<nn::Conv2d>(1, 16, 3, padded(1)), std::make_shared<nn::BatchNorm2d>(16),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
+      std::make_shared<nn::Conv2d>(16, 32, 3, padded(1)), std::make_shared<nn::BatchNorm2d>(32),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(32 * 7 * 7, 128),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.25),
+      std::make_shared<nn::Linear>(128, 10)});
+}
+
+}  // namespace
+
+TwoBranch::TwoBranch() : Module("TwoBranch") {
+  dense_ = register_module("dense", std::make_shared<nn::Sequential>(ModuleList{
+                                        std::make_shared<nn::Flatten>(),
+                                        std::make_shared<nn::Linear>(784, 256),
+                                        std::make_shared<nn::ReLU>()}));
+  conv_ = register_module("conv", std::make_shared<nn::Sequential>(ModuleList{
+                                      std::make_shared<nn::Conv2d>(1, 8, 5, padded(2)),
+                                      std::make_shared<nn::ReLU>(),
+                                      std::make_shared<nn::MaxPool2d>(2),
+                                      std::make_shared<nn::Flatten>(),
+                                      std::make_shared<nn::Linear>(8 * 14 * 14, 256),
+                                      std::make_shared<nn::ReLU>()}));
+  head_ = register_module("head", std::make_shared<nn::Linear>(512, 10));
+}
+
+void TwoBranch::use_streams(Device device, bool two_streams) {
+  two_streams_ = two_streams && !device.is_cpu();
+  if (two_streams_) side_[0] = Stream::create(device), side_[1] = Stream::create(device);
+}
+
+Tensor TwoBranch::forward(const Tensor& images) {
+  if (!two_streams_) return head_->forward(cat({dense_->forward(images), conv_->forward(images)}, 1));
+  const Stream main = current_stream(images.device());
+  Tensor branch[2];
+  for (int i = 0; i < 2; ++i) {
+    side_[i].wait_stream(main);  // the images (and the parameters' last update) are ready
+    images.storage().record_stream(side_[i]);  // read there: not reused before (S8)
+    StreamGuard on_side(side_[i]);
+    branch[i] = (i == 0 ? dense_ : conv_)->forward(images);
+  }
+  for (int i = 0; i < 2; ++i) {
+    main.wait_stream(side_[i]);
+    branch[i].storage().record_stream(main);
+  }
+  return head_->forward(cat({branch[0], branch[1]}, 1));
+}
+
+std::shared_ptr<nn::Module> make_model(const std::string& name) {
+  if (name == "mlp") return mlp();
+  if (name == "cnn") return cnn();
+  if (name == "twobranch") return std::make_shared<TwoBranch>();
+  throw ValueError("unknown model '" + name + "'; expected mlp, cnn or twobranch");
+}
+
+}  // namespace streamgrad
