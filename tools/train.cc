@@ -181,11 +181,7 @@ int train() {
     double epoch_loss = 0, running = 0;
     int64_t step = 0, examples = 0, interval = 0;
     for (nn::Batch b; train_loader.next(&b);) {
-      opt->zero_grad();
-      Tensor loss = cross_entropy(model->forward(b.data), b.target);
-      loss.backward();
-      opt->step();
-      const Tensor l = loss.detach();
+      const Tensor l = train_step(*model, *opt, b);
       interval_sum = interval_sum.defined() ? add(interval_sum, l) : l;
       ++step;
       ++interval;

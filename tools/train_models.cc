@@ -1,5 +1,7 @@
 #include "tools/train_models.h"
 
+#include "engine/grad_mode.h"
+#include "ops/ops.h"
 #include "runtime/error.h"
 #include "runtime/guard.h"
 #include "runtime/runtime.h"
@@ -52,7 +54,22 @@ TwoBranch::TwoBranch() : Module("TwoBranch") {
 
 void TwoBranch::use_streams(Device device, bool two_streams) {
   two_streams_ = two_streams && !device.is_cpu();
-  if (two_streams_) side_[0] = Stream::create(device), side_[1] = Stream::create(device);
+  if (!two_streams_) return;
+  const Stream main = current_stream(device);
+  NoGradGuard no_grad;
+  for (int i = 0; i < 2; ++i) {
+    side_[i] = Stream::create(device);
+    // Each branch's parameters are re-made on its stream: their gradients are produced
+    // there, and a leaf accumulates .grad on the stream it was created on (S5), so a
+    // parameter left on the caller's stream would cost a cross-stream wait per backward.
+    side_[i].wait_stream(main);
+    StreamGuard on_side(side_[i]);
+    for (const Tensor& p : (i == 0 ? dense_ : conv_)->parameters()) {
+      p.storage().record_stream(side_[i]);  // read there by the clone: not reused before (S8)
+      p.set_data(clone(p.detach()));
+    }
+  }
+  for (const Stream& s : side_) main.wait_stream(s);  // the optimiser updates them on main
 }
 
 Tensor TwoBranch::forward(const Tensor& images) {
@@ -77,6 +94,14 @@ std::shared_ptr<nn::Module> make_model(const std::string& name) {
   if (name == "cnn") return cnn();
   if (name == "twobranch") return std::make_shared<TwoBranch>();
   throw ValueError("unknown model '" + name + "'; expected mlp, cnn or twobranch");
+}
+
+Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch) {
+  optimizer.zero_grad();
+  Tensor loss = cross_entropy(model.forward(batch.data), batch.target);
+  loss.backward();
+  optimizer.step();
+  return loss.detach();
 }
 
 }  // namespace streamgrad

@@ -8,6 +8,8 @@
 //              stream (each waits for the caller's stream first; the caller's stream waits
 //              for both before the join), so backward replays them there too (S2).
 //
+// train_step is the step tools/train runs, shared with the tests of these models.
+//
 // Thread-safety and failure: as nn::Module. make_model throws ValueError for an unknown
 // name.
 #ifndef STREAMGRAD_TOOLS_TRAIN_MODELS_H_
@@ -16,7 +18,9 @@
 #include <memory>
 #include <string>
 
+#include "nn/data/loader.h"
 #include "nn/layers.h"
+#include "nn/optim.h"
 
 namespace streamgrad {
 
@@ -37,6 +41,11 @@ class TwoBranch : public nn::Module {
 
 // "mlp", "cnn" or "twobranch", initialised from the current manual_seed.
 std::shared_ptr<nn::Module> make_model(const std::string& name);
+
+// One optimisation step on `batch` with the cross-entropy loss: zero_grad, forward,
+// backward, step. Returns the loss, detached and still on the device: reading it is the
+// caller's choice, so the host can run ahead of the device.
+Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch);
 
 }  // namespace streamgrad
 
