@@ -285,10 +285,25 @@ absl::StatusOr<ParsedFile> read_safetensors(const char* op, const std::string& p
   const uint64_t buffer_size = size - f.data_start;
   const std::string text = f.bytes.substr(8, n);
   json header;
+  // A JSON object with a repeated key keeps only one value; a repeated tensor name is
+  // refused rather than silently resolved.
+  std::set<std::string> names;
+  std::string repeated;
+  const json::parser_callback_t note_names = [&](int depth, json::parse_event_t event,
+                                                 json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && parsed.is_string() &&
+        !names.insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    header = json::parse(text);
+    header = json::parse(text, note_names);
   } catch (const json::exception& e) {
     return corrupt(op, path, absl::StrCat("the header is not valid JSON: ", e.what()));
+  }
+  if (!repeated.empty()) {
+    return corrupt(op, path, absl::StrCat("key '", repeated, "' appears twice in the header"));
   }
   if (!header.is_object()) {
     return corrupt(op, path, absl::StrCat("the header must be a JSON object, found a ",

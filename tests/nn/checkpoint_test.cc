@@ -139,6 +139,9 @@ TEST_CASE("resuming Adam from a checkpoint continues training bitwise", "[nn][ch
   CHECK(opt2.lr() == 0.01);
   CHECK(opt2.state_dict().scalars.at("0.step") == 3);
   for (const auto& [name, t] : opt2.state_dict().tensors) CHECK(t.device() == device);
+  // Without an optimiser the optimiser's entries are ignored.
+  auto model_only = make_model(6, device);
+  CHECK(nn::load_checkpoint(path, *model_only).ok());
   train(*second, opt2, b, 3);  // resumed
   const auto a = first->state_dict(), c = second->state_dict();
   for (size_t i = 0; i < a.size(); ++i) {
@@ -366,6 +369,10 @@ TEST_CASE("corrupted and mismatched checkpoints are refused, changing nothing",
   refused(join("{\"a\": [1,", parts.data), "not valid JSON");
   refused(join("[1, 2, 3]", parts.data), "must be a JSON object, found a array");
   refused(join(" " + parts.header.dump(), parts.data), "must start with '{'");
+  refused(join("{\"" + first + "\":{\"dtype\":\"I64\",\"shape\":[7],\"data_offsets\":[0,56]}," +
+                   parts.header.dump().substr(1),
+               parts.data),
+          "key '" + first + "' appears twice in the header");
   refused(edited([&](Parts& p) { p.header[first] = 5; }), "expected an object");
   refused(edited([&](Parts& p) { p.header[first].erase("data_offsets"); }),
           "tensor '" + first + "': missing 'data_offsets'");
