@@ -1,0 +1,433 @@
+#include "nn/checkpoint_format.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/factories.h"
+#include "runtime/error.h"
+#include <nlohmann/json.hpp>
+
+// The format is little-endian; tensors are copied byte for byte.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "nn/checkpoint assumes a little-endian host");
+
+namespace streamgrad {
+namespace nn {
+namespace checkpoint_internal {
+namespace {
+
+using json = nlohmann::json;
+
+std::optional<DType> dtype_of_code(const std::string& code) {
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kBool}) {
+    if (code == dtype_code(t)) return t;
+  }
+  return std::nullopt;
+}
+
+// Codes the format defines that streamgrad has no dtype for: refused as unsupported
+// rather than unknown, so the message says what to do.
+bool is_other_safetensors_dtype(const std::string& code) {
+  static const std::set<std::string> kOthers = {
+      "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "I8", "I16",
+      "I32", "U8",   "U16",     "U32",     "U64",     "C64"};
+  return kOthers.count(code) == 1;
+}
+
+const char* json_kind(const json& v) { return v.type_name(); }
+
+bool as_u64(const json& v, uint64_t* out) {
+  if (!v.is_number_integer()) return false;  // floats, strings, ...
+  if (v.is_number_unsigned()) {
+    *out = v.get<uint64_t>();
+    return true;
+  }
+  const int64_t s = v.get<int64_t>();
+  if (s < 0) return false;
+  *out = static_cast<uint64_t>(s);
+  return true;
+}
+
+absl::Status corrupt(const char* op, const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(where(op, path), what));
+}
+
+// Validates one header entry (everything that does not depend on the other entries).
+absl::Status parse_entry(const char* op, const std::string& path, const std::string& name,
+                         const json& v, uint64_t buffer_size, Entry* out) {
+  const std::string key = absl::StrCat("tensor '", name, "': ");
+  if (!v.is_object()) {
+    return corrupt(op, path, absl::StrCat(key, "expected an object with dtype, shape and "
+                                          "data_offsets, found a ", json_kind(v)));
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!v.contains(field)) return corrupt(op, path, absl::StrCat(key, "missing '", field, "'"));
+  }
+  out->name = name;
+  const json& dtype = v["dtype"];
+  if (!dtype.is_string()) {
+    return corrupt(op, path, absl::StrCat(key, "dtype must be a string, found a ", json_kind(dtype)));
+  }
+  const std::string code = dtype.get<std::string>();
+  const std::optional<DType> t = dtype_of_code(code);
+  if (!t) {
+    if (is_other_safetensors_dtype(code)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(op, path), key, "dtype ", code,
+          " is not supported (streamgrad holds F32, F64, I64 and BOOL); convert it before saving"));
+    }
+    return corrupt(op, path, absl::StrCat(key, "unknown dtype '", code, "'"));
+  }
+  out->dtype = *t;
+  const json& shape = v["shape"];
+  if (!shape.is_array()) {
+    return corrupt(op, path, absl::StrCat(key, "shape must be an array, found a ", json_kind(shape)));
+  }
+  uint64_t numel = 1;
+  out->shape.clear();
+  for (const json& d : shape) {
+    uint64_t n = 0;
+    if (!as_u64(d, &n) || n > static_cast<uint64_t>(INT64_MAX)) {
+      return corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(),
+                                            " must hold non-negative integers"));
+    }
+    if (__builtin_mul_overflow(numel, n, &numel)) {
+      return corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(), " overflows"));
+    }
+    out->shape.push_back(static_cast<int64_t>(n));
+  }
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, element_size(*t), &nbytes) || numel > INT64_MAX) {
+    return corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(), " overflows"));
+  }
+  const json& offsets = v["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !as_u64(offsets[0], &out->begin) ||
+      !as_u64(offsets[1], &out->end) || out->begin > out->end) {
+    return corrupt(op, path, absl::StrCat(key, "data_offsets ", offsets.dump(),
+                                          " must be [begin, end] with 0 <= begin <= end"));
+  }
+  if (out->end - out->begin != nbytes) {
+    return corrupt(op, path, absl::StrCat(key, "data_offsets [", out->begin, ", ", out->end,
+                                          ") hold ", out->end - out->begin, " bytes but ",
+                                          describe(*out), " needs ", nbytes));
+  }
+  if (out->end > buffer_size) {
+    return corrupt(op, path, absl::StrCat(key, "data_offsets [", out->begin, ", ", out->end,
+                                          ") run past the end of the ", buffer_size,
+                                          "-byte data buffer (truncated file?)"));
+  }
+  return absl::OkStatus();
+}
+
+// The entries must tile [0, buffer_size) exactly: no overlap, no hole, nothing after.
+absl::Status check_coverage(const char* op, const std::string& path, const ParsedFile& f,
+                            uint64_t buffer_size) {
+  std::vector<const Entry*> order;
+  for (const auto& [name, e] : f.entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
+  });
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry* e : order) {
+    if (e->begin < covered) {
+      return corrupt(op, path, absl::StrCat("tensor '", e->name, "': data_offsets [", e->begin,
+                                            ", ", e->end, ") overlap those of '",
+                                            previous->name, "' [", previous->begin, ", ",
+                                            previous->end, ")"));
+    }
+    if (e->begin > covered) {
+      return corrupt(op, path, absl::StrCat("bytes [", covered, ", ", e->begin,
+                                            ") of the data buffer (a hole before tensor '",
+                                            e->name, "') belong to no tensor"));
+    }
+    covered = e->end;
+    previous = e;
+  }
+  if (covered != buffer_size) {
+    return corrupt(op, path, absl::StrCat("bytes [", covered, ", ", buffer_size,
+                                          ") at the end of the data buffer belong to no tensor"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_bools(const char* op, const std::string& path, const ParsedFile& f) {
+  for (const auto& [name, e] : f.entries) {
+    if (e.dtype != DType::kBool) continue;
+    for (uint64_t i = e.begin; i < e.end; ++i) {
+      const unsigned char b = static_cast<unsigned char>(f.bytes[f.data_start + i]);
+      if (b > 1) {
+        return corrupt(op, path, absl::StrCat("tensor '", name, "': element ", i - e.begin,
+                                              " of a BOOL tensor is ", int{b}, ", not 0 or 1"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> read_whole(const char* op, const std::string& path) {
+  FILE* fp = std::fopen(path.c_str(), "rb");
+  if (fp == nullptr) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "cannot open: ", std::strerror(err)));
+  }
+  std::string bytes;
+  char chunk[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), fp)) > 0) bytes.append(chunk, n);
+  const bool failed = std::ferror(fp) != 0;
+  const int err = errno;
+  std::fclose(fp);
+  if (failed) {
+    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "read failed: ", std::strerror(err)));
+  }
+  return bytes;
+}
+
+template <typename T>
+std::vector<T> decode(const char* p, size_t n) {
+  std::vector<T> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+    out[i] = v;
+  }
+  return out;
+}
+
+template <typename T>
+void append_bytes(const std::vector<T>& values, std::string* out) {
+  for (const T v : values) {
+    const T copy = v;  // std::vector<bool> hands out proxies
+    out->append(reinterpret_cast<const char*>(&copy), sizeof(T));
+  }
+}
+
+// The tensor's elements, dense and row-major; to_vector reads on the device's current
+// stream, so pending work on that stream is finished first.
+std::string host_bytes(const Tensor& t) {
+  std::string out;
+  out.reserve(static_cast<size_t>(t.numel()) * element_size(t.dtype()));
+  switch (t.dtype()) {
+    case DType::kFloat32: append_bytes(t.to_vector<float>(), &out); break;
+    case DType::kFloat64: append_bytes(t.to_vector<double>(), &out); break;
+    case DType::kInt64: append_bytes(t.to_vector<int64_t>(), &out); break;
+    case DType::kBool: append_bytes(t.to_vector<bool>(), &out); break;
+  }
+  return out;
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string where(const char* op, const std::string& path) {
+  return absl::StrCat(op, " '", path, "': ");
+}
+
+const char* dtype_code(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "F32";
+    case DType::kFloat64: return "F64";
+    case DType::kInt64: return "I64";
+    case DType::kBool: return "BOOL";
+  }
+  return "?";
+}
+
+std::string describe(const Entry& entry) {
+  return absl::StrCat(dtype_code(entry.dtype), "[", absl::StrJoin(entry.shape, ", "), "]");
+}
+
+absl::StatusOr<ParsedFile> read_safetensors(const char* op, const std::string& path) {
+  absl::StatusOr<std::string> bytes = read_whole(op, path);
+  if (!bytes.ok()) return bytes.status();
+  ParsedFile f;
+  f.bytes = std::move(*bytes);
+  const uint64_t size = f.bytes.size();
+  if (size < 8) {
+    return corrupt(op, path, absl::StrCat("the file has ", size, " bytes, fewer than the 8-byte "
+                                          "header length (truncated, or not safetensors)"));
+  }
+  uint64_t n = 0;
+  std::memcpy(&n, f.bytes.data(), 8);
+  if (n > kMaxHeaderBytes) {
+    return corrupt(op, path, absl::StrCat("header length ", n, " is absurd (the limit is ",
+                                          kMaxHeaderBytes, " bytes): not a safetensors file"));
+  }
+  if (n > size - 8) {
+    return corrupt(op, path, absl::StrCat("header length ", n, " runs past the end of the ",
+                                          size, "-byte file (truncated header)"));
+  }
+  f.data_start = 8 + n;
+  const uint64_t buffer_size = size - f.data_start;
+  const std::string text = f.bytes.substr(8, n);
+  json header;
+  // A JSON object with a repeated key keeps only one value; a repeated tensor name is
+  // refused rather than silently resolved.
+  std::set<std::string> names;
+  std::string repeated;
+  const json::parser_callback_t note_names = [&](int depth, json::parse_event_t event,
+                                                 json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && parsed.is_string() &&
+        !names.insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  try {
+    header = json::parse(text, note_names);
+  } catch (const json::exception& e) {
+    return corrupt(op, path, absl::StrCat("the header is not valid JSON: ", e.what()));
+  }
+  if (!repeated.empty()) {
+    return corrupt(op, path, absl::StrCat("key '", repeated, "' appears twice in the header"));
+  }
+  if (!header.is_object()) {
+    return corrupt(op, path, absl::StrCat("the header must be a JSON object, found a ",
+                                          json_kind(header)));
+  }
+  if (text.empty() || text[0] != '{') {
+    return corrupt(op, path, "the header must start with '{' (only trailing spaces may pad it)");
+  }
+  for (const auto& [name, v] : header.items()) {
+    if (name == "__metadata__") {
+      if (!v.is_object()) {
+        return corrupt(op, path, absl::StrCat("__metadata__ must be an object of strings, found a ",
+                                              json_kind(v)));
+      }
+      for (const auto& [k, s] : v.items()) {
+        if (!s.is_string()) {
+          return corrupt(op, path, absl::StrCat("__metadata__ '", k, "' must be a string, found a ",
+                                                json_kind(s)));
+        }
+        f.metadata[k] = s.get<std::string>();
+      }
+      continue;
+    }
+    Entry e;
+    absl::Status st = parse_entry(op, path, name, v, buffer_size, &e);
+    if (!st.ok()) return st;
+    f.entries.emplace(name, std::move(e));
+  }
+  absl::Status st = check_coverage(op, path, f, buffer_size);
+  if (st.ok()) st = check_bools(op, path, f);
+  if (!st.ok()) return st;
+  return f;
+}
+
+Tensor make_tensor(const ParsedFile& f, const Entry& e, Device device) {
+  const char* p = f.bytes.data() + f.data_start + e.begin;
+  const size_t n = (e.end - e.begin) / element_size(e.dtype);
+  const TensorOptions options = TensorOptions().dtype(e.dtype).device(device);
+  switch (e.dtype) {
+    case DType::kFloat32: return from_vector(decode<float>(p, n), e.shape, options);
+    case DType::kFloat64: return from_vector(decode<double>(p, n), e.shape, options);
+    case DType::kInt64: return from_vector(decode<int64_t>(p, n), e.shape, options);
+    case DType::kBool: {
+      std::vector<bool> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = p[i] != 0;
+      return from_vector(v, e.shape, options);
+    }
+  }
+  SG_INTERNAL_CHECK(false, "make_tensor: dtype ", static_cast<int>(e.dtype));
+}
+
+absl::Status write_safetensors(const char* op, const std::string& path,
+                               const std::vector<std::pair<std::string, Tensor>>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  // Python's writer order: largest elements first, then by name, so that with the data
+  // start 8-byte aligned every tensor is aligned to its element size.
+  std::vector<const std::pair<std::string, Tensor>*> order;
+  for (const auto& nt : tensors) order.push_back(&nt);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    const size_t sa = element_size(a->second.dtype()), sb = element_size(b->second.dtype());
+    return sa != sb ? sa > sb : a->first < b->first;
+  });
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<std::string> blobs;
+  uint64_t offset = 0;
+  try {
+    for (const auto* nt : order) {
+      blobs.push_back(host_bytes(nt->second));
+      const uint64_t end = offset + blobs.back().size();
+      header[nt->first] = {{"dtype", dtype_code(nt->second.dtype())},
+                           {"shape", nt->second.sizes()},
+                           {"data_offsets", json::array({offset, end})}};
+      offset = end;
+    }
+  } catch (const std::exception& e) {
+    return status_from_exception(op, path, e);
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  const uint64_t n = text.size();
+  char length[8];
+  std::memcpy(length, &n, 8);
+
+  // Same directory as `path`, so the rename cannot cross file systems.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "cannot create '", tmp,
+                                                 "': ", std::strerror(err)));
+  }
+  bool ok = write_all(fd, length, 8) && write_all(fd, text.data(), text.size());
+  for (const std::string& b : blobs) ok = ok && write_all(fd, b.data(), b.size());
+  ok = ok && ::fsync(fd) == 0;  // the data is on disk before the name points at it
+  int err = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "writing failed: ",
+                                                 std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status status_from_exception(const char* op, const std::string& path,
+                                   const std::exception& e) {
+  const std::string message = absl::StrCat(where(op, path), e.what());
+  if (dynamic_cast<const OutOfMemoryError*>(&e) != nullptr ||
+      dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return absl::ResourceExhaustedError(message);
+  }
+  if (dynamic_cast<const ValueError*>(&e) != nullptr) return absl::InvalidArgumentError(message);
+  return absl::InternalError(message);
+}
+
+}  // namespace checkpoint_internal
+}  // namespace nn
+}  // namespace streamgrad

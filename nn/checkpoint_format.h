@@ -1,0 +1,71 @@
+// Internal to nn/checkpoint.cc: the safetensors file format itself — reading and
+// validating a whole file into entries over its bytes, turning an entry into a tensor,
+// and writing a file atomically. See nn/checkpoint.h for the format and the guarantees.
+//
+// Thread-safety: reentrant. Failure: read_safetensors and write_safetensors return a
+// Status whose message starts with "<op> '<path>': "; make_tensor and host_bytes throw
+// streamgrad::Error (device errors, out of memory), which status_from_exception turns
+// into a Status.
+#ifndef STREAMGRAD_NN_CHECKPOINT_FORMAT_H_
+#define STREAMGRAD_NN_CHECKPOINT_FORMAT_H_
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/tensor.h"
+
+namespace streamgrad {
+namespace nn {
+namespace checkpoint_internal {
+
+// Python's safetensors refuses headers above 100 MB; so do we.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// One tensor of a file: where its bytes lie in the data buffer.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin = 0, end = 0;  // relative to the start of the data buffer
+};
+
+struct ParsedFile {
+  std::string bytes;       // the whole file
+  uint64_t data_start = 0; // 8 + header length
+  std::map<std::string, Entry> entries;
+  std::map<std::string, std::string> metadata;
+};
+
+// "<op> '<path>': " — how every message of these functions starts.
+std::string where(const char* op, const std::string& path);
+// "F32", "F64", "I64", "BOOL".
+const char* dtype_code(DType dtype);
+// "F32[2, 3]": an entry as the messages show it.
+std::string describe(const Entry& entry);
+
+// Reads `path` whole and validates the header, every entry and the offsets (they must
+// tile the data buffer exactly) and the values of BOOL tensors. Never throws.
+absl::StatusOr<ParsedFile> read_safetensors(const char* op, const std::string& path);
+// The entry's tensor, created on `device`. Throws on device errors or out of memory.
+Tensor make_tensor(const ParsedFile& file, const Entry& entry, Device device);
+
+// Writes tensors (names unique and valid, tensors defined: the caller checked) and
+// metadata to `path` through a temporary file and a rename. Never throws.
+absl::Status write_safetensors(const char* op, const std::string& path,
+                               const std::vector<std::pair<std::string, Tensor>>& tensors,
+                               const std::map<std::string, std::string>& metadata);
+
+// An exception from make_tensor or the module/optimiser APIs as a Status.
+absl::Status status_from_exception(const char* op, const std::string& path,
+                                   const std::exception& e);
+
+}  // namespace checkpoint_internal
+}  // namespace nn
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_NN_CHECKPOINT_FORMAT_H_
