@@ -81,6 +81,11 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
   return batch_norm(input, weight, bias, running_mean, running_var, is_training(), momentum, eps);
 }
 
+void BatchNorm2d::state_loaded() {
+  // One host read per load: the counter must continue from the loaded count.
+  batches_ = num_batches_tracked.item<int64_t>();
+}
+
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding)
     : Module("Embedding"), padding_idx(padding) {
   check_positive("Embedding", "num_embeddings", num_embeddings);

@@ -49,8 +49,11 @@ class BatchNorm2d : public Module {
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps, momentum;
 
+ protected:
+  void state_loaded() override;
+
  private:
-  int64_t batches_ = 0;
+  int64_t batches_ = 0;  // mirrors num_batches_tracked
 };
 
 class Embedding : public Module {

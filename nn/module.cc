@@ -211,6 +211,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     Tensor d = dst;
     copy_(d, *src);
   }
+  for (const auto& [name, m] : named_modules()) m->state_loaded();
+  state_loaded();
 }
 
 }  // namespace nn
