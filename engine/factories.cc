@@ -162,9 +162,13 @@ Tensor new_full(const Tensor& t, const Shape& sizes, double value) {
   return full(sizes, value, like(t));
 }
 
-void manual_seed(uint64_t seed) {
-  g_seed.store(seed);
-  g_offset.store(0);
+void manual_seed(uint64_t seed) { set_rng_state({seed, 0}); }
+
+RngState rng_state() { return {g_seed.load(), g_offset.load()}; }
+
+void set_rng_state(const RngState& state) {
+  g_seed.store(state.seed);
+  g_offset.store(state.offset);
 }
 
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {

@@ -81,6 +81,15 @@ Tensor new_ones(const Tensor& t, const Shape& sizes);
 Tensor new_full(const Tensor& t, const Shape& sizes, double value);
 
 void manual_seed(uint64_t seed);
+// The generator's state, as the reference framework's get_rng_state/set_rng_state: a
+// checkpoint that stores it resumes with the same random numbers (dropout masks) as an
+// uninterrupted run.
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // counter values drawn since the seed was set
+};
+RngState rng_state();
+void set_rng_state(const RngState& state);
 
 // Internal: a tensor viewing `impl`'s storage with other sizes/strides/offset (shares the
 // version counter; no autograd history).

@@ -128,6 +128,12 @@ absl::StatusOr<SafetensorsContents> load_safetensors(const std::string& path, De
   return out;
 }
 
+absl::StatusOr<Metadata> load_safetensors_metadata(const std::string& path) {
+  absl::StatusOr<ParsedFile> f = read_safetensors("load_safetensors_metadata", path);
+  if (!f.ok()) return f.status();
+  return f->metadata;
+}
+
 absl::Status save_checkpoint(const std::string& path, const Module& module,
                              const Optimizer* optimizer, const Metadata& metadata) {
   constexpr const char* kOp = "save_checkpoint";

@@ -72,6 +72,10 @@ absl::Status save_safetensors(const std::string& path, const NamedTensors& tenso
 absl::StatusOr<SafetensorsContents> load_safetensors(const std::string& path,
                                                      Device device = Device("cpu"));
 
+// The "__metadata__" alone, after the same validation of the whole file: to see what a
+// checkpoint holds (which model, which epoch) before loading it into anything.
+absl::StatusOr<Metadata> load_safetensors_metadata(const std::string& path);
+
 absl::Status save_checkpoint(const std::string& path, const Module& module,
                              const Optimizer* optimizer = nullptr, const Metadata& metadata = {});
 // Strict, as PyTorch's load_state_dict(strict=True): every model key must be in the

@@ -16,11 +16,13 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nlohmann/json.hpp"
+#include "nn/checkpoint.h"
 #include "nn/data/loader.h"
 #include "nn/optim.h"
 #include "runtime/runtime.h"
@@ -42,9 +44,17 @@ ABSL_FLAG(std::string, schedule, "cosine",
 ABSL_FLAG(uint64_t, seed, 0, "seed of initialisation, shuffling and dropout");
 ABSL_FLAG(std::string, data, "/usr/share/datasets/fashion-mnist", "folder of the IDX files");
 ABSL_FLAG(int64_t, limit, 0, "train on the first N examples only (0: all)");
+ABSL_FLAG(int64_t, test_limit, 0, "evaluate on the first N test examples only (0: all)");
 ABSL_FLAG(int64_t, streams, 2, "twobranch: run the branches on 1 or 2 streams");
 ABSL_FLAG(int64_t, workers, 1, "data loader threads");
 ABSL_FLAG(int64_t, prefetch, 2, "batches the data loader prepares ahead");
+ABSL_FLAG(std::string, save, "",
+          "write a checkpoint (safetensors: model, optimiser, epoch, random state) here after "
+          "every epoch");
+ABSL_FLAG(std::string, resume, "",
+          "continue from this checkpoint (written by --save with the same --model): training "
+          "goes on after its epoch, as the uninterrupted run would");
+ABSL_FLAG(bool, eval_only, false, "only evaluate the model (from --resume, else freshly made)");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace of the first epoch's first 20 steps here");
 ABSL_FLAG(std::string, metrics, "", "append one JSON line per epoch to this file");
 ABSL_FLAG(std::string, plot, "", "write loss and accuracy curves to this SVG file");
@@ -85,7 +95,58 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& name, const std
   if (name == "adamw") {
     return std::make_unique<nn::AdamW>(params, nn::AdamOptions(lr > 0 ? lr : 1e-3).weight_decay(0.01));
   }
-  throw UsageError{absl::StrCat("train: unknown --optimizer=", name, "; expected sgd, adam or adamw")};
+  throw UsageError{absl::StrCat("unknown --optimizer=", name, "; expected sgd, adam or adamw")};
+}
+
+// What a checkpoint carries beside the tensors, as __metadata__ strings.
+nn::Metadata run_metadata(const std::string& model, int64_t epoch) {
+  const RngState rng = rng_state();
+  return {{"model", model},
+          {"epoch", std::to_string(epoch)},
+          {"rng_seed", std::to_string(rng.seed)},
+          {"rng_offset", std::to_string(rng.offset)},
+          {"optimizer", absl::GetFlag(FLAGS_optimizer)},
+          {"schedule", absl::GetFlag(FLAGS_schedule)}};
+}
+
+// Loads --resume into the model (and the optimiser unless only evaluating) and restores
+// the random state; returns the number of epochs the checkpoint had completed.
+int64_t resume(const std::string& path, const std::string& model_name, nn::Module& model,
+               nn::Optimizer* opt) {
+  // What the file holds is checked first, so that a mismatch reads as one.
+  const absl::StatusOr<nn::Metadata> md = nn::load_safetensors_metadata(path);
+  if (!md.ok()) throw UsageError{absl::StrCat("--resume: ", md.status().message())};
+  auto field = [&](const std::string& key) {
+    const auto it = md->find(key);
+    if (it == md->end()) {
+      throw UsageError{absl::StrCat("--resume=", path, " has no '", key,
+                                    "' in its metadata: not a checkpoint of tools/train")};
+    }
+    return it->second;
+  };
+  if (field("model") != model_name) {
+    throw UsageError{absl::StrCat("--resume=", path, " holds a ", field("model"),
+                                  " model, not --model=", model_name)};
+  }
+  for (const char* key : {"optimizer", "schedule"}) {
+    const std::string flag = key == std::string("optimizer") ? absl::GetFlag(FLAGS_optimizer)
+                                                             : absl::GetFlag(FLAGS_schedule);
+    if (opt != nullptr && field(key) != flag) {
+      throw UsageError{absl::StrCat("--resume=", path, " was trained with --", key, "=",
+                                    field(key), ", not ", flag, "; resume with the same flags")};
+    }
+  }
+  const absl::StatusOr<nn::Metadata> loaded = nn::load_checkpoint(path, model, opt);
+  if (!loaded.ok()) throw UsageError{absl::StrCat("--resume: ", loaded.status().message())};
+  int64_t epoch = 0;
+  RngState rng;
+  if (!absl::SimpleAtoi(field("epoch"), &epoch) || epoch < 0 ||
+      !absl::SimpleAtoi(field("rng_seed"), &rng.seed) ||
+      !absl::SimpleAtoi(field("rng_offset"), &rng.offset)) {
+    throw UsageError{absl::StrCat("--resume=", path, ": malformed epoch or random state")};
+  }
+  set_rng_state(rng);
+  return epoch;
 }
 
 struct Evaluation {
@@ -113,16 +174,32 @@ Evaluation evaluate(nn::Module& model, nn::DataLoader& loader) {
   return {loss_sum.item<float>() / seen, static_cast<double>(correct) / seen};
 }
 
+// The closing line of --json.
+void print_result(double accuracy, int64_t epochs, double examples_per_s, Device device,
+                  const std::string& model) {
+  nlohmann::ordered_json j;
+  j["test_accuracy"] = accuracy;
+  j["epochs"] = epochs;
+  j["examples_per_s"] = examples_per_s;
+  j["device"] = device.str();
+  j["model"] = model;
+  std::cout << j.dump() << std::endl;
+}
+
 int train() {
   const Device device = pick_device(absl::GetFlag(FLAGS_device));
   const std::string data_dir = user_path(absl::GetFlag(FLAGS_data));
   auto train_set = nn::load_fashion_mnist(data_dir, /*train=*/true);
   auto test_set = nn::load_fashion_mnist(data_dir, /*train=*/false);
-  if (!train_set.ok()) throw UsageError{absl::StrCat("train: ", train_set.status().message())};
-  if (!test_set.ok()) throw UsageError{absl::StrCat("train: ", test_set.status().message())};
+  if (!train_set.ok()) throw UsageError{absl::StrCat("", train_set.status().message())};
+  if (!test_set.ok()) throw UsageError{absl::StrCat("", test_set.status().message())};
   std::shared_ptr<const nn::Dataset> train_data = *train_set;
-  const int64_t limit = absl::GetFlag(FLAGS_limit);
+  std::shared_ptr<const nn::Dataset> test_data = *test_set;
+  const int64_t limit = absl::GetFlag(FLAGS_limit), test_limit = absl::GetFlag(FLAGS_test_limit);
   if (limit > 0 && limit < train_data->size()) train_data = std::make_shared<Prefix>(train_data, limit);
+  if (test_limit > 0 && test_limit < test_data->size()) {
+    test_data = std::make_shared<Prefix>(test_data, test_limit);
+  }
 
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   manual_seed(seed);
@@ -141,8 +218,16 @@ int train() {
   } else if (schedule_name == "step") {
     schedule = std::make_unique<nn::StepLR>(*opt, 2, 0.5);
   } else if (schedule_name != "none") {
-    throw UsageError{absl::StrCat("train: unknown --schedule=", schedule_name,
+    throw UsageError{absl::StrCat("unknown --schedule=", schedule_name,
                                   "; expected cosine, step or none")};
+  }
+  int64_t done = 0;  // epochs completed before this run
+  if (!absl::GetFlag(FLAGS_resume).empty()) {
+    const bool eval_only = absl::GetFlag(FLAGS_eval_only);
+    done = resume(user_path(absl::GetFlag(FLAGS_resume)), model_name, *model,
+                  eval_only ? nullptr : opt.get());
+    // The schedule continues where it was: lr as after `done` epochs.
+    for (int64_t e = 0; schedule != nullptr && e < done; ++e) schedule->step();
   }
   const nn::DataLoaderOptions common = nn::DataLoaderOptions()
                                            .device(device)
@@ -151,10 +236,18 @@ int train() {
                                            .prefetch(static_cast<int>(absl::GetFlag(FLAGS_prefetch)));
   nn::DataLoader train_loader(train_data,
                               nn::DataLoaderOptions(common).batch_size(absl::GetFlag(FLAGS_batch_size)));
-  nn::DataLoader test_loader(*test_set, nn::DataLoaderOptions(common).batch_size(1000).shuffle(false));
+  nn::DataLoader test_loader(test_data, nn::DataLoaderOptions(common).batch_size(1000).shuffle(false));
 
-  const bool terminal = isatty(STDERR_FILENO) == 1;
   const int64_t epochs = absl::GetFlag(FLAGS_epochs);
+  if (absl::GetFlag(FLAGS_eval_only)) {
+    const Evaluation ev = evaluate(*model, test_loader);
+    std::fprintf(stderr, "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
+                 model_name.c_str(), device.str().c_str(), static_cast<long long>(done), ev.loss,
+                 100 * ev.accuracy);
+    if (absl::GetFlag(FLAGS_json)) print_result(ev.accuracy, done, 0, device, model_name);
+    return 0;
+  }
+  const bool terminal = isatty(STDERR_FILENO) == 1;
   std::fprintf(stderr, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
                model_name.c_str(), device.str().c_str(), static_cast<long long>(train_data->size()),
                static_cast<long long>(epochs), absl::GetFlag(FLAGS_optimizer).c_str());
@@ -163,7 +256,7 @@ int train() {
   std::ofstream metrics;
   if (!absl::GetFlag(FLAGS_metrics).empty()) {
     metrics.open(user_path(absl::GetFlag(FLAGS_metrics)), std::ios::app);
-    if (!metrics) throw UsageError{absl::StrCat("train: cannot write --metrics=", absl::GetFlag(FLAGS_metrics))};
+    if (!metrics) throw UsageError{absl::StrCat("cannot write --metrics=", absl::GetFlag(FLAGS_metrics))};
   }
 
   std::vector<EpochRecord> records;
@@ -171,7 +264,7 @@ int train() {
   double train_seconds = 0;
   int64_t train_examples = 0;
   constexpr int64_t kReadEvery = 50;  // steps between host reads of the running loss
-  for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+  for (int64_t epoch = done + 1; epoch <= epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     reset_peak_stats(device);
     train_loader.start_epoch(epoch);
@@ -218,6 +311,11 @@ int train() {
                  static_cast<long long>(epoch), r.train_loss, r.test_loss, 100 * r.test_accuracy,
                  r.examples_per_s, format_bytes(r.peak_memory_bytes).c_str(), r.seconds);
     if (metrics.is_open()) metrics << epoch_json(r) << "\n" << std::flush;
+    if (!absl::GetFlag(FLAGS_save).empty()) {
+      const absl::Status saved = nn::save_checkpoint(user_path(absl::GetFlag(FLAGS_save)), *model,
+                                                     opt.get(), run_metadata(model_name, epoch));
+      if (!saved.ok()) throw UsageError{absl::StrCat("--save: ", saved.message())};
+    }
   }
   if (trace != nullptr) trace->save(user_path(absl::GetFlag(FLAGS_trace)));
   if (!absl::GetFlag(FLAGS_plot).empty()) {
@@ -225,13 +323,11 @@ int train() {
     if (!s.ok()) throw UsageError{std::string(s.message())};
   }
   if (absl::GetFlag(FLAGS_json)) {
-    nlohmann::ordered_json j;
-    j["test_accuracy"] = records.empty() ? 0.0 : records.back().test_accuracy;
-    j["epochs"] = epochs;
-    j["examples_per_s"] = train_seconds > 0 ? train_examples / train_seconds : 0.0;
-    j["device"] = device.str();
-    j["model"] = model_name;
-    std::cout << j.dump() << std::endl;
+    // A resumed run that had nothing left to train reports the checkpoint's accuracy.
+    const double accuracy =
+        records.empty() ? evaluate(*model, test_loader).accuracy : records.back().test_accuracy;
+    print_result(accuracy, std::max(epochs, done),
+                 train_seconds > 0 ? train_examples / train_seconds : 0.0, device, model_name);
   }
   return 0;
 }
@@ -250,6 +346,7 @@ int main(int argc, char** argv) {
        {"lr", 0, 10},
        {"seed", 0, 1e18},
        {"limit", 0, 1e9},
+       {"test_limit", 0, 1e9},
        {"streams", 1, 2},
        {"workers", 1, 64},
        {"prefetch", 1, 1024}},

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tools/train on small slices of Fashion-MNIST (the full runs are in bench/RESULTS.md):
+# the --json closing line; the same seed gives the same accuracy; a run saved after
+# epoch 1 and resumed to epoch 2 ends exactly where the uninterrupted run ends, and
+# --eval-only of its checkpoint reads that accuracy back; --metrics, --plot and --trace
+# write what they promise; twobranch on two streams runs clean under the process-wide
+# stream sanitizer (throw mode: a finding would fail the run); bad checkpoints, a
+# checkpoint of another model or optimiser, and missing data are one message and exit 2.
+set -euo pipefail
+bin="$1"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+quick=(--model=cnn --limit=256 --test-limit=200 --batch-size=64 --device=sim:0)
+
+field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" <<<"$2"; }
+fail() { echo "train_test: $*"; exit 1; }
+
+full=$("$bin" "${quick[@]}" --epochs=2 --json --save="$tmp/full.st" \
+       --metrics="$tmp/m.jsonl" --plot="$tmp/curves.svg" --trace="$tmp/trace.json" 2>/dev/null)
+for want in '{"test_accuracy":' '"epochs":2' '"examples_per_s":' '"device":"sim:0"' '"model":"cnn"'; do
+  grep -qF "$want" <<<"$full" || fail "--json lacks $want: $full"
+done
+acc=$(field test_accuracy "$full")
+
+again=$("$bin" "${quick[@]}" --epochs=2 --json 2>/dev/null)
+[ "$(field test_accuracy "$again")" = "$acc" ] || fail "same seed, other accuracy: $full / $again"
+
+"$bin" "${quick[@]}" --epochs=1 --save="$tmp/one.st" >/dev/null 2>&1
+resumed=$("$bin" "${quick[@]}" --epochs=2 --json --resume="$tmp/one.st" 2>/dev/null)
+[ "$(field test_accuracy "$resumed")" = "$acc" ] || fail "resumed run differs: $full / $resumed"
+evaluated=$("$bin" "${quick[@]}" --eval-only --json --resume="$tmp/full.st" 2>/dev/null)
+[ "$(field test_accuracy "$evaluated")" = "$acc" ] || fail "--eval-only differs: $full / $evaluated"
+
+[ "$(wc -l <"$tmp/m.jsonl")" -eq 2 ] || fail "--metrics: want 2 lines: $(cat "$tmp/m.jsonl")"
+grep -qF '"epoch":2' "$tmp/m.jsonl" || fail "--metrics lacks epoch 2"
+grep -qF '<svg' "$tmp/curves.svg" || fail "--plot wrote no SVG"
+grep -qF '"traceEvents"' "$tmp/trace.json" || fail "--trace wrote no trace"
+
+STREAMGRAD_SANITIZE_STREAMS=1 "$bin" --model=twobranch --streams=2 --limit=128 --test-limit=100 \
+  --epochs=1 --json >/dev/null 2>"$tmp/san.err" || fail "twobranch under the sanitizer: $(cat "$tmp/san.err")"
+
+refused() {  # refused WANT ARGS...: exit 2 and one line naming WANT
+  local want=$1 err rc
+  shift
+  set +e
+  err=$("$bin" "$@" 2>&1 >/dev/null); rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || fail "$*: exit $rc, want 2: $err"
+  grep -qF "$want" <<<"$err" || fail "$*: message lacks '$want': $err"
+}
+head -c 100 "$tmp/full.st" >"$tmp/cut.st"
+refused "truncated" "${quick[@]}" --resume="$tmp/cut.st"
+refused "holds a cnn model, not --model=mlp" --model=mlp --resume="$tmp/full.st"
+refused "trained with --optimizer=adam, not sgd" "${quick[@]}" --optimizer=sgd --resume="$tmp/full.st"
+refused "cannot open the file" --data="$tmp/nowhere"
+echo "train_test: ok"
