@@ -251,6 +251,16 @@ TEST_CASE("two recorders at once both see everything; a stopped one sees nothing
   CHECK(parse(second.chrome_json()).with("X", "first_only").empty());
 }
 
+TEST_CASE("names with control characters or bytes that are not UTF-8 still give valid JSON",
+          "[trace]") {
+  const Stream s = Stream::create("sim:0");
+  TraceRecorder trace;
+  launch(s, {"tab\there, bell\x07, bad byte \xff", {}, {}}, [] {});
+  s.synchronize();
+  const Parsed p = parse(trace.chrome_json());
+  CHECK(p.with("X", "tab\there, bell\x07, bad byte \xef\xbf\xbd").size() == 1);  // U+FFFD
+}
+
 TEST_CASE("save writes the JSON; an unwritable path is an Error naming it", "[trace]") {
   const Stream s = Stream::create("sim:0");
   TraceRecorder trace;
