@@ -154,7 +154,8 @@ class EventWriter {
     if (count_++ > 0) out_ += ",\n";
     out_ += dump(event);
   }
-  // Closes the array and appends `rest`'s members after it, in the same object.
+  // Closes the array and appends the members of `rest` (an object with at least one) after
+  // it, in the same object.
   std::string finish(const nlohmann::ordered_json& rest) && {
     const std::string members = dump(rest);  // "{...}": drop its braces
     out_ += "\n],";
