@@ -1,6 +1,7 @@
 #include "runtime/trace.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 #include "runtime/backend.h"
 #include "runtime/config.h"
 #include "runtime/devices.h"
@@ -128,20 +129,9 @@ const char* kind_name(LaunchKind k) {
   return "kernel";
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// Times are written to the nanosecond: finer digits are noise and would only make a trace
+// of a million launches larger.
+double to_ns(double us) { return std::round(us * 1000.0) / 1000.0; }
 
 // Chrome trace "pid" of a device: 1, 2, ... in order of first appearance; 0 is the host.
 struct Pids {
@@ -154,30 +144,81 @@ struct Pids {
   }
 };
 
+// The events are built one at a time and appended to the text as they are made, one per
+// line, rather than gathered into a single document: a traced benchmark records millions of
+// launches, and a tree of them all would cost several times the size of the file.
+class EventWriter {
+ public:
+  EventWriter() : out_("{\"traceEvents\":[\n") {}
+  void add(const nlohmann::ordered_json& event) {
+    if (count_++ > 0) out_ += ",\n";
+    out_ += dump(event);
+  }
+  // Closes the array and appends the members of `rest` (an object with at least one) after
+  // it, in the same object.
+  std::string finish(const nlohmann::ordered_json& rest) && {
+    const std::string members = dump(rest);  // "{...}": drop its braces
+    out_ += "\n],";
+    out_.append(members, 1, members.size() - 2);
+    out_ += "}\n";
+    return std::move(out_);
+  }
+
+ private:
+  // Names come from user code (launch names, scopes): bytes that are not UTF-8 are written
+  // as U+FFFD instead of failing the whole trace.
+  static std::string dump(const nlohmann::ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  }
+  std::string out_;
+  int64_t count_ = 0;
+};
+
 std::string render(TraceState& st) {
-  std::vector<std::string> ev;
+  using nlohmann::ordered_json;
+  EventWriter ev;
   Pids pids;
+  auto metadata = [](const char* what, int pid, int tid, const std::string& name) {
+    ordered_json e{{"ph", "M"}, {"name", what}, {"pid", pid}};
+    if (tid >= 0) e["tid"] = tid;  // process names have none
+    e["args"] = {{"name", name}};
+    return e;
+  };
   for (const Lane& l : st.lanes) {
     const int pid = pids.get(l.stream.device());
-    ev.push_back(absl::StrFormat(
-        R"({"ph":"M","name":"thread_name","pid":%d,"tid":%d,"args":{"name":%s}})", pid,
-        static_cast<int>(l.stream.id()),
-        quoted(absl::StrCat("stream ", l.stream.id(), l.stream.id() == 0 ? " (default)" : ""))));
+    ev.add(metadata(
+        "thread_name", pid, static_cast<int>(l.stream.id()),
+        absl::StrCat("stream ", l.stream.id(), l.stream.id() == 0 ? " (default)" : "")));
   }
   for (const auto& [device, pid] : pids.of) {
-    ev.push_back(absl::StrFormat(R"({"ph":"M","name":"process_name","pid":%d,"args":{"name":%s}})",
-                                 pid, quoted(device.str())));
+    ev.add(metadata("process_name", pid, -1, device.str()));
   }
-  ev.push_back(R"({"ph":"M","name":"process_name","pid":0,"args":{"name":"host"}})");
+  ev.add(metadata("process_name", 0, -1, "host"));
   for (const auto& [id, n] : st.host_threads) {
-    ev.push_back(absl::StrFormat(
-        R"({"ph":"M","name":"thread_name","pid":0,"tid":%d,"args":{"name":"host thread %d"}})", n,
-        n));
+    ev.add(metadata("thread_name", 0, n, absl::StrCat("host thread ", n)));
   }
-  auto where = [&](int lane) {
+  // The head of an event; flow arrows (ph "s" and "f") carry the id that pairs them, and a
+  // flow's end binds to the slice that encloses it ("bp":"e").
+  auto event = [](const char* ph, const std::string& name, const char* cat, int flow_id = 0) {
+    ordered_json e{{"ph", ph}};
+    if (ph[0] == 'f') e["bp"] = "e";
+    e["name"] = name;
+    e["cat"] = cat;
+    if (flow_id > 0) e["id"] = flow_id;
+    return e;
+  };
+  auto on_lane = [&](ordered_json e, int lane, double ts) {
     const Stream& s = st.lanes[lane].stream;
-    return absl::StrFormat(R"("pid":%d,"tid":%d)", pids.get(s.device()),
-                           static_cast<int>(s.id()));
+    e["pid"] = pids.get(s.device());
+    e["tid"] = static_cast<int>(s.id());
+    e["ts"] = to_ns(ts);
+    return e;
+  };
+  auto on_host = [](ordered_json e, int host_thread, double ts) {
+    e["pid"] = 0;
+    e["tid"] = host_thread;
+    e["ts"] = to_ns(ts);
+    return e;
   };
   int incomplete = 0;
   for (const Span& sp : st.spans) {
@@ -186,11 +227,13 @@ std::string render(TraceState& st) {
       ++incomplete;
       continue;
     }
-    ev.push_back(absl::StrFormat(
-        R"({"ph":"X","name":%s,"cat":"%s",%s,"ts":%.3f,"dur":%.3f,"args":{"stream":%s,"enqueued_us":%.3f,"host_thread":%d%s}})",
-        quoted(sp.name), kind_name(sp.kind), where(sp.lane), sp.start_us,
-        sp.end_us - sp.start_us, quoted(st.lanes[sp.lane].stream.str()), sp.enqueued_us,
-        sp.host_thread, sp.node.empty() ? "" : absl::StrCat(",\"node\":", quoted(sp.node))));
+    ordered_json e = on_lane(event("X", sp.name, kind_name(sp.kind)), sp.lane, sp.start_us);
+    e["dur"] = to_ns(sp.end_us - sp.start_us);
+    e["args"] = {{"stream", st.lanes[sp.lane].stream.str()},
+                 {"enqueued_us", to_ns(sp.enqueued_us)},
+                 {"host_thread", sp.host_thread}};
+    if (!sp.node.empty()) e["args"]["node"] = sp.node;
+    ev.add(e);
   }
   // Place the marks: a lane reaches a record once the work before it finished, and is
   // released from a wait once both it and the awaited record were reached.
@@ -210,23 +253,19 @@ std::string render(TraceState& st) {
       t = std::max(t, at[m.record]);
     }
     at[i] = cursor[m.lane] = t;
-    ev.push_back(absl::StrFormat(R"({"ph":"X","name":"%s","cat":"event",%s,"ts":%.3f,"dur":0})",
-                                 m.wait ? "wait" : "record", where(m.lane), t));
+    ordered_json mark = on_lane(event("X", m.wait ? "wait" : "record", "event"), m.lane, t);
+    mark["dur"] = 0;
+    ev.add(mark);
     if (m.wait) {
       ++flow;
-      const Mark& r = st.marks[m.record];
-      ev.push_back(absl::StrFormat(
-          R"({"ph":"s","name":"event","cat":"event","id":%d,%s,"ts":%.3f})", flow,
-          where(r.lane), at[m.record]));
-      ev.push_back(absl::StrFormat(
-          R"({"ph":"f","bp":"e","name":"event","cat":"event","id":%d,%s,"ts":%.3f})", flow,
-          where(m.lane), t));
+      ev.add(on_lane(event("s", "event", "event", flow), st.marks[m.record].lane, at[m.record]));
+      ev.add(on_lane(event("f", "event", "event", flow), m.lane, t));
     }
   }
   for (const HostMark& h : st.host_marks) {
-    const std::string host = absl::StrFormat(R"("pid":0,"tid":%d)", h.host_thread);
-    ev.push_back(absl::StrFormat(R"({"ph":"X","name":%s,"cat":"host_sync",%s,"ts":%.3f,"dur":0})",
-                                 quoted(h.name), host, h.us));
+    ordered_json mark = on_host(event("X", h.name, "host_sync"), h.host_thread, h.us);
+    mark["dur"] = 0;
+    ev.add(mark);
     double from = -1;
     int from_lane = -1;
     if (h.from_mark >= 0 && at[h.from_mark] >= 0) {
@@ -238,17 +277,12 @@ std::string render(TraceState& st) {
     }
     if (from_lane < 0) continue;
     ++flow;
-    ev.push_back(absl::StrFormat(R"({"ph":"s","name":"sync","cat":"host_sync","id":%d,%s,"ts":%.3f})",
-                                 flow, where(from_lane), std::min(from, h.us)));
-    ev.push_back(absl::StrFormat(
-        R"({"ph":"f","bp":"e","name":"sync","cat":"host_sync","id":%d,%s,"ts":%.3f})", flow, host,
-        h.us));
+    ev.add(on_lane(event("s", "sync", "host_sync", flow), from_lane, std::min(from, h.us)));
+    ev.add(on_host(event("f", "sync", "host_sync", flow), h.host_thread, h.us));
   }
-  std::string out = "{\"traceEvents\":[\n";
-  for (size_t i = 0; i < ev.size(); ++i) absl::StrAppend(&out, i ? ",\n" : "", ev[i]);
-  absl::StrAppend(&out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"recorder\":\"streamgrad\"",
-                  ",\"incomplete_spans\":", incomplete, "}}\n");
-  return out;
+  return std::move(ev).finish(
+      {{"displayTimeUnit", "ms"},
+       {"otherData", {{"recorder", "streamgrad"}, {"incomplete_spans", incomplete}}}});
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 //     a flow arrow record -> wait;
 //   - host synchronisations (stream, event, device) as marks on the host lane of the
 //     thread that waited.
-// Times are microseconds since the recorder started. On cpu and sim a span is measured
+// Times are microseconds since the recorder started, rounded to the nanosecond. On cpu and sim a span is measured
 // around the work itself (the wrapper adds no stream task, so deterministic schedules are
 // unchanged); on cuda a pair of timing events brackets the launch and save() first
 // synchronises each cuda device it saw. A mark's time is derived: a record is reached
@@ -26,7 +26,8 @@
 //
 // Thread-safety: all methods are thread-safe; several recorders may run at once.
 // Failure: save() throws Error when the file cannot be written. Spans whose work has not
-// run yet are left out of the JSON and counted in otherData.incomplete_spans.
+// run yet are left out of the JSON and counted in otherData.incomplete_spans. Names that
+// are not valid UTF-8 are written with U+FFFD in place of the bad bytes.
 #ifndef STREAMGRAD_RUNTIME_TRACE_H_
 #define STREAMGRAD_RUNTIME_TRACE_H_
 

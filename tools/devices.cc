@@ -14,10 +14,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
-#include "tools/json_writer.h"
 
 ABSL_FLAG(bool, json, false, "print the report as JSON");
 ABSL_FLAG(bool, demo, true, "order two streams of each accelerator by an event and check it");
@@ -128,57 +128,49 @@ void print_text(const std::vector<DeviceReport>& reports) {
 }
 
 void print_json(const std::vector<DeviceReport>& reports) {
-  JsonWriter j;
-  j.begin_object();
-  j.key("default_device").value(default_device().str());
+  using nlohmann::ordered_json;  // keys stay in the order written: readers grep the text
   const SimSchedulerOptions sim = sim_scheduler();
-  j.key("sim_scheduler").value(sim.kind == SimSchedulerKind::kThreaded ? "threaded"
-                                                                       : "deterministic");
-  j.key("sim_policy").value(sim_policy_name(sim.policy));
-  j.key("devices").begin_array();
+  ordered_json j;
+  j["default_device"] = default_device().str();
+  j["sim_scheduler"] = sim.kind == SimSchedulerKind::kThreaded ? "threaded" : "deterministic";
+  j["sim_policy"] = sim_policy_name(sim.policy);
+  j["devices"] = ordered_json::array();
   for (const DeviceReport& r : reports) {
-    j.begin_object();
-    j.key("name").value(r.device.str());
-    j.key("type").value(device_type_name(r.device.type()));
-    j.key("index").value(r.device.index());
-    j.key("description").value(r.description);
-    j.key("total_memory_bytes").value(static_cast<int64_t>(r.total_memory));
-    j.key("streams").begin_array();
+    ordered_json d;
+    d["name"] = r.device.str();
+    d["type"] = device_type_name(r.device.type());
+    d["index"] = r.device.index();
+    d["description"] = r.description;
+    d["total_memory_bytes"] = static_cast<int64_t>(r.total_memory);
+    d["streams"] = ordered_json::array();
     for (const StreamRow& s : r.streams) {
-      j.begin_object();
-      j.key("id").value(s.stream.id());
-      j.key("default").value(s.stream.is_default());
-      j.key("priority").value(s.priority);
-      j.key("current").value(s.current);
-      j.end_object();
+      d["streams"].push_back({{"id", s.stream.id()},
+                              {"default", s.stream.is_default()},
+                              {"priority", s.priority},
+                              {"current", s.current}});
     }
-    j.end_array();
     const MemoryStats& m = r.memory;
-    j.key("memory").begin_object();
-    j.key("allocated_bytes").value(m.allocated_bytes.current);
-    j.key("allocated_peak_bytes").value(m.allocated_bytes.peak);
-    j.key("reserved_bytes").value(m.reserved_bytes.current);
-    j.key("reserved_peak_bytes").value(m.reserved_bytes.peak);
-    j.key("num_allocs").value(m.num_allocs);
-    j.key("num_frees").value(m.num_frees);
-    j.key("num_cache_hits").value(m.num_cache_hits);
-    j.key("num_segment_allocs").value(m.num_segment_allocs);
-    j.end_object();
+    d["memory"] = {{"allocated_bytes", m.allocated_bytes.current},
+                   {"allocated_peak_bytes", m.allocated_bytes.peak},
+                   {"reserved_bytes", m.reserved_bytes.current},
+                   {"reserved_peak_bytes", m.reserved_bytes.peak},
+                   {"num_allocs", m.num_allocs},
+                   {"num_frees", m.num_frees},
+                   {"num_cache_hits", m.num_cache_hits},
+                   {"num_segment_allocs", m.num_segment_allocs}};
     if (r.has_demo) {
-      j.key("demo").begin_object();
-      j.key("producer_stream").value(r.demo.producer.str());
-      j.key("consumer_stream").value(r.demo.consumer.str());
-      j.key("value").value(static_cast<int64_t>(r.demo.value));
-      j.key("expected").value(static_cast<int64_t>(r.demo.expected));
-      j.key("ordered").value(r.demo_ok());
-      j.key("producer_ms").value(r.demo.producer_ms);
-      j.end_object();
+      d["demo"] = {{"producer_stream", r.demo.producer.str()},
+                   {"consumer_stream", r.demo.consumer.str()},
+                   {"value", static_cast<int64_t>(r.demo.value)},
+                   {"expected", static_cast<int64_t>(r.demo.expected)},
+                   {"ordered", r.demo_ok()},
+                   {"producer_ms", r.demo.producer_ms}};
     }
-    j.end_object();
+    j["devices"].push_back(std::move(d));
   }
-  j.end_array();
-  j.end_object();
-  std::cout << j.str() << "\n";
+  // Backend descriptions are not ours: bytes that are not UTF-8 become U+FFFD rather than
+  // an exception from dump().
+  std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace

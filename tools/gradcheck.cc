@@ -6,7 +6,7 @@
 //   gradcheck --fast                   random projections instead of full Jacobians
 //   gradcheck --streams                adds the stream consistency check on sim devices
 //   gradcheck --json --seed=3          {"results":[...],"passed":N,"failed":M,"skipped":K,
-//                                      "time_ms":T}
+//                                      "time_ms":T}; an error that is not finite is null
 //
 // Per op and device it runs gradcheck ("grad"), gradgradcheck ("gradgrad") where the op is
 // twice differentiable and, with --streams on sim devices, check_stream_consistency
@@ -27,10 +27,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/gradcheck.h"
+#include "nlohmann/json.hpp"
 #include "ops/catalogue.h"
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
-#include "tools/json_writer.h"
 
 ABSL_FLAG(std::string, ops, "", "comma-separated catalogue entries to check (default: all)");
 ABSL_FLAG(std::string, devices, "",
@@ -206,29 +206,28 @@ void print_text(const std::vector<Row>& rows, double total_ms) {
 }
 
 void print_json(const std::vector<Row>& rows, double total_ms) {
-  JsonWriter j;
-  j.begin_object();
-  j.key("results").begin_array();
+  using nlohmann::ordered_json;  // keys stay in the order written: readers grep the text
+  ordered_json j;
+  j["results"] = ordered_json::array();
   for (const Row& r : rows) {
-    j.begin_object();
-    j.key("op").value(r.op);
-    j.key("device").value(r.device);
-    j.key("check").value(r.check);
-    j.key("passed").value(r.outcome == Outcome::kPass);
-    j.key("skipped").value(r.outcome == Outcome::kSkip);
-    j.key("max_abs_err").value(r.max_abs_err);
-    j.key("max_rel_err").value(r.max_rel_err);
-    j.key("time_ms").value(r.time_ms);
-    j.key("message").value(r.message);
-    j.end_object();
+    // An error that is not finite (a NaN gradient) is written as null: JSON has no NaN.
+    j["results"].push_back({{"op", r.op},
+                            {"device", r.device},
+                            {"check", r.check},
+                            {"passed", r.outcome == Outcome::kPass},
+                            {"skipped", r.outcome == Outcome::kSkip},
+                            {"max_abs_err", r.max_abs_err},
+                            {"max_rel_err", r.max_rel_err},
+                            {"time_ms", r.time_ms},
+                            {"message", r.message}});
   }
-  j.end_array();
-  j.key("passed").value(count(rows, Outcome::kPass));
-  j.key("failed").value(count(rows, Outcome::kFail));
-  j.key("skipped").value(count(rows, Outcome::kSkip));
-  j.key("time_ms").value(total_ms);
-  j.end_object();
-  std::cout << j.str() << "\n";
+  j["passed"] = count(rows, Outcome::kPass);
+  j["failed"] = count(rows, Outcome::kFail);
+  j["skipped"] = count(rows, Outcome::kSkip);
+  j["time_ms"] = total_ms;
+  // Messages quote exceptions: bytes that are not UTF-8 become U+FFFD rather than an
+  // exception from dump().
+  std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace

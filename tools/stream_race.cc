@@ -45,10 +45,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/grad_mode.h"
+#include "nlohmann/json.hpp"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 #include "tools/cli_flags.h"
-#include "tools/json_writer.h"
 #include "tools/stream_race_scenarios.h"
 
 ABSL_FLAG(std::string, scenarios, "", "comma-separated scenarios to run (default: all)");
@@ -257,40 +257,37 @@ void print_text(const Settings& s, const std::vector<Report>& reports) {
 }
 
 void print_json(const Settings& s, const std::vector<Report>& reports) {
-  JsonWriter j;
-  j.begin_object();
-  j.key("scenarios").begin_array();
+  using nlohmann::ordered_json;  // keys stay in the order written: readers grep the text
+  ordered_json j;
+  j["scenarios"] = ordered_json::array();
   for (const Report& r : reports) {
-    j.begin_object();
-    j.key("name").value(r.scenario->name);
-    j.key("expected").value(r.unsafe ? "unsafe" : "safe");
-    j.key("runs").value(r.runs);
-    j.key("wrong").value(r.wrong);
-    j.key("sanitizer_findings").value(r.findings);
-    j.key("flagged_runs").value(r.flagged);
-    j.key("as_expected").value(r.as_expected(s.sanitizer));
-    j.key("errors").value(r.errors);
-    j.key("first_finding").value(r.first_finding);
-    j.key("first_error").value(r.first_error);
-    j.key("first_wrong").value(r.first_wrong);
-    j.key("time_ms").value(r.time_ms);
-    j.key("summary").value(r.scenario->summary);
-    if (!r.trace_path.empty()) j.key("trace").value(r.trace_path);
-    j.end_object();
+    ordered_json row{{"name", r.scenario->name},
+                     {"expected", r.unsafe ? "unsafe" : "safe"},
+                     {"runs", r.runs},
+                     {"wrong", r.wrong},
+                     {"sanitizer_findings", r.findings},
+                     {"flagged_runs", r.flagged},
+                     {"as_expected", r.as_expected(s.sanitizer)},
+                     {"errors", r.errors},
+                     {"first_finding", r.first_finding},
+                     {"first_error", r.first_error},
+                     {"first_wrong", r.first_wrong},
+                     {"time_ms", r.time_ms},
+                     {"summary", r.scenario->summary}};
+    if (!r.trace_path.empty()) row["trace"] = r.trace_path;
+    j["scenarios"].push_back(std::move(row));
   }
-  j.end_array();
-  j.key("scheduler").value(s.scheduler);
-  j.key("seed").value(static_cast<int64_t>(s.seed));
-  j.key("jitter_us").value(s.sim.jitter_us);
-  j.key("repeat").value(s.repeat);
-  j.key("sanitizer").value(s.sanitizer);
-  j.key("legacy_seed_streams").value(s.engine.legacy_seed_streams);
-  j.key("legacy_leaf_sync").value(s.engine.legacy_leaf_sync);
-  j.key("assume_safe").begin_array();
-  for (const std::string& name : s.assume_safe) j.value(name);
-  j.end_array();
-  j.end_object();
-  std::cout << j.str() << "\n";
+  j["scheduler"] = s.scheduler;
+  j["seed"] = s.seed;
+  j["jitter_us"] = s.sim.jitter_us;
+  j["repeat"] = s.repeat;
+  j["sanitizer"] = s.sanitizer;
+  j["legacy_seed_streams"] = s.engine.legacy_seed_streams;
+  j["legacy_leaf_sync"] = s.engine.legacy_leaf_sync;
+  j["assume_safe"] = s.assume_safe;
+  // Findings and errors quote exceptions: bytes that are not UTF-8 become U+FFFD rather
+  // than an exception from dump().
+  std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
 }
 
 void print_list(const Settings& s) {

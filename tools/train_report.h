@@ -58,7 +58,8 @@ class Progress {
   bool drawn_ = false;
 };
 
-// One line of --metrics: the record as a JSON object (no trailing newline).
+// One line of --metrics: the record as a JSON object (no trailing newline). A value that
+// is not finite (a diverged loss) is written as null, since JSON has no NaN.
 std::string epoch_json(const EpochRecord& record);
 
 // Two panels: training loss (per step, thin, and per epoch, with markers) and test

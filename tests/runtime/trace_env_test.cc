@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "nlohmann/json.hpp"
 #include "runtime/runtime.h"
-#include "tests/json_value.h"
 
 namespace streamgrad {
 namespace {
@@ -29,10 +29,11 @@ TEST_CASE("STREAMGRAD_TRACE records every launch and write_global_trace writes i
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  const testing::JsonValue doc = testing::parse_json(text.str());
+  const nlohmann::json doc = nlohmann::json::parse(text.str());
   int found = 0;
-  for (const testing::JsonValue& e : doc["traceEvents"].array) {
-    found += e["ph"].str == "X" && e["name"].str == "first_launch";
+  for (const nlohmann::json& e : doc.at("traceEvents")) {
+    found +=
+        e.at("ph").get<std::string>() == "X" && e.at("name").get<std::string>() == "first_launch";
   }
   CHECK(found == 1);
 }

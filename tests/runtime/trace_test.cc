@@ -9,54 +9,60 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "runtime/runtime.h"
-#include "tests/json_value.h"
 #include "tests/runtime/test_devices.h"
 
 namespace streamgrad {
 namespace {
 
-using testing::JsonValue;
+using nlohmann::json;
 
 struct Parsed {
-  JsonValue doc;
-  std::vector<const JsonValue*> events;
+  json doc;
+  std::vector<const json*> events;
 
-  std::vector<const JsonValue*> with(const std::string& ph, const std::string& name = "") const {
-    std::vector<const JsonValue*> out;
-    for (const JsonValue* e : events) {
-      if ((*e)["ph"].str == ph && (name.empty() || (*e)["name"].str == name)) out.push_back(e);
+  std::vector<const json*> with(const std::string& ph, const std::string& name = "") const {
+    std::vector<const json*> out;
+    for (const json* e : events) {
+      if (e->at("ph").get<std::string>() == ph &&
+          (name.empty() || e->at("name").get<std::string>() == name)) {
+        out.push_back(e);
+      }
     }
     return out;
   }
   // The pid of the process named `device` and the tid of the lane named `lane`.
   int pid_of(const std::string& device) const {
-    for (const JsonValue* e : with("M", "process_name")) {
-      if ((*e)["args"]["name"].str == device) return static_cast<int>((*e)["pid"].number);
+    for (const json* e : with("M", "process_name")) {
+      if (e->at("args").at("name").get<std::string>() == device) return e->at("pid").get<int>();
     }
     FAIL("no process lane named " << device);
     return -1;
   }
   bool has_lane(int pid, int tid) const {
-    for (const JsonValue* e : with("M", "thread_name")) {
-      if ((*e)["pid"].number == pid && (*e)["tid"].number == tid) return true;
+    for (const json* e : with("M", "thread_name")) {
+      if (e->at("pid").get<int>() == pid && e->at("tid").get<int>() == tid) return true;
     }
     return false;
   }
 };
 
-Parsed parse(const std::string& json) {
+// A malformed document throws json::parse_error, and a missing key or a value of the wrong
+// type throws from at() or get(): each fails the test rather than reading as null.
+Parsed parse(const std::string& text) {
   Parsed p;
-  p.doc = testing::parse_json(json);
-  for (const JsonValue& e : p.doc["traceEvents"].array) p.events.push_back(&e);
+  p.doc = json::parse(text);
+  REQUIRE(p.doc.at("traceEvents").is_array());
+  for (const json& e : p.doc.at("traceEvents")) p.events.push_back(&e);
   return p;
 }
 
 // Times are written with three decimals (ns): a span's ts + dur may miss its end by one.
 constexpr double kRounding = 2e-3;
 
-bool on_lane(const JsonValue& e, int pid, const Stream& s) {
-  return e["pid"].number == pid && e["tid"].number == s.id();
+bool on_lane(const json& e, int pid, const Stream& s) {
+  return e.at("pid").get<int>() == pid && e.at("tid").get<int>() == s.id();
 }
 
 TEST_CASE("a record/wait across streams is a flow from the producer's lane to the waiter's",
@@ -86,28 +92,28 @@ TEST_CASE("a record/wait across streams is a flow from the producer's lane to th
   CHECK(on_lane(*sleeps[0], pid, a));
   CHECK(on_lane(*producers[0], pid, a));
   CHECK(on_lane(*consumers[0], pid, b));
-  CHECK((*sleeps[0])["cat"].str == "sleep");
-  CHECK((*sleeps[0])["dur"].number >= 300);  // measured around the work itself
-  const double sleep_end = (*sleeps[0])["ts"].number + (*sleeps[0])["dur"].number;
+  CHECK(sleeps[0]->at("cat").get<std::string>() == "sleep");
+  CHECK(sleeps[0]->at("dur").get<double>() >= 300);  // measured around the work itself
+  const double sleep_end = sleeps[0]->at("ts").get<double>() + sleeps[0]->at("dur").get<double>();
   // Measured, not derived: the consumer really started after the producer's stream.
-  CHECK((*consumers[0])["ts"].number >= sleep_end - kRounding);
-  CHECK((*consumers[0])["args"]["stream"].str == b.str());
+  CHECK(consumers[0]->at("ts").get<double>() >= sleep_end - kRounding);
+  CHECK(consumers[0]->at("args").at("stream").get<std::string>() == b.str());
 
   const auto starts = p.with("s", "event");
   const auto finishes = p.with("f", "event");
   REQUIRE(starts.size() == 1);
   REQUIRE(finishes.size() == 1);
-  CHECK((*starts[0])["id"].number == (*finishes[0])["id"].number);
+  CHECK(starts[0]->at("id").get<int>() == finishes[0]->at("id").get<int>());
   CHECK(on_lane(*starts[0], pid, a));
   CHECK(on_lane(*finishes[0], pid, b));
-  CHECK((*finishes[0])["bp"].str == "e");
-  CHECK((*starts[0])["ts"].number >= sleep_end - kRounding);
-  CHECK((*finishes[0])["ts"].number >= (*starts[0])["ts"].number);
+  CHECK(finishes[0]->at("bp").get<std::string>() == "e");
+  CHECK(starts[0]->at("ts").get<double>() >= sleep_end - kRounding);
+  CHECK(finishes[0]->at("ts").get<double>() >= starts[0]->at("ts").get<double>());
   // Marks sit at the flow's ends.
   REQUIRE(p.with("X", "record").size() == 1);
   REQUIRE(p.with("X", "wait").size() == 1);
-  CHECK((*p.with("X", "wait")[0])["ts"].number == (*finishes[0])["ts"].number);
-  CHECK(p.doc["otherData"]["incomplete_spans"].number == 0);
+  CHECK(p.with("X", "wait")[0]->at("ts").get<double>() == finishes[0]->at("ts").get<double>());
+  CHECK(p.doc.at("otherData").at("incomplete_spans").get<int>() == 0);
 }
 
 TEST_CASE("spans on one lane never overlap: a stream runs its work in order", "[trace]") {
@@ -121,17 +127,17 @@ TEST_CASE("spans on one lane never overlap: a stream runs its work in order", "[
   const auto steps = p.with("X", "step");
   REQUIRE(steps.size() == 50);
   double last_end = -1;
-  for (const JsonValue* e : steps) {
-    CHECK((*e)["ts"].number >= last_end - kRounding);
-    CHECK((*e)["dur"].number >= 0);
-    CHECK((*e)["ts"].number >= (*e)["args"]["enqueued_us"].number);
-    last_end = (*e)["ts"].number + (*e)["dur"].number;
+  for (const json* e : steps) {
+    CHECK(e->at("ts").get<double>() >= last_end - kRounding);
+    CHECK(e->at("dur").get<double>() >= 0);
+    CHECK(e->at("ts").get<double>() >= e->at("args").at("enqueued_us").get<double>());
+    last_end = e->at("ts").get<double>() + e->at("dur").get<double>();
   }
   // The host waited for the stream: a host mark with a flow from the stream's lane.
   const auto syncs = p.with("X", "synchronize " + s.str());
   REQUIRE(syncs.size() == 1);
-  CHECK((*syncs[0])["pid"].number == 0);
-  CHECK((*syncs[0])["ts"].number >= last_end - kRounding);
+  CHECK(syncs[0]->at("pid").get<int>() == 0);
+  CHECK(syncs[0]->at("ts").get<double>() >= last_end - kRounding);
   REQUIRE(p.with("s", "sync").size() == 1);
   CHECK(on_lane(*p.with("s", "sync")[0], p.pid_of("sim:1"), s));
 }
@@ -144,12 +150,12 @@ TEST_CASE("work that has not run is left out and counted as incomplete", "[trace
   launch(s, {"queued", {}, {}}, [] {});
   Parsed p = parse(trace.chrome_json());
   CHECK(p.with("X", "queued").empty());
-  CHECK(p.doc["otherData"]["incomplete_spans"].number == 1);
+  CHECK(p.doc.at("otherData").at("incomplete_spans").get<int>() == 1);
   CHECK(trace.span_count() == 1);
   s.synchronize();
   p = parse(trace.chrome_json());
   CHECK(p.with("X", "queued").size() == 1);
-  CHECK(p.doc["otherData"]["incomplete_spans"].number == 0);
+  CHECK(p.doc.at("otherData").at("incomplete_spans").get<int>() == 0);
 }
 
 TEST_CASE("tracing leaves a deterministic schedule unchanged", "[trace]") {
@@ -192,10 +198,10 @@ TEST_CASE("cpu launches, copies and fills are spans on the cpu lane", "[trace]")
   REQUIRE(p.with("X", "copy").size() == 1);
   REQUIRE(p.with("X", "twice").size() == 1);
   CHECK(on_lane(*p.with("X", "copy")[0], pid, cpu));
-  CHECK((*p.with("X", "copy")[0])["cat"].str == "copy");
-  CHECK((*p.with("X", "twice")[0])["ts"].number >=
-        (*p.with("X", "copy")[0])["ts"].number + (*p.with("X", "copy")[0])["dur"].number -
-            kRounding);
+  CHECK(p.with("X", "copy")[0]->at("cat").get<std::string>() == "copy");
+  CHECK(p.with("X", "twice")[0]->at("ts").get<double>() >=
+        p.with("X", "copy")[0]->at("ts").get<double>() +
+            p.with("X", "copy")[0]->at("dur").get<double>() - kRounding);
 }
 
 TEST_CASE("a launch refused by the sanitizer is not a span, and the next launch is timed",
@@ -222,12 +228,12 @@ TEST_CASE("a launch refused by the sanitizer is not a span, and the next launch 
   const Parsed p = parse(trace->chrome_json());
   CHECK(p.with("X", "racing_reader").empty());
   REQUIRE(p.with("X", "ordered_reader").size() == 1);
-  CHECK(p.doc["otherData"]["incomplete_spans"].number == 0);
+  CHECK(p.doc.at("otherData").at("incomplete_spans").get<int>() == 0);
   CHECK(trace->span_count() == (recorder_first ? 3 : 2));
   // The wait is placed after the writer, not after the launch that never happened.
   REQUIRE(p.with("X", "wait").size() == 1);
-  CHECK((*p.with("X", "wait")[0])["ts"].number <=
-        (*p.with("X", "ordered_reader")[0])["ts"].number);
+  CHECK(p.with("X", "wait")[0]->at("ts").get<double>() <=
+        p.with("X", "ordered_reader")[0]->at("ts").get<double>());
 }
 
 TEST_CASE("two recorders at once both see everything; a stopped one sees nothing more",
@@ -243,6 +249,16 @@ TEST_CASE("two recorders at once both see everything; a stopped one sees nothing
   CHECK(parse(second.chrome_json()).with("X", "both").size() == 1);
   CHECK(parse(first.chrome_json()).with("X", "first_only").size() == 1);
   CHECK(parse(second.chrome_json()).with("X", "first_only").empty());
+}
+
+TEST_CASE("names with control characters or bytes that are not UTF-8 still give valid JSON",
+          "[trace]") {
+  const Stream s = Stream::create("sim:0");
+  TraceRecorder trace;
+  launch(s, {"tab\there, bell\x07, bad byte \xff", {}, {}}, [] {});
+  s.synchronize();
+  const Parsed p = parse(trace.chrome_json());
+  CHECK(p.with("X", "tab\there, bell\x07, bad byte \xef\xbf\xbd").size() == 1);  // U+FFFD
 }
 
 TEST_CASE("save writes the JSON; an unwritable path is an Error naming it", "[trace]") {

@@ -54,7 +54,7 @@ else
 fi
 rc=$?
 [ "$rc" -eq 0 ] || fail "defaults: exit code $rc, want 0: $json"
-grep -qF '"scheduler":"threaded","seed":0,"jitter_us":20,"repeat":1000,"sanitizer":true,' \
+grep -qF '"scheduler":"threaded","seed":0,"jitter_us":20.0,"repeat":1000,"sanitizer":true,' \
   <<<"$json" || fail "defaults: settings not reported: $json"
 grep -qF '"legacy_seed_streams":false,"legacy_leaf_sync":false' <<<"$json" ||
   fail "defaults: switches not reported: $json"

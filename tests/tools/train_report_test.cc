@@ -50,6 +50,9 @@ TEST_CASE("an epoch is one JSON object with every measured field", "[train]") {
   CHECK(j.at("seconds").get<double>() == 9.5);
   CHECK(j.at("peak_memory_bytes") == 1 << 20);
   CHECK(epoch_json(record(1, 1, 1)).find('\n') == std::string::npos);
+  // A diverged run: JSON has no NaN, so the loss is null and the line still parses.
+  const nlohmann::json diverged = nlohmann::json::parse(epoch_json(record(2, NAN, 0.1)));
+  CHECK(diverged.at("train_loss").is_null());
 }
 
 TEST_CASE("the SVG puts each epoch's loss and accuracy where their values say", "[train]") {
