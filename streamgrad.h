@@ -2,7 +2,8 @@
 //
 // The one header users include: the runtime (devices, streams, events, guards, memory),
 // tensors and factories, every differentiable op, backward()/grad(), grad and anomaly
-// modes, and custom functions. See README.md and DESIGN.md.
+// modes, custom functions, and the nn layer (modules, optimisers, schedulers, checkpoints,
+// data sets and the data loader). See README.md and DESIGN.md.
 #ifndef STREAMGRAD_STREAMGRAD_H_
 #define STREAMGRAD_STREAMGRAD_H_
 
@@ -13,6 +14,13 @@
 #include "engine/gradcheck.h"
 #include "engine/pinned.h"
 #include "engine/tensor.h"
+#include "nn/checkpoint.h"
+#include "nn/data/dataset.h"
+#include "nn/data/loader.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/optim.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 

@@ -44,4 +44,37 @@ TEST_CASE("autograd in five minutes", "[readme]") {
   CHECK(g.size() == 7840);
 }
 
+// README: "Training in C++" (the test stops after 30 steps and saves to its temp folder).
+TEST_CASE("a training loop", "[readme]") {
+  const Device device("sim:0");
+  auto train = nn::load_fashion_mnist("/usr/share/datasets/fashion-mnist", /*train=*/true);
+  REQUIRE(train.ok());  // else: train.status() names the file and the problem
+
+  using Layers = std::vector<std::shared_ptr<nn::Module>>;
+  auto model = std::make_shared<nn::Sequential>(Layers{
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 128),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
+  model->to(device);                                      // before the optimiser, as in PyTorch
+  nn::Adam opt(model->parameters(), nn::AdamOptions(1e-3));
+  nn::DataLoader loader(*train, nn::DataLoaderOptions().batch_size(64).device(device));
+
+  std::vector<float> losses;
+  for (int64_t epoch = 0; epoch < 1; ++epoch) {
+    loader.start_epoch(epoch);                            // a new seeded shuffle
+    for (nn::Batch b; loader.next(&b);) {                 // copied ahead on a copy stream
+      opt.zero_grad();
+      Tensor loss = cross_entropy(model->forward(b.data), b.target);
+      loss.backward();
+      opt.step();
+      losses.push_back(loss.item<float>());               // a host read: do it sparingly
+      if (losses.size() == 30) break;                     // (test only)
+    }
+  }
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/mlp.safetensors";
+  absl::Status saved = nn::save_checkpoint(path, *model, &opt);
+  REQUIRE(saved.ok());
+  CHECK(nn::load_checkpoint(path, *model, &opt).ok());
+  CHECK(losses.back() < losses.front());
+}
+
 }  // namespace
