@@ -136,6 +136,7 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, double value) {
   check_defined(mask, "masked_fill", "mask");
   check_bool(mask, "masked_fill", "mask");
   check_same_device(input, mask, "masked_fill");
+  broadcast_shapes(input.sizes(), mask.sizes(), "masked_fill");  // before allocating
   check_fill_value(value, input.dtype(), "masked_fill");
   const Tensor v = full({}, value, TensorOptions().dtype(input.dtype()).device(input.device()));
   return select(mask, v, input, kMaskedFill);
