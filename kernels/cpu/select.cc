@@ -2,6 +2,7 @@
 // kernels/select_ops.h, with the op and dtypes chosen outside the element loop.
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 
@@ -93,6 +94,25 @@ const char* name_of(Compare op, bool scalar) {
   return "compare";
 }
 
+struct Arg {
+  const char* what;
+  const View& view;
+};
+
+// The checks every kernel here starts with: a supported stream, a writable out of
+// `out_dtype`, well-formed inputs of out's sizes that overlap out only by being it.
+void check_args(const char* name, const Stream& stream, const View& out, DType out_dtype,
+                std::initializer_list<Arg> inputs) {
+  cpu::check_stream(name, stream);
+  cpu::check_output(name, "out", out);
+  cpu::check_dtype(name, "out", out, out_dtype);
+  for (const Arg& in : inputs) {
+    cpu::check_view(name, in.what, in.view);
+    cpu::check_same_sizes(name, "out", out, in.what, in.view);
+    cpu::check_no_partial_overlap(name, "out", out, in.what, in.view);
+  }
+}
+
 // Whether `s` is an integer that int64 holds exactly: then an int64 or bool tensor
 // compares against it in int64, with no rounding of large elements.
 bool is_int64_value(double s) {
@@ -103,16 +123,8 @@ bool is_int64_value(double s) {
 
 void compare(const Stream& stream, Compare op, const View& out, const View& a, const View& b) {
   const char* name = name_of(op, false);
-  cpu::check_stream(name, stream);
-  cpu::check_output(name, "out", out);
-  cpu::check_view(name, "a", a);
-  cpu::check_view(name, "b", b);
-  cpu::check_dtype(name, "out", out, DType::kBool);
+  check_args(name, stream, out, DType::kBool, {{"a", a}, {"b", b}});
   cpu::check_same_dtype(name, "a", a, "b", b);
-  cpu::check_same_sizes(name, "out", out, "a", a);
-  cpu::check_same_sizes(name, "out", out, "b", b);
-  cpu::check_no_partial_overlap(name, "out", out, "a", a);
-  cpu::check_no_partial_overlap(name, "out", out, "b", b);
   const Layout<3> l =
       cpu::make_layout<3>(out.sizes, {out.strides.data(), a.strides.data(), b.strides.data()});
   if (l.numel == 0) return;
@@ -132,12 +144,7 @@ void compare(const Stream& stream, Compare op, const View& out, const View& a, c
 void compare_scalar(const Stream& stream, Compare op, const View& out, const View& in,
                     double scalar) {
   const char* name = name_of(op, true);
-  cpu::check_stream(name, stream);
-  cpu::check_output(name, "out", out);
-  cpu::check_view(name, "in", in);
-  cpu::check_dtype(name, "out", out, DType::kBool);
-  cpu::check_same_sizes(name, "out", out, "in", in);
-  cpu::check_no_partial_overlap(name, "out", out, "in", in);
+  check_args(name, stream, out, DType::kBool, {{"in", in}});
   const Layout<2> l = cpu::make_layout<2>(out.sizes, {out.strides.data(), in.strides.data()});
   if (l.numel == 0) return;
   const MemRange reads[] = {in.byte_range()};
@@ -166,20 +173,9 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
 void where(const Stream& stream, const View& out, const View& condition, const View& a,
            const View& b) {
   const char* name = "where";
-  cpu::check_stream(name, stream);
-  cpu::check_output(name, "out", out);
-  cpu::check_view(name, "condition", condition);
-  cpu::check_view(name, "a", a);
-  cpu::check_view(name, "b", b);
+  check_args(name, stream, out, a.dtype, {{"condition", condition}, {"a", a}, {"b", b}});
   cpu::check_dtype(name, "condition", condition, DType::kBool);
-  cpu::check_same_dtype(name, "out", out, "a", a);
-  cpu::check_same_dtype(name, "out", out, "b", b);
-  cpu::check_same_sizes(name, "out", out, "condition", condition);
-  cpu::check_same_sizes(name, "out", out, "a", a);
-  cpu::check_same_sizes(name, "out", out, "b", b);
-  cpu::check_no_partial_overlap(name, "out", out, "condition", condition);
-  cpu::check_no_partial_overlap(name, "out", out, "a", a);
-  cpu::check_no_partial_overlap(name, "out", out, "b", b);
+  cpu::check_same_dtype(name, "a", a, "b", b);
   const Layout<4> l = cpu::make_layout<4>(
       out.sizes, {out.strides.data(), condition.strides.data(), a.strides.data(),
                   b.strides.data()});
