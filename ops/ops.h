@@ -19,9 +19,10 @@
 // non-broadcastable shapes, non-floating inputs to differentiable math, bad dims);
 // DeviceError naming both devices when inputs live on different devices, except that a
 // 0-dim cpu tensor beside a tensor on another device acts as a scalar in add, sub, mul,
-// div, add_ and mul_ (its value is read on the host when the op is called; its gradient
-// comes back as a 0-dim cpu tensor), as in PyTorch; Error for
-// in-place ops on a leaf that requires grad (outside NoGradGuard).
+// div, add_, mul_, the comparisons, where's input / other and masked_fill(_)'s value (its
+// value is read on the host when the op is called; its gradient comes back as a 0-dim
+// cpu tensor), as in PyTorch; Error for in-place ops on a leaf that requires grad
+// (outside NoGradGuard).
 #ifndef STREAMGRAD_OPS_OPS_H_
 #define STREAMGRAD_OPS_OPS_H_
 

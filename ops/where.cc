@@ -5,6 +5,7 @@
 // gradient with the saved condition (where(c, g, 0) for input, where(c, 0, g) for other),
 // built with where itself, so it is differentiable again (create_graph) and a NaN or inf
 // in the gradient of the branch not taken never reaches the other operand.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
