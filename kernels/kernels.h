@@ -28,7 +28,7 @@
 // elements enqueue nothing (reduce still writes out when in is empty).
 // Launch names, which observers, traces and error messages show, are the op's own:
 // exp, add_scalar, add, axpy, fill, copy, arange, uniform, normal, sum, argmax, matmul,
-// index_select, index_add, scatter_add, ...
+// index_select, index_add, scatter_add, gt, gt_scalar, where, ...
 #ifndef STREAMGRAD_KERNELS_KERNELS_H_
 #define STREAMGRAD_KERNELS_KERNELS_H_
 
@@ -78,12 +78,31 @@ enum class Binary {
 
 enum class Reduce { kSum, kMax, kMin };
 
+// Comparisons, written into a bool out (kernels/select_ops.h holds the per-element math).
+enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
+
 void unary(const Stream& stream, Unary op, const View& out, const View& in);
 void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const View& in,
                   double scalar);
 void binary(const Stream& stream, Binary op, const View& out, const View& a, const View& b);
 // out = a + alpha * b (in place allowed: out may alias a exactly).
 void axpy(const Stream& stream, const View& out, const View& a, const View& b, double alpha);
+
+// out (bool) = a <op> b, element-wise: a and b of one dtype (any; bool bytes compare as
+// 0/1), sizes of out. NaN compares false under every op but kNe. Launch names: eq, ne, lt,
+// le, gt, ge.
+void compare(const Stream& stream, Compare op, const View& out, const View& a, const View& b);
+// out (bool) = in <op> scalar. float32/float64: the scalar is rounded to in's dtype first
+// (as a float32 tensor op does in PyTorch); int64/bool: the comparison is exact (an
+// integral scalar compares as int64, a fractional one as double). Launch names: eq_scalar,
+// ne_scalar, ...
+void compare_scalar(const Stream& stream, Compare op, const View& out, const View& in,
+                    double scalar);
+// out = condition ? a : b (launch name where): condition bool; a, b and out of one dtype
+// (any); all of out's sizes (callers broadcast with stride 0). out may be exactly a or b
+// (masked_fill_ writes into its input).
+void where(const Stream& stream, const View& out, const View& condition, const View& a,
+           const View& b);
 
 // Any dtype: bool stores value != 0; int64 truncates and needs a finite value in range
 // (ValueError otherwise).

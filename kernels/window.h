@@ -10,11 +10,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define SG_HOST_DEVICE __host__ __device__
-#else
-#define SG_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -243,6 +243,7 @@ std::vector<OpSpec> build() {
   Catalogue c;
   arithmetic(c);
   math(c);
+  compare_select(c);
   reductions(c);
   linear_algebra(c);
   shapes(c);

@@ -40,7 +40,7 @@ constexpr Domain kDistinct{-2, 2, 0, 0.05};
 // ulp of float32 is at most 2^-40, so the central difference is off by < 5e-7.
 constexpr Domain kTiny{-7e-6, 7e-6};
 
-enum class Layout { kDense, kTransposed, kStrided, kIndex };
+enum class Layout { kDense, kTransposed, kStrided, kIndex, kMask };
 
 // How to make one input.
 struct In {
@@ -56,6 +56,11 @@ inline In transposed(Shape s, Domain d = kAny) { return In{Layout::kTransposed, 
 inline In strided(Shape s, Domain d = kAny) { return In{Layout::kStrided, std::move(s), d}; }
 // An int64 index: a constant input (never perturbed, no gradient).
 inline In indices(std::vector<int64_t> v) { return In{Layout::kIndex, {}, kAny, std::move(v)}; }
+// A bool mask of `shape` from 0/1 values: a constant input, like an index (where's
+// condition, masked_fill's mask).
+inline In mask(Shape s, std::vector<int64_t> v) {
+  return In{Layout::kMask, std::move(s), kAny, std::move(v)};
+}
 
 // Values are drawn on the host: an entry's inputs depend on (seed, entry) only, not on the
 // shared generator behind manual_seed/randn, and are the same on every device.
@@ -89,6 +94,10 @@ inline Tensor make_input(const In& in, Device d, std::mt19937_64& rng) {
       wide.back() *= 2;
       const Tensor base = from_vector<double>(draw(rng, numel_of(wide), in.dom), wide, f64);
       return slice(base, -1, 0, wide.back(), 2).detach().requires_grad_();
+    }
+    case Layout::kMask: {
+      const std::vector<bool> bits(in.index.begin(), in.index.end());
+      return from_vector<bool>(bits, in.shape, TensorOptions().dtype(DType::kBool).device(d));
     }
     case Layout::kIndex:
       break;
@@ -135,6 +144,7 @@ class Catalogue {
 // Sections, in ops.h order; each appends its entries.
 void arithmetic(Catalogue& c);             // catalogue.cc
 void math(Catalogue& c);                   // catalogue.cc
+void compare_select(Catalogue& c);         // catalogue_select.cc
 void reductions(Catalogue& c);             // catalogue.cc
 void linear_algebra(Catalogue& c);         // catalogue.cc
 void shapes(Catalogue& c);                 // catalogue.cc

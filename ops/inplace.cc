@@ -1,4 +1,4 @@
-// In-place ops: add_, mul_ (tensor and scalar), zero_, fill_, copy_.
+// In-place ops: add_, mul_ (tensor and scalar), zero_, fill_, copy_, masked_fill_.
 //
 // Each validates everything before it touches memory, refuses leaves that require grad
 // (check_inplace), enqueues its kernel on the current stream of the tensor's device, then
@@ -174,7 +174,56 @@ Tensor& fill_impl(Tensor& a, double value, const char* op, const char* node_name
   return a;
 }
 
+// masked_fill_ after its own checks: where(mask, value, a) written into a. The node is
+// where's backward with edges (mask, value, a's old history): a's old value gets the
+// gradient where the mask is clear, the value the sum where it is set.
+Tensor& masked_fill_impl(Tensor& a, const Tensor& mask, const Tensor& value) {
+  // A value viewing a's own memory is read before the write starts.
+  const Tensor operand = operand_on(shares_storage(a, value) ? clone(value.detach()) : value,
+                                    a.device());
+  const bool record = any_requires_grad({a, value});
+  std::shared_ptr<Node> node;
+  std::vector<Edge> edges;
+  if (record) {
+    node = where_backward(mask, value, a, "MaskedFill_Backward");
+    edges = collect_next_edges({mask, value, a});
+  }
+  kernels::where(stream_of(a), a.view(), expand_view(mask, a.sizes()),
+                 expand_view(operand, a.sizes()), a.view());
+  a.bump_version();
+  if (record) rebase(a, node, std::move(edges));
+  return a;
+}
+
+void check_mask_inplace(const Tensor& a, const Tensor& mask) {
+  check_defined(a, "masked_fill_", "the tensor modified in place");
+  check_defined(mask, "masked_fill_", "the mask");
+  check_bool(mask, "masked_fill_", "mask");
+  check_same_device(a, mask, "masked_fill_");
+  check_broadcast_into(a, mask, "masked_fill_");
+}
+
 }  // namespace
+
+Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value) {
+  check_mask_inplace(a, mask);
+  check_fill_value(value, a.dtype(), "masked_fill_");
+  check_inplace(a, "masked_fill_");
+  const Tensor v = full({}, value, TensorOptions().dtype(a.dtype()).device(a.device()));
+  return masked_fill_impl(a, mask, v);
+}
+
+Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Tensor& value) {
+  check_mask_inplace(a, mask);
+  check_defined(value, "masked_fill_", "the value");
+  SG_CHECK(value.dim() == 0, ValueError, "masked_fill_: value must be a 0-dim tensor, got ",
+           value.describe(), "; for a value per element use where(mask, value, a)");
+  if (!is_cpu_scalar_for(value, a)) check_same_device(a, value, "masked_fill_");
+  check_same_dtype(a, value, "masked_fill_");
+  check_inplace(a, "masked_fill_");
+  check_view_history(a, value, "masked_fill_");
+  return masked_fill_impl(a, mask, value);
+}
 
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   const Tensor operand = check_binary_inplace(a, b, "add_");

@@ -1,5 +1,8 @@
 #include "ops/op_utils.h"
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/grad_mode.h"
@@ -41,6 +44,7 @@ Tensor operand_on(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   SG_INTERNAL_CHECK(t.dim() == 0 && t.device().is_cpu(), "operand_on: ", t.describe(),
                     " is not a cpu scalar");
+  if (!is_floating(t.dtype())) return to(t.detach(), device);
   const double value = t.dtype() == DType::kFloat32 ? t.item<float>() : t.item<double>();
   return full({}, value, TensorOptions().dtype(t.dtype()).device(device));
 }
@@ -53,6 +57,35 @@ void check_floating(const Tensor& a, const char* op) {
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   SG_CHECK(a.dtype() == b.dtype(), ValueError, op, ": dtypes differ: ", a.describe(), " and ",
            b.describe(), "; convert one with to(tensor, dtype)");
+}
+
+void check_bool(const Tensor& t, const char* op, const char* what) {
+  SG_CHECK(t.dtype() == DType::kBool, ValueError, op, ": expected a bool ", what, ", got ",
+           t.describe(), "; make one with a comparison such as gt(x, 0.0), or convert with "
+           "to(tensor, DType::kBool)");
+}
+
+void check_fill_value(double value, DType dtype, const char* op) {
+  switch (dtype) {
+    case DType::kInt64:
+      SG_CHECK(std::floor(value) == value && value >= -9223372036854775808.0 &&
+                   value < 9223372036854775808.0,
+               ValueError, op, ": value ", value, " cannot be stored in an int64 tensor "
+               "without rounding; pass an integer, or convert the tensor with to(tensor, "
+               "DType::kFloat64)");
+      return;
+    case DType::kBool:
+      SG_CHECK(value == 0 || value == 1, ValueError, op, ": value ", value,
+               " cannot be stored in a bool tensor; pass 0 (false) or 1 (true)");
+      return;
+    case DType::kFloat32:
+      SG_CHECK(!std::isfinite(value) || std::abs(value) <= std::numeric_limits<float>::max(),
+               ValueError, op, ": value ", value, " overflows float32; pass a smaller "
+               "value (or infinity), or convert the tensor with to(tensor, DType::kFloat64)");
+      return;
+    case DType::kFloat64:
+      return;
+  }
 }
 
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {

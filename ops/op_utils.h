@@ -32,12 +32,17 @@ void check_binary_devices(const Tensor& a, const Tensor& b, const char* op);
 Device binary_device(const Tensor& a, const Tensor& b);
 // `t` as an operand on `device`: itself, or for a cpu scalar its value, read on the host
 // (cpu memory: no device sync) and filled into a 0-dim tensor on `device`'s current
-// stream. No history: the op's node keeps t's edge, and grad_for brings t's gradient
-// back to cpu.
+// stream (int64 and bool scalars are copied instead, so that no value is rounded). No
+// history: the op's node keeps t's edge, and grad_for brings t's gradient back to cpu.
 Tensor operand_on(const Tensor& t, Device device);
 // Floating dtype, and the same for both.
 void check_floating(const Tensor& a, const char* op);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+// A bool tensor: the condition or mask (`what`) of `op`.
+void check_bool(const Tensor& t, const char* op, const char* what);
+// `value` is stored in a `dtype` tensor without changing it (masked_fill's value): int64
+// needs an integer in range, bool 0 or 1, float32 no finite overflow (inf and NaN pass).
+void check_fill_value(double value, DType dtype, const char* op);
 // Normalises a possibly negative dim for a tensor of rank `rank`.
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
 
@@ -96,6 +101,12 @@ void record_product(const Tensor& a, const Tensor& b, const Tensor& out) {
   node->b_in = meta_of(b);
   wire(node, {a, b}, {out});
 }
+
+// The backward of out = where(condition, input, other) (where.cc), shared with
+// masked_fill / masked_fill_ (where(mask, value, input)): saves the condition and the
+// operands' InputInfo; its next edges are wired in the order (condition, input, other).
+std::shared_ptr<Node> where_backward(const Tensor& condition, const Tensor& input,
+                                     const Tensor& other, const char* name);
 
 // In-place ops: refuses a leaf that requires grad (outside NoGradGuard) and a view of such a
 // tensor, then bumps the version once the kernel is enqueued.

@@ -10,8 +10,8 @@
 // Broadcasting follows numpy: trailing dimensions are matched, size-1 dimensions stretch.
 // Views (transpose, permute, reshape of contiguous data, expand, squeeze, unsqueeze,
 // slice, narrow) share storage with their input; the in-place ops (add_, mul_, zero_,
-// copy_, fill_) bump the version counter so that a tensor saved for backward and modified
-// afterwards is reported by the backward that needs it.
+// copy_, fill_, masked_fill_) bump the version counter so that a tensor saved for backward
+// and modified afterwards is reported by the backward that needs it.
 //
 // Thread-safety: ops may be called from any thread on distinct or shared inputs; in-place
 // ops on a shared tensor need external synchronisation.
@@ -19,9 +19,10 @@
 // non-broadcastable shapes, non-floating inputs to differentiable math, bad dims);
 // DeviceError naming both devices when inputs live on different devices, except that a
 // 0-dim cpu tensor beside a tensor on another device acts as a scalar in add, sub, mul,
-// div, add_ and mul_ (its value is read on the host when the op is called; its gradient
-// comes back as a 0-dim cpu tensor), as in PyTorch; Error for
-// in-place ops on a leaf that requires grad (outside NoGradGuard).
+// div, add_, mul_, the comparisons, where's input / other and masked_fill(_)'s value (its
+// value is read on the host when the op is called; its gradient comes back as a 0-dim
+// cpu tensor), as in PyTorch; Error for in-place ops on a leaf that requires grad
+// (outside NoGradGuard).
 #ifndef STREAMGRAD_OPS_OPS_H_
 #define STREAMGRAD_OPS_OPS_H_
 
@@ -56,6 +57,37 @@ Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor abs(const Tensor& a);
+
+// Comparisons (compare.cc), as PyTorch's eq/ne/lt/le/gt/ge: a bool tensor with no
+// history (the result of a comparison has no gradient). Tensor forms broadcast and need
+// one dtype (any) on one device, except that a 0-dim cpu tensor acts as a scalar beside
+// another device; scalar forms round the scalar to a floating tensor's dtype first and
+// compare int64/bool tensors exactly. NaN compares false under every op but ne.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, double b);
+
+// Selection (where.cc), as PyTorch's. where: input where condition is true, else other;
+// condition is bool, the three broadcast together, input and other share a dtype (any),
+// and either may be a 0-dim cpu tensor beside another device. The gradient goes to input
+// where the condition holds and to other elsewhere (zero, never NaN, in the branch not
+// taken), summed to each operand's shape. masked_fill: input with value wherever the bool
+// mask is set (input and mask broadcast together); value is a double (stored in input's
+// dtype: an int64 input needs an integral value, a bool input 0 or 1) or a 0-dim tensor
+// of input's dtype, whose gradient is the sum of the result's gradient over the filled
+// positions. The input's gradient is zero where the mask is set.
+Tensor where(const Tensor& condition, const Tensor& input, const Tensor& other);
+Tensor masked_fill(const Tensor& input, const Tensor& mask, double value);
+Tensor masked_fill(const Tensor& input, const Tensor& mask, const Tensor& value);
 
 // Reductions. Negative dims count from the end; an empty `dims` reduces over all.
 Tensor sum(const Tensor& a);
@@ -144,6 +176,9 @@ Tensor& mul_(Tensor& a, double b);
 Tensor& zero_(Tensor& a);
 Tensor& fill_(Tensor& a, double value);
 Tensor& copy_(Tensor& a, const Tensor& src);
+// masked_fill in place: the mask broadcasts to a's shape (a itself does not grow).
+Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value);
+Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Tensor& value);
 
 // Linear layers, activations, dropout and losses (nn_functional.cc, loss.cc), as
 // PyTorch's torch.nn.functional.
@@ -191,6 +226,25 @@ inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 inline Tensor operator/(double a, const Tensor& b) { return div(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
+// Comparisons: bool tensors, e.g. where(x > 0.0, x, y).
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator==(const Tensor& a, double b) { return eq(a, b); }
+inline Tensor operator==(double a, const Tensor& b) { return eq(b, a); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator!=(const Tensor& a, double b) { return ne(a, b); }
+inline Tensor operator!=(double a, const Tensor& b) { return ne(b, a); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
+inline Tensor operator<(double a, const Tensor& b) { return gt(b, a); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
+inline Tensor operator<=(double a, const Tensor& b) { return ge(b, a); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
+inline Tensor operator>(double a, const Tensor& b) { return lt(b, a); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
+inline Tensor operator>=(double a, const Tensor& b) { return le(b, a); }
 
 }  // namespace streamgrad
 
