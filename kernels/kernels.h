@@ -139,8 +139,10 @@ void arg_reduce(const Stream& stream, bool is_max, const View& values, const Vie
 // out[b] = a[b] @ b_[b]: 2-D ([M,K] x [K,N] -> [M,N]) or 3-D with a batch dim (batch
 // strides may be 0 for broadcasting). Uses OpenBLAS gemm (any strides: non-BLAS-able
 // layouts are copied to contiguous scratch first). M, N and K must fit in int (BLAS);
-// K == 0 gives zeros.
-void matmul(const Stream& stream, const View& out, const View& a, const View& b);
+// K == 0 gives zeros. With a `bias` (2-D only: 1-D of N elements, out's dtype), out = a @ b
+// + bias in one gemm (beta = 1 over an out that starts as the bias), launched as "linear".
+void matmul(const Stream& stream, const View& out, const View& a, const View& b,
+            const View* bias = nullptr);
 
 // out = in.index_select(dim, index): index is a 1-D int64 view; out.sizes[dim] ==
 // index.numel(). Out-of-range indices are a ValueError when checked on the host

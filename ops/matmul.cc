@@ -3,6 +3,10 @@
 //
 // Backward: dA = g @ B^T, dB = A^T @ g, each summed over the batch when that operand was
 // broadcast; written with matmul and transpose, so it is differentiable again.
+//
+// linear(x, W, b) = x @ W^T + b is one gemm whose output starts as the bias (beta = 1),
+// not a matmul then an add: one launch, and no [M, N] temporary. Its backward: dx = g @ W,
+// dW = g^T @ x, db = the column sums of g.
 #include "absl/strings/str_join.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -53,7 +57,68 @@ struct MatmulBackward final : Node {
   InputInfo a_in, b_in;
 };
 
+struct LinearBackward final : Node {
+  std::string name() const override { return "LinearBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    TensorList out(has_bias ? 3 : 2);
+    if (!g.defined()) return out;
+    if (needs_grad(*this, 0)) out[0] = grad_for(matmul(g, weight.unpack("LinearBackward")), input_in);
+    if (needs_grad(*this, 1)) {
+      out[1] = grad_for(matmul(transpose(g, 0, 1), input.unpack("LinearBackward")), weight_in);
+    }
+    if (has_bias && needs_grad(*this, 2)) out[2] = grad_for(sum(g, {0}), bias_in);
+    return out;
+  }
+  void release_variables() override {
+    input.reset();
+    weight.reset();
+  }
+  SavedTensor input, weight;
+  InputInfo input_in, weight_in, bias_in;
+  bool has_bias = false;
+};
+
 }  // namespace
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  check_defined(input, "linear", "the input");
+  check_defined(weight, "linear", "the weight");
+  check_same_device(input, weight, "linear");
+  check_floating(input, "linear");
+  check_same_dtype(input, weight, "linear");
+  SG_CHECK(weight.dim() == 2, ValueError, "linear: expected a [out, in] weight, got ",
+           weight.describe());
+  SG_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1), ValueError, "linear: input ",
+           input.describe(), " has ", input.dim() == 0 ? 0 : input.size(-1),
+           " features, weight ", weight.describe(), " expects ", weight.size(1));
+  if (bias.defined()) {
+    check_same_device(input, bias, "linear");
+    check_same_dtype(input, bias, "linear");
+    SG_CHECK(bias.sizes() == Shape{weight.size(0)}, ValueError, "linear: bias ", bias.describe(),
+             " must be [", weight.size(0), "]");
+  }
+  Shape out_shape = input.sizes();
+  out_shape.back() = weight.size(0);
+  const Tensor x2 = input.dim() == 2 ? input : reshape(input, {-1, weight.size(1)});
+  Tensor out = new_output({x2.size(0), weight.size(0)}, input.dtype(), input.device());
+  kernels::View wt = weight.view();  // W^T: the same memory, strides swapped
+  std::swap(wt.sizes[0], wt.sizes[1]);
+  std::swap(wt.strides[0], wt.strides[1]);
+  const kernels::View bv = bias.defined() ? bias.view() : kernels::View();
+  kernels::matmul(stream_of(out), out.view(), x2.view(), wt, bias.defined() ? &bv : nullptr);
+  if (any_requires_grad({x2, weight, bias})) {
+    auto node = std::make_shared<LinearBackward>();
+    if (weight.requires_grad()) node->input = SavedTensor(x2);
+    if (x2.requires_grad()) node->weight = SavedTensor(weight);
+    node->input_in = meta_of(x2);
+    node->weight_in = meta_of(weight);
+    node->has_bias = bias.defined();
+    if (bias.defined()) node->bias_in = meta_of(bias);
+    wire(node, bias.defined() ? TensorList{x2, weight, bias} : TensorList{x2, weight}, {out});
+  }
+  return input.dim() == 2 ? out : reshape(out, out_shape);
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined(a, "matmul", "the first input");

@@ -1,5 +1,5 @@
-// linear, softmax / log_softmax, dropout, flatten, argmax and embedding, composed of
-// differentiable ops (so each is differentiable to any order).
+// softmax / log_softmax, dropout, flatten, argmax and embedding, composed of
+// differentiable ops (so each is differentiable to any order). linear is in matmul.cc.
 //
 // log_softmax shifts by the row maximum, taken without history (the shift cancels in
 // the result, so it needs no gradient), so large inputs neither overflow nor lose the
@@ -20,26 +20,6 @@ Tensor row_max(const Tensor& input, int64_t dim) {
 }
 
 }  // namespace
-
-Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  check_defined(input, "linear", "the input");
-  check_defined(weight, "linear", "the weight");
-  SG_CHECK(weight.dim() == 2, ValueError, "linear: expected a [out, in] weight, got ",
-           weight.describe());
-  SG_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1), ValueError, "linear: input ",
-           input.describe(), " has ", input.dim() == 0 ? 0 : input.size(-1),
-           " features, weight ", weight.describe(), " expects ", weight.size(1));
-  if (bias.defined()) {
-    SG_CHECK(bias.sizes() == Shape{weight.size(0)}, ValueError, "linear: bias ", bias.describe(),
-             " must be [", weight.size(0), "]");
-  }
-  Shape out_shape = input.sizes();
-  out_shape.back() = weight.size(0);
-  const Tensor x2 = input.dim() == 2 ? input : reshape(input, {-1, weight.size(1)});
-  Tensor out = matmul(x2, transpose(weight, 0, 1));
-  if (bias.defined()) out = add(out, bias);
-  return input.dim() == 2 ? out : reshape(out, out_shape);
-}
 
 Tensor log_softmax(const Tensor& input, int64_t dim) {
   check_defined(input, "log_softmax", "the input");

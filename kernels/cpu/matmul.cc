@@ -70,13 +70,22 @@ void plan(Mat* m) {
 
 template <typename T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const T* a, int lda,
-          const T* b, int ldb, T* c, int ldc) {
+          const T* b, int ldb, T beta, T* c, int ldc) {
   if constexpr (std::is_same<T, float>::value) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
   }
 }
+
+// A bias added by gemm itself (beta = 1 over an output that starts as the bias):
+// element `stride * i` for row i of the BLAS output when `by_row` (the output was
+// transposed for BLAS), for column i otherwise.
+struct Bias {
+  const void* data = nullptr;
+  int64_t stride = 0;
+  bool by_row = false;
+};
 
 template <typename T>
 void pack(const Mat& m, const T* src, T* dst) {
@@ -110,30 +119,33 @@ const T* operand(const Mat& m, int64_t b, std::vector<T>* scratch) {
 }
 
 template <typename T>
-void run(const Mat& a, const Mat& b, const Mat& c, void* out_base, int64_t batch) {
+void run(const Mat& a, const Mat& b, const Mat& c, void* out_base, int64_t batch, Bias bias) {
   std::vector<T> sa, sb, sc;
   if (c.packed) sc.resize(static_cast<size_t>(c.rows * c.cols));
+  const T* bv = static_cast<const T*>(bias.data);
   for (int64_t i = 0; i < batch; ++i) {
     T* out = static_cast<T*>(out_base) + i * c.batch_stride;
-    if (a.cols == 0) {
-      // An empty sum is zero; BLAS is not asked about k == 0.
-      for (int64_t r = 0; r < c.rows; ++r) {
-        for (int64_t j = 0; j < c.cols; ++j) out[r * c.row_stride + j * c.col_stride] = T(0);
+    T* dst = c.packed ? sc.data() : out;  // row-major with leading dimension c.ld
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t j = 0; j < c.cols && (bv != nullptr || a.cols == 0); ++j) {
+        dst[r * c.ld + j] = bv == nullptr ? T(0) : bv[(bias.by_row ? r : j) * bias.stride];
       }
-      continue;
     }
-    T* dst = c.packed ? sc.data() : out;
-    gemm<T>(a.trans, b.trans, static_cast<int>(c.rows), static_cast<int>(c.cols),
-            static_cast<int>(a.cols), operand(a, i, &sa), a.ld, operand(b, i, &sb), b.ld, dst,
-            c.ld);
+    // An empty sum is zero (or the bias); BLAS is not asked about k == 0.
+    if (a.cols != 0) {
+      gemm<T>(a.trans, b.trans, static_cast<int>(c.rows), static_cast<int>(c.cols),
+              static_cast<int>(a.cols), operand(a, i, &sa), a.ld, operand(b, i, &sb), b.ld,
+              bv == nullptr ? T(0) : T(1), dst, c.ld);
+    }
     if (c.packed) unpack(c, sc.data(), out);
   }
 }
 
 }  // namespace
 
-void matmul(const Stream& stream, const View& out, const View& a, const View& b) {
-  const char* name = "matmul";
+void matmul(const Stream& stream, const View& out, const View& a, const View& b,
+            const View* bias) {
+  const char* name = bias == nullptr ? "matmul" : "linear";
   cpu::check_floating_out_a_b(name, stream, out, a, b);
   const int64_t r = out.dim();
   SG_CHECK((r == 2 || r == 3) && a.dim() == r && b.dim() == r, ValueError, name,
@@ -150,6 +162,15 @@ void matmul(const Stream& stream, const View& out, const View& a, const View& b)
            " exceed BLAS's 32-bit sizes");
   cpu::check_disjoint(name, "out", out, "a", a);
   cpu::check_disjoint(name, "out", out, "b", b);
+  Bias bs;
+  if (bias != nullptr) {
+    SG_CHECK(r == 2 && bias->dim() == 1 && bias->sizes[0] == n && bias->dtype == out.dtype,
+             ValueError, name, ": bias ", cpu::describe(*bias), " must be 1-D of ", n,
+             " elements of out's dtype, with a 2-D out ", cpu::describe(out));
+    cpu::check_disjoint(name, "out", out, "bias", *bias);
+    bs.data = bias->data;
+    bs.stride = bias->strides[0];
+  }
   if (out.numel() == 0) return;
 
   Mat ma = describe_mat(a), mb = describe_mat(b), mc = describe_mat(out);
@@ -161,6 +182,7 @@ void matmul(const Stream& stream, const View& out, const View& a, const View& b)
     plan(&ct);
     if (!ct.packed && ct.trans == CblasNoTrans) {
       mc = ct;
+      bs.by_row = true;
       Mat na = transposed(mb), nb = transposed(ma);
       ma = na;
       mb = nb;
@@ -173,15 +195,16 @@ void matmul(const Stream& stream, const View& out, const View& a, const View& b)
   plan(&ma);
   plan(&mb);
   const int64_t batch = r == 3 ? out.sizes[0] : 1;
-  const MemRange reads[] = {a.byte_range(), b.byte_range()};
+  const MemRange reads[] = {a.byte_range(), b.byte_range(),
+                            bias != nullptr ? bias->byte_range() : MemRange{}};
   const MemRange writes[] = {out.byte_range()};
   const DType dt = out.dtype;
   void* o = out.data;
-  launch(stream, {name, reads, writes}, [ma, mb, mc, o, batch, dt] {
+  launch(stream, {name, {reads, bias != nullptr ? 3u : 2u}, writes}, [ma, mb, mc, o, batch, dt, bs] {
     if (dt == DType::kFloat32) {
-      run<float>(ma, mb, mc, o, batch);
+      run<float>(ma, mb, mc, o, batch, bs);
     } else {
-      run<double>(ma, mb, mc, o, batch);
+      run<double>(ma, mb, mc, o, batch, bs);
     }
   });
 }

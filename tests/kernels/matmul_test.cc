@@ -51,7 +51,10 @@ TEMPLATE_TEST_CASE("2-D matmul with transposed, padded and strided operands", "[
   const std::string ka = GENERATE("row", "col", "strided");
   const std::string kb = GENERATE("row", "col", "padded");
   const std::string kc = GENERATE("row", "col", "strided");
-  INFO("device " << dev << ", a " << ka << ", b " << kb << ", out " << kc);
+  // With a bias (strided, to check its stride) the kernel is linear's fused gemm.
+  const bool with_bias = GENERATE(false, true);
+  INFO("device " << dev << ", a " << ka << ", b " << kb << ", out " << kc
+                 << (with_bias ? ", bias" : ""));
   const Stream s = current_stream(dev);
   const int64_t m = 3, k = 5, n = 4;
   const std::vector<T> ha = random_values<T>(64, -1, 1, 21);
@@ -59,12 +62,23 @@ TEMPLATE_TEST_CASE("2-D matmul with transposed, padded and strided operands", "[
   Buffer<T> a(dev, ha), b(dev, hb);
   Buffer<T> out(dev, 64, T(-5));
   const Shape as = layout(ka, m, k), bs = layout(kb, k, n), os = layout(kc, m, n);
+  const std::vector<T> hbias = random_values<T>(2 * n, -1, 1, 23);
+  Buffer<T> bias(dev, hbias);
+  const Shape bias_s({n}, {2}, 1);
+  const kernels::View bv = bias.view(bias_s);
   LaunchLog log;
-  kernels::matmul(s, out.view(os), a.view(as), b.view(bs));
-  log.expect_ranges("matmul", {a.view(as), b.view(bs)}, {out.view(os)});
+  kernels::matmul(s, out.view(os), a.view(as), b.view(bs), with_bias ? &bv : nullptr);
+  if (with_bias) {
+    log.expect_ranges("linear", {a.view(as), b.view(bs), bv}, {out.view(os)});
+  } else {
+    log.expect_ranges("matmul", {a.view(as), b.view(bs)}, {out.view(os)});
+  }
+  CHECK(log.count() == 1);
+  std::vector<double> want = reference(as_double(gather(ha, as)), as_double(gather(hb, bs)), m, k, n);
+  const std::vector<T> hb_used = gather(hbias, bias_s);
+  for (int64_t i = 0; with_bias && i < m * n; ++i) want[i] += hb_used[i % n];
   const std::vector<T> got_all = out.read();
-  testing::check_close(gather(got_all, os),
-                       reference(as_double(gather(ha, as)), as_double(gather(hb, bs)), m, k, n));
+  testing::check_close(gather(got_all, os), want);
   std::vector<bool> inside(64, false);
   for (int64_t off : os.offsets()) inside[off] = true;
   for (size_t i = 0; i < 64; ++i) {
@@ -107,6 +121,15 @@ TEST_CASE("matmul with k == 0 writes zeros", "[matmul]") {
   kernels::matmul(current_stream(dev), out.view(Shape({2, 3})), a.view(Shape({2, 0})),
                   b.view(Shape({0, 3})));
   CHECK(out.read() == std::vector<float>(6, 0.0f));
+  Buffer<float> bias(dev, std::vector<float>{1, 2, 3});
+  const kernels::View bv = bias.view(Shape({3}));
+  kernels::matmul(current_stream(dev), out.view(Shape({2, 3})), a.view(Shape({2, 0})),
+                  b.view(Shape({0, 3})), &bv);
+  CHECK(out.read() == std::vector<float>{1, 2, 3, 1, 2, 3});  // the bias alone
+  const kernels::View short_bias = bias.view(Shape({2}));
+  CHECK_THROWS_WITH(kernels::matmul(current_stream(dev), out.view(Shape({2, 3})),
+                                    a.view(Shape({2, 0})), b.view(Shape({0, 3})), &short_bias),
+                    Contains("bias") && Contains("3 elements"));
 }
 
 TEST_CASE("matmuls run concurrently on sim streams and cpu threads", "[matmul][threads]") {

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "tests/ops/finite_difference.h"
 
@@ -41,6 +43,33 @@ TEST_CASE("linear is input @ weight^T + bias for 1-D, 2-D and 3-D inputs", "[ops
   CHECK(values(linear(reshape(x, {2, 2, 2}), w, b)) == y);
   CHECK(linear(random_input({2}, d, 4), w).sizes() == Shape{3});
   CHECK_THROWS_WITH(linear(random_input({4, 3}, d, 5), w), Catch::Contains("expects 2"));
+}
+
+// Counts the kernel launches made on this thread's behalf while it lives.
+class KernelNames final : public LaunchObserver {
+ public:
+  KernelNames() { add_launch_observer(this); }
+  ~KernelNames() override { remove_launch_observer(this); }
+  void on_launch(const Stream&, const LaunchDesc& desc) override {
+    if (desc.kind == LaunchKind::kKernel) names.push_back(desc.name);
+  }
+  std::vector<std::string> names;
+};
+
+TEST_CASE("linear's forward is one fused launch, bias included", "[ops][linear]") {
+  const Device d = test_device();
+  const Tensor w = random_input({5, 3}, d, 1), b = random_input({5}, d, 2);
+  const Tensor x = random_input({4, 3}, d, 3);
+  KernelNames seen;
+  const Tensor y = linear(x, w, b);
+  CHECK(seen.names == std::vector<std::string>{"linear"});  // not matmul then add
+  CHECK(values(y) == values(linear(x, w, b)));
+  // The same values as the unfused composition, to float64 rounding.
+  const std::vector<double> ref = values(add(matmul(x, transpose(w, 0, 1)), b));
+  const std::vector<double> got = values(y);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(ref[i]).epsilon(1e-12));
+  const Device elsewhere(d.is_cpu() ? "sim:0" : "cpu");
+  CHECK_THROWS_AS(linear(x, w, random_input({5}, elsewhere, 4)), DeviceError);
 }
 
 TEST_CASE("softmax and log_softmax stay finite for large inputs", "[ops][softmax]") {
