@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/options.h"
 
 namespace streamgrad {
 namespace nn {
@@ -55,33 +56,25 @@ class Optimizer {
   std::map<std::string, double> scalars_;             // step counts and the like
 };
 
-#define SG_OPTION(type, field)         \
-  auto& field(type v) {                \
-    field##_ = v;                      \
-    return *this;                      \
-  }                                    \
-  type field() const { return field##_; } \
-  type field##_
 
 struct SGDOptions {
   explicit SGDOptions(double lr) : lr_(lr) {}
-  SG_OPTION(double, lr);
-  SG_OPTION(double, momentum) = 0;
-  SG_OPTION(double, dampening) = 0;
-  SG_OPTION(double, weight_decay) = 0;
-  SG_OPTION(bool, nesterov) = false;
+  SG_NN_OPTION(double, lr);
+  SG_NN_OPTION(double, momentum) = 0;
+  SG_NN_OPTION(double, dampening) = 0;
+  SG_NN_OPTION(double, weight_decay) = 0;
+  SG_NN_OPTION(bool, nesterov) = false;
 };
 
 struct AdamOptions {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
-  SG_OPTION(double, lr);
-  SG_OPTION(double, beta1) = 0.9;
-  SG_OPTION(double, beta2) = 0.999;
-  SG_OPTION(double, eps) = 1e-8;
-  SG_OPTION(double, weight_decay) = 0;  // Adam: L2 added to the gradient; AdamW: decoupled
+  SG_NN_OPTION(double, lr);
+  SG_NN_OPTION(double, beta1) = 0.9;
+  SG_NN_OPTION(double, beta2) = 0.999;
+  SG_NN_OPTION(double, eps) = 1e-8;
+  SG_NN_OPTION(double, weight_decay) = 0;  // Adam: L2 added to the gradient; AdamW: decoupled
 };
 
-#undef SG_OPTION
 
 class SGD : public Optimizer {
  public:

@@ -37,34 +37,26 @@
 
 #include "absl/base/thread_annotations.h"
 #include "nn/data/dataset.h"
+#include "nn/options.h"
 #include "runtime/event.h"
 #include "runtime/stream.h"
 
 namespace streamgrad {
 namespace nn {
 
-#define SG_LOADER_OPTION(type, field)     \
-  DataLoaderOptions& field(type v) {      \
-    field##_ = v;                         \
-    return *this;                         \
-  }                                       \
-  type field() const { return field##_; } \
-  type field##_
-
 struct DataLoaderOptions {
-  SG_LOADER_OPTION(int64_t, batch_size) = 64;
-  SG_LOADER_OPTION(bool, shuffle) = true;
-  SG_LOADER_OPTION(uint64_t, seed) = 0;
-  SG_LOADER_OPTION(bool, drop_last) = false;
-  SG_LOADER_OPTION(int, workers) = 1;
-  SG_LOADER_OPTION(int, prefetch) = 2;
-  SG_LOADER_OPTION(Device, device) = Device("cpu");
+  SG_NN_OPTION(int64_t, batch_size) = 64;
+  SG_NN_OPTION(bool, shuffle) = true;
+  SG_NN_OPTION(uint64_t, seed) = 0;
+  SG_NN_OPTION(bool, drop_last) = false;
+  SG_NN_OPTION(int, workers) = 1;
+  SG_NN_OPTION(int, prefetch) = 2;
+  SG_NN_OPTION(Device, device) = Device("cpu");
   // For the race reproducer and its tests only: the compute stream does not wait for the
   // copy, the missing wait DESIGN.md's sanitizer must catch. Never set it in training.
-  SG_LOADER_OPTION(bool, unsafe_skip_copy_wait) = false;
+  SG_NN_OPTION(bool, unsafe_skip_copy_wait) = false;
 };
 
-#undef SG_LOADER_OPTION
 
 struct Batch {
   Tensor data;    // [B, *example_shape], float32
