@@ -78,7 +78,8 @@ class Module {
   Tensor& register_parameter(std::string name, Tensor tensor, bool requires_grad = true);
   Tensor& register_buffer(std::string name, Tensor tensor);
   // Called on every module after load_state_dict replaced its tensors, for state a
-  // module keeps beside them (PyTorch's per-module load hook). Must not throw.
+  // module keeps beside them (PyTorch's per-module load hook). The tensors are loaded by
+  // then: only a device error may make it throw.
   virtual void state_loaded() {}
   template <typename M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {

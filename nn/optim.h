@@ -56,7 +56,6 @@ class Optimizer {
   std::map<std::string, double> scalars_;             // step counts and the like
 };
 
-
 struct SGDOptions {
   explicit SGDOptions(double lr) : lr_(lr) {}
   SG_NN_OPTION(double, lr);

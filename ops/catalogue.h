@@ -21,8 +21,8 @@
 // full Jacobians stay cheap. Non-contiguous entries get strided leaves (a transposed or
 // every-other-column view, detached so it is a leaf that keeps its layout): gradcheck
 // perturbs its inputs in place, so they must be leaves. Index inputs are int64 and masks
-// (where's condition, masked_fill's mask) bool; neither requires grad. Entries whose outputs leave the input's device (to(device)) name the
-// target with peer_device().
+// (where's condition, masked_fill's mask) bool; neither requires grad. Entries whose
+// outputs leave the input's device (to(device)) name the target with peer_device().
 // In-place ops are wrapped: the input is cloned first and the clone modified, so that
 // gradients flow back to the leaf.
 //

@@ -63,7 +63,9 @@ struct LinearBackward final : Node {
     const Tensor& g = grads[0];
     TensorList out(has_bias ? 3 : 2);
     if (!g.defined()) return out;
-    if (needs_grad(*this, 0)) out[0] = grad_for(matmul(g, weight.unpack("LinearBackward")), input_in);
+    if (needs_grad(*this, 0)) {
+      out[0] = grad_for(matmul(g, weight.unpack("LinearBackward")), input_in);
+    }
     if (needs_grad(*this, 1)) {
       out[1] = grad_for(matmul(transpose(g, 0, 1), input.unpack("LinearBackward")), weight_in);
     }

@@ -17,12 +17,12 @@
 //     a flow arrow record -> wait;
 //   - host synchronisations (stream, event, device) as marks on the host lane of the
 //     thread that waited.
-// Times are microseconds since the recorder started, rounded to the nanosecond. On cpu and sim a span is measured
-// around the work itself (the wrapper adds no stream task, so deterministic schedules are
-// unchanged); on cuda a pair of timing events brackets the launch and save() first
-// synchronises each cuda device it saw. A mark's time is derived: a record is reached
-// when the stream finished the work enqueued before it, a wait is released when both its
-// stream and the record were reached.
+// Times are microseconds since the recorder started, rounded to the nanosecond. On cpu
+// and sim a span is measured around the work itself (the wrapper adds no stream task, so
+// deterministic schedules are unchanged); on cuda a pair of timing events brackets the
+// launch and save() first synchronises each cuda device it saw. A mark's time is
+// derived: a record is reached when the stream finished the work enqueued before it, a
+// wait is released when both its stream and the record were reached.
 //
 // Thread-safety: all methods are thread-safe; several recorders may run at once.
 // Failure: save() throws Error when the file cannot be written. Spans whose work has not

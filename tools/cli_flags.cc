@@ -285,6 +285,11 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<in
   return 2;
 }
 
+void print_json_line(const nlohmann::ordered_json& report) {
+  std::cout << report.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+            << std::endl;
+}
+
 std::string user_path(const std::string& path) {
   const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
   if (path.empty() || path[0] == '/' || cwd == nullptr || *cwd == '\0') return path;

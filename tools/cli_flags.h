@@ -20,7 +20,8 @@
 //   UsageErrors: one message on stderr, exit code 2 (absl's own parser would print some of
 //   them twice and exit with 1);
 // - --help (also -h, --helpshort, --helpfull) prints the usage text and every flag of the
-//   tool with its help text, default and range, and exits 0.
+//   tool with its help text, default and range, and exits 0;
+// - --json output is one line on stdout (print_json_line), keys in the order written.
 //
 // Thread-safety: call once, from main, before any other thread starts.
 // Failure: UsageError naming the argument as the user spelt it (run_tool turns it, and
@@ -31,6 +32,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "nlohmann/json.hpp"
 
 namespace streamgrad {
 
@@ -66,6 +69,11 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<in
 // A path the user typed: relative paths are taken from the folder `bazel run` was called
 // in (BUILD_WORKING_DIRECTORY), not from the runfiles folder the tool runs in.
 std::string user_path(const std::string& path);
+
+// Prints `report` on stdout as one line. Its strings may quote exceptions and backend
+// descriptions: bytes that are not UTF-8 are written as U+FFFD instead of making dump()
+// throw. A double that is not finite is written as null (JSON has no NaN).
+void print_json_line(const nlohmann::ordered_json& report);
 
 }  // namespace streamgrad
 

@@ -168,9 +168,7 @@ void print_json(const std::vector<DeviceReport>& reports) {
     }
     j["devices"].push_back(std::move(d));
   }
-  // Backend descriptions are not ours: bytes that are not UTF-8 become U+FFFD rather than
-  // an exception from dump().
-  std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  print_json_line(j);
 }
 
 }  // namespace

@@ -225,9 +225,7 @@ void print_json(const std::vector<Row>& rows, double total_ms) {
   j["failed"] = count(rows, Outcome::kFail);
   j["skipped"] = count(rows, Outcome::kSkip);
   j["time_ms"] = total_ms;
-  // Messages quote exceptions: bytes that are not UTF-8 become U+FFFD rather than an
-  // exception from dump().
-  std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  print_json_line(j);
 }
 
 }  // namespace

@@ -285,9 +285,7 @@ void print_json(const Settings& s, const std::vector<Report>& reports) {
   j["legacy_seed_streams"] = s.engine.legacy_seed_streams;
   j["legacy_leaf_sync"] = s.engine.legacy_leaf_sync;
   j["assume_safe"] = s.assume_safe;
-  // Findings and errors quote exceptions: bytes that are not UTF-8 become U+FFFD rather
-  // than an exception from dump().
-  std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  print_json_line(j);
 }
 
 void print_list(const Settings& s) {

@@ -55,7 +55,7 @@ ABSL_FLAG(std::string, resume, "",
           "continue from this checkpoint (written by --save with the same --model): training "
           "goes on after its epoch, as the uninterrupted run would");
 ABSL_FLAG(bool, eval_only, false, "only evaluate the model (from --resume, else freshly made)");
-ABSL_FLAG(std::string, trace, "", "write a Chrome trace of the first epoch's first 20 steps here");
+ABSL_FLAG(std::string, trace, "", "write a Chrome trace of this run's first 20 steps here");
 ABSL_FLAG(std::string, metrics, "", "append one JSON line per epoch to this file");
 ABSL_FLAG(std::string, plot, "", "write loss and accuracy curves to this SVG file");
 ABSL_FLAG(bool, json, false, "end with one JSON line of the results");
@@ -128,9 +128,9 @@ int64_t resume(const std::string& path, const std::string& model_name, nn::Modul
     throw UsageError{absl::StrCat("--resume=", path, " holds a ", field("model"),
                                   " model, not --model=", model_name)};
   }
-  for (const char* key : {"optimizer", "schedule"}) {
-    const std::string flag = key == std::string("optimizer") ? absl::GetFlag(FLAGS_optimizer)
-                                                             : absl::GetFlag(FLAGS_schedule);
+  const std::pair<const char*, std::string> same_as_flags[] = {
+      {"optimizer", absl::GetFlag(FLAGS_optimizer)}, {"schedule", absl::GetFlag(FLAGS_schedule)}};
+  for (const auto& [key, flag] : same_as_flags) {
     if (opt != nullptr && field(key) != flag) {
       throw UsageError{absl::StrCat("--resume=", path, " was trained with --", key, "=",
                                     field(key), ", not ", flag, "; resume with the same flags")};
@@ -183,7 +183,7 @@ void print_result(double accuracy, int64_t epochs, double examples_per_s, Device
   j["examples_per_s"] = examples_per_s;
   j["device"] = device.str();
   j["model"] = model;
-  std::cout << j.dump() << std::endl;
+  print_json_line(j);
 }
 
 int train() {
@@ -191,8 +191,8 @@ int train() {
   const std::string data_dir = user_path(absl::GetFlag(FLAGS_data));
   auto train_set = nn::load_fashion_mnist(data_dir, /*train=*/true);
   auto test_set = nn::load_fashion_mnist(data_dir, /*train=*/false);
-  if (!train_set.ok()) throw UsageError{absl::StrCat("", train_set.status().message())};
-  if (!test_set.ok()) throw UsageError{absl::StrCat("", test_set.status().message())};
+  if (!train_set.ok()) throw UsageError{std::string(train_set.status().message())};
+  if (!test_set.ok()) throw UsageError{std::string(test_set.status().message())};
   std::shared_ptr<const nn::Dataset> train_data = *train_set;
   std::shared_ptr<const nn::Dataset> test_data = *test_set;
   const int64_t limit = absl::GetFlag(FLAGS_limit), test_limit = absl::GetFlag(FLAGS_test_limit);
@@ -270,7 +270,7 @@ int train() {
     train_loader.start_epoch(epoch);
     Progress bar(stderr, terminal, train_loader.batches_per_epoch(), static_cast<int>(epoch),
                  static_cast<int>(epochs), /*plain_every=*/200);
-    Tensor interval_sum, epoch_sum;
+    Tensor interval_sum;
     double epoch_loss = 0, running = 0;
     int64_t step = 0, examples = 0, interval = 0;
     for (nn::Batch b; train_loader.next(&b);) {
@@ -279,7 +279,7 @@ int train() {
       ++step;
       ++interval;
       examples += b.target.size(0);
-      if (trace != nullptr && epoch == 1 && step == 20) trace->stop();
+      if (trace != nullptr && epoch == done + 1 && step == 20) trace->stop();
       if (interval == kReadEvery || step == train_loader.batches_per_epoch()) {
         running = interval_sum.item<float>() / interval;  // one host read per interval
         step_losses.push_back(running);

@@ -126,12 +126,15 @@ void run(const Mat& a, const Mat& b, const Mat& c, void* out_base, int64_t batch
   for (int64_t i = 0; i < batch; ++i) {
     T* out = static_cast<T*>(out_base) + i * c.batch_stride;
     T* dst = c.packed ? sc.data() : out;  // row-major with leading dimension c.ld
-    for (int64_t r = 0; r < c.rows; ++r) {
-      for (int64_t j = 0; j < c.cols && (bv != nullptr || a.cols == 0); ++j) {
-        dst[r * c.ld + j] = bv == nullptr ? T(0) : bv[(bias.by_row ? r : j) * bias.stride];
+    // gemm adds to the bias (beta = 1); an empty sum (k == 0, which BLAS is not asked
+    // about) leaves the bias, or zero without one.
+    if (bv != nullptr || a.cols == 0) {
+      for (int64_t r = 0; r < c.rows; ++r) {
+        for (int64_t j = 0; j < c.cols; ++j) {
+          dst[r * c.ld + j] = bv == nullptr ? T(0) : bv[(bias.by_row ? r : j) * bias.stride];
+        }
       }
     }
-    // An empty sum is zero (or the bias); BLAS is not asked about k == 0.
     if (a.cols != 0) {
       gemm<T>(a.trans, b.trans, static_cast<int>(c.rows), static_cast<int>(c.cols),
               static_cast<int>(a.cols), operand(a, i, &sa), a.ld, operand(b, i, &sb), b.ld,
@@ -200,7 +203,8 @@ void matmul(const Stream& stream, const View& out, const View& a, const View& b,
   const MemRange writes[] = {out.byte_range()};
   const DType dt = out.dtype;
   void* o = out.data;
-  launch(stream, {name, {reads, bias != nullptr ? 3u : 2u}, writes}, [ma, mb, mc, o, batch, dt, bs] {
+  const absl::Span<const MemRange> read_spans(reads, bias != nullptr ? 3 : 2);
+  launch(stream, {name, read_spans, writes}, [ma, mb, mc, o, batch, dt, bs] {
     if (dt == DType::kFloat32) {
       run<float>(ma, mb, mc, o, batch, bs);
     } else {

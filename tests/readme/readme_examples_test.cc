@@ -70,7 +70,8 @@ TEST_CASE("a training loop", "[readme]") {
       if (losses.size() == 30) break;                     // (test only)
     }
   }
-  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/mlp.safetensors";
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/mlp.safetensors";
   absl::Status saved = nn::save_checkpoint(path, *model, &opt);
   REQUIRE(saved.ok());
   CHECK(nn::load_checkpoint(path, *model, &opt).ok());
