@@ -33,12 +33,6 @@ bool DeviceAllocator::BySize::operator()(const Block* a, const Block* b) const {
 }
 
 namespace {
-size_t round_size(size_t bytes) {
-  return (bytes + DeviceAllocator::kRound - 1) / DeviceAllocator::kRound * DeviceAllocator::kRound;
-}
-}  // namespace
-
-namespace {
 // A backend that cannot tell its memory size reports 0: then nothing is refused up front.
 size_t known_or_max(size_t total) {
   return total == 0 ? std::numeric_limits<size_t>::max() : total;
@@ -49,6 +43,7 @@ DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
     : device_(device),
       backend_(backend),
       caching_(caching),
+      direct_(device.is_cpu()),
       total_memory_(known_or_max(backend.total_memory(device.index()))),
       limit_(std::numeric_limits<size_t>::max()) {}
 
@@ -63,6 +58,7 @@ DeviceAllocator::~DeviceAllocator() {
     }
     to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
   }
+  for (const auto& [ptr, b] : direct_live_) to_free.push_back({ptr, b.size});
   // No observer calls here: allocators live until exit, when observers may be gone.
   for (const RawFree& f : to_free) backend_.raw_free(device_.index(), f.ptr);
 }
@@ -79,6 +75,7 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   SG_CHECK(stream.device() == device_, DeviceError, "allocate: stream ", stream.str(),
            " is not a stream of ", device_.str(), ", whose allocator was asked");
   if (bytes == 0) return nullptr;
+  if (direct_) return allocate_direct(bytes, stream);
   const size_t size = round_size(bytes);
   RawFrees to_free;
   void* hit = nullptr;
@@ -177,6 +174,7 @@ void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
 
 void DeviceAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
+  if (direct_) return free_direct(ptr);
   RawFrees to_free;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -301,6 +299,10 @@ void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
            " is on another device than the memory (", device_.str(),
            "); copy the data to that device instead");
   std::lock_guard<std::mutex> lk(mu_);
+  if (direct_) {
+    direct_block(ptr, "record_stream");  // cpu work is complete once launched: no use to wait for
+    return;
+  }
   auto it = live_.find(ptr);
   SG_CHECK(it != live_.end(), ValueError, "record_stream: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
            " is not a live allocation of the ", device_.str(), " allocator");
@@ -314,6 +316,7 @@ void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
 
 Stream DeviceAllocator::block_stream(void* ptr) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (direct_) return Stream::unchecked(device_, direct_block(ptr, "block_stream").stream);
   auto it = live_.find(ptr);
   SG_CHECK(it != live_.end(), ValueError, "block_stream: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
            " is not a live allocation of the ", device_.str(), " allocator");
@@ -322,6 +325,7 @@ Stream DeviceAllocator::block_stream(void* ptr) {
 
 std::vector<SegmentInfo> DeviceAllocator::snapshot() {
   std::lock_guard<std::mutex> lk(mu_);
+  if (direct_) return direct_snapshot();
   std::vector<SegmentInfo> out;
   for (const auto& [addr, seg] : segments_) {
     SegmentInfo info{device_, addr, seg.size, Stream::unchecked(device_, seg.head->stream), {}};

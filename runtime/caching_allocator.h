@@ -1,5 +1,8 @@
-// The stream-ordered caching allocator: one per device, shared code for sim and cuda
-// (cpu uses the same class with caching off, for the statistics).
+// The stream-ordered caching allocator: one per device, shared code for sim and cuda.
+// cpu uses the same class in direct mode, for the statistics: its kernels finish before
+// their launch returns and nothing is ever pending on another stream, so each
+// allocation is its own segment, kept in a flat hash map without the Block bookkeeping
+// (per-op allocations of tiny tensors dominate the forward pass of small-op graphs).
 //
 // Rules (DESIGN.md §4, S8):
 //   - Sizes are rounded up to multiples of 512 bytes; each cache miss reserves one segment
@@ -40,6 +43,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -102,8 +106,19 @@ class DeviceAllocator {
     size_t size;
   };
   using RawFrees = std::vector<RawFree>;
+  static size_t round_size(size_t bytes) { return (bytes + kRound - 1) / kRound * kRound; }
   // allocate() without telling the observers.
   void* allocate_block(size_t bytes, const Stream& stream);
+  // The cpu's direct mode (caching_allocator_direct.cc).
+  struct DirectBlock {
+    size_t size;
+    size_t requested;
+    StreamId stream;
+  };
+  void* allocate_direct(size_t bytes, const Stream& stream);
+  void free_direct(void* ptr);
+  DirectBlock direct_block(void* ptr, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<SegmentInfo> direct_snapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Block;
   struct BySize {
     bool operator()(const Block* a, const Block* b) const;
@@ -130,7 +145,9 @@ class DeviceAllocator {
   const Device device_;
   Backend& backend_;
   const bool caching_;
+  const bool direct_;
   std::mutex mu_;
+  absl::flat_hash_map<void*, DirectBlock> direct_live_ ABSL_GUARDED_BY(mu_);
   std::set<Block*, BySize> free_blocks_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<void*, Block*> live_ ABSL_GUARDED_BY(mu_);
   struct Segment {
