@@ -5,8 +5,9 @@
 // (per-op allocations of tiny tensors dominate the forward pass of small-op graphs).
 //
 // Rules (DESIGN.md §4, S8):
-//   - Sizes are rounded up to multiples of 512 bytes; each cache miss reserves one segment
-//     of exactly the rounded size from the backend. Requests of 0 bytes return nullptr.
+//   - Sizes are rounded up to multiples of 512 bytes (64 on cpu); each cache miss
+//     reserves one segment of exactly the rounded size from the backend. Requests of 0
+//     bytes return nullptr.
 //   - A block belongs to the stream it was allocated on. Freed on that stream, it is
 //     reusable on that stream at once (stream order makes this safe) and by no other
 //     stream. Cached blocks are split (best fit) and coalesced with free neighbours.
@@ -73,6 +74,8 @@ struct SegmentInfo {
 class DeviceAllocator {
  public:
   static constexpr size_t kRound = 512;
+  // cpu (direct mode): a finer grain keeps tiny tensors' chunks small and close together.
+  static constexpr size_t kDirectRound = 64;
 
   DeviceAllocator(Device device, Backend& backend, bool caching);
   ~DeviceAllocator();

@@ -11,7 +11,7 @@
 namespace streamgrad {
 
 void* DeviceAllocator::allocate_direct(size_t bytes, const Stream& stream) {
-  const size_t size = round_size(bytes);
+  const size_t size = (bytes + kDirectRound - 1) / kDirectRound * kDirectRound;
   // More than the whole device can never be met: refused before malloc sees it (the
   // sanitizer runtimes abort on such requests instead of returning null).
   void* p = size > total_memory_ ? nullptr : backend_.raw_alloc(device_.index(), size);
