@@ -18,14 +18,6 @@ Tensor clone_detached(const Tensor& t) {
   return out;
 }
 
-namespace {
-// The engine hands over its only reference when the buffer was the last holder.
-bool can_steal(const Tensor& g) {
-  return g.impl_ptr().use_count() == 1 && g.impl()->base == nullptr && g.is_contiguous() &&
-         g.storage().use_count() == 1;
-}
-}  // namespace
-
 void AccumulateGrad::run_tensor_hooks(Tensor& g) const {
   if (!g.defined()) return;
   AutogradMeta& meta = variable_.autograd_meta();
@@ -54,14 +46,12 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
       if (keep_history) {
         meta.grad = g;
       } else {
-        meta.grad = can_steal(g) ? g.detach() : clone_detached(g);
+        meta.grad = sole_owner(g) ? g.detach() : clone_detached(g);
       }
     } else if (keep_history || meta.grad.requires_grad()) {
       meta.grad = engine_add()(meta.grad, g);
     } else {
-      kernels::axpy(current_stream(meta.grad.device()), meta.grad.view(), meta.grad.view(),
-                    g.view(), 1.0);
-      meta.grad.bump_version();
+      accumulate_into(meta.grad, g, current_stream(meta.grad.device()));
     }
   }
   for (const auto& hook : meta.post_accumulate_hooks) hook(variable_);

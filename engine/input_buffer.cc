@@ -1,5 +1,6 @@
 #include "engine/input_buffer.h"
 
+#include "engine/grad_mode.h"
 #include "runtime/devices.h"
 #include "runtime/guard.h"
 
@@ -10,6 +11,21 @@ namespace {
 // before that read completes.
 void note_use(const Tensor& t, const Stream& s) {
   if (t.device() == s.device() && t.storage().stream() != s) t.storage().record_stream(s);
+}
+
+// acc + g, into acc's memory when nothing else can see it (as the reference engine
+// does): an n-way fan-in then allocates nothing. Under create_graph the sum must be
+// recorded, so it stays out of place. Float addition commutes exactly, so either
+// operand may be the one written.
+Tensor accumulate(Tensor acc, Tensor g, const Stream& stream) {
+  if (!grad_mode_enabled() && acc.dtype() == g.dtype() && acc.sizes() == g.sizes()) {
+    if (!sole_owner(acc) && sole_owner(g)) std::swap(acc, g);
+    if (sole_owner(acc) && !acc.requires_grad()) {
+      accumulate_into(acc, g, stream);
+      return acc;
+    }
+  }
+  return engine_add()(acc, g);
 }
 
 }  // namespace
@@ -39,7 +55,7 @@ void InputBuffer::add(size_t pos, Tensor&& value, const std::optional<Stream>& p
   }
   if (device.is_cpu()) {
     // Host gradients: every producer already finished before handing them over.
-    slot.value = engine_add()(slot.value, value);
+    slot.value = accumulate(std::move(slot.value), std::move(value), current_stream(device));
     slot.stream.reset();
     slot.ready.reset();
     return;
@@ -55,7 +71,7 @@ void InputBuffer::add(size_t pos, Tensor&& value, const std::optional<Stream>& p
   note_use(value, a);
   {
     StreamGuard on_a(a);
-    slot.value = engine_add()(slot.value, value);
+    slot.value = accumulate(std::move(slot.value), std::move(value), a);
   }
   slot.stream = a;
   slot.ready.reset();

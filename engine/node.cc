@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/accumulate_grad.h"
 #include "engine/grad_mode.h"
+#include "kernels/kernels.h"
 #include "runtime/error.h"
 
 namespace streamgrad {
@@ -168,5 +169,15 @@ const EngineOps& engine_ops() {
 }
 
 AddFn engine_add() { return engine_ops().add; }
+
+bool sole_owner(const Tensor& g) {
+  return g.impl_ptr().use_count() == 1 && g.impl()->base == nullptr && g.is_contiguous() &&
+         g.storage().use_count() == 1;
+}
+
+void accumulate_into(const Tensor& acc, const Tensor& g, const Stream& stream) {
+  kernels::axpy(stream, acc.view(), acc.view(), g.view(), 1.0);
+  acc.bump_version();
+}
 
 }  // namespace streamgrad

@@ -173,6 +173,14 @@ const EngineOps& engine_ops();
 using AddFn = Tensor (*)(const Tensor&, const Tensor&);
 AddFn engine_add();
 
+// True when `g` is the only handle on its metadata and its storage, is no view and is
+// contiguous: nothing else can observe it, so the engine may take it over (AccumulateGrad)
+// or add into it in place (InputBuffer) instead of allocating.
+bool sole_owner(const Tensor& g);
+// acc += g in place on `stream` (acc: a sole owner of g's sizes and dtype, any device),
+// without recording history: gradient accumulation when grad mode is off.
+void accumulate_into(const Tensor& acc, const Tensor& g, const Stream& stream);
+
 }  // namespace streamgrad
 
 #endif  // STREAMGRAD_ENGINE_NODE_H_
