@@ -41,10 +41,10 @@ void validate_outputs(const Node& fn, TensorList& outputs,
     Tensor& g = outputs[i];
     if (!e.valid() || !g.defined()) continue;
     const InputMeta& m = e.function->input_metadata(e.input_nr);
-    const std::string got = g.describe();
+    const Tensor got = g;  // described only when refused: describe() formats a string
     auto refuse = [&](const char* what) {
       throw Error(absl::StrCat(fn.name(), " returned an invalid gradient for input ", i, ": got ",
-                               got, " but expected ", expected(m), " (", what, ")"));
+                               got.describe(), " but expected ", expected(m), " (", what, ")"));
     };
     if (g.device() != m.device) {
       // Only a 0-dim gradient may come from another device (a scalar, as in forward).
