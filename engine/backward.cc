@@ -71,7 +71,6 @@ Roots make_roots(const TensorList& outputs, const TensorList& grad_outputs, cons
 std::set<Device> count_dependencies(GraphTask& gt, Node* root) {
   std::set<Device> devices;
   std::vector<Node*> stack{root};
-  std::unordered_set<Node*> seen{root};
   std::lock_guard<std::mutex> lk(gt.mu);
   while (!stack.empty()) {
     Node* n = stack.back();
@@ -79,8 +78,8 @@ std::set<Device> count_dependencies(GraphTask& gt, Node* root) {
     if (n->stream()) devices.insert(n->stream()->device());
     for (const Edge& e : n->next_edges()) {
       if (!e.valid()) continue;
-      ++gt.dependencies[e.function.get()];
-      if (seen.insert(e.function.get()).second) stack.push_back(e.function.get());
+      // The first edge into a node finds it: the root has none, the graph being acyclic.
+      if (++gt.dependencies[e.function.get()] == 1) stack.push_back(e.function.get());
     }
   }
   return devices;

@@ -180,7 +180,7 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
     if (!gt.keep_graph) fn->release_variables();
     return;
   }
-  std::vector<std::optional<Stream>> moved_to;
+  MovedTo moved_to;
   validate_outputs(*fn, outputs, &moved_to);
   if (anomaly_mode_enabled()) check_anomaly(*fn, outputs);
   if (!gt.keep_graph) fn->release_variables();
@@ -342,7 +342,7 @@ void execute_graph(const std::shared_ptr<GraphTask>& gt, const std::shared_ptr<N
     }
   }
   std::vector<Warning> warnings;
-  std::unordered_map<Node*, InputBuffer> unused;
+  decltype(gt->not_ready) unused;
   Error::Rethrower rethrow;
   std::string error;
   bool failed = false;

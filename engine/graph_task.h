@@ -20,10 +20,10 @@
 #include <optional>
 #include <queue>
 #include <set>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "engine/input_buffer.h"
 #include "engine/node.h"
 #include "runtime/error.h"
@@ -47,10 +47,12 @@ struct GraphTask : std::enable_shared_from_this<GraphTask> {
   std::shared_ptr<ReadyQueue> owner_queue;
 
   std::mutex mu;
-  std::unordered_map<Node*, int> dependencies ABSL_GUARDED_BY(mu);
-  std::unordered_map<Node*, InputBuffer> not_ready ABSL_GUARDED_BY(mu);
+  // Flat maps: one entry per node of the graph, where node-based maps would allocate
+  // once per entry.
+  absl::flat_hash_map<Node*, int> dependencies ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<Node*, InputBuffer> not_ready ABSL_GUARDED_BY(mu);
   // Empty: run every reachable node (backward without inputs=).
-  std::unordered_map<Node*, ExecInfo> exec_info;  // read-only once execution starts
+  absl::flat_hash_map<Node*, ExecInfo> exec_info;  // read-only once execution starts
   TensorList captured ABSL_GUARDED_BY(mu);
   // S6: streams where backward left a user-visible result.
   std::set<Stream> result_streams ABSL_GUARDED_BY(mu);

@@ -45,7 +45,7 @@ class InputBuffer {
     std::optional<Stream> accum;   // A, fixed on first arrival
     std::unique_ptr<Event> ready;
   };
-  std::vector<Slot> slots_;
+  std::vector<Slot> slots_;  // moved with its task through the ready queue: kept cheap to move
 };
 
 }  // namespace streamgrad

@@ -30,8 +30,7 @@ std::string expected(const InputMeta& m) {
 
 }  // namespace
 
-void validate_outputs(const Node& fn, TensorList& outputs,
-                      std::vector<std::optional<Stream>>* moved_to) {
+void validate_outputs(const Node& fn, TensorList& outputs, MovedTo* moved_to) {
   SG_CHECK(outputs.size() == fn.num_outputs(), Error, fn.name(), " returned ",
            outputs.size(), " gradients but has ", fn.num_outputs(),
            " inputs in forward; return one (possibly undefined) Tensor per input");

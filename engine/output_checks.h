@@ -15,14 +15,15 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "engine/node.h"
 
 namespace streamgrad {
 
 // Fixes or refuses each gradient in `outputs`; where a gradient was moved to another
 // device, `moved_to[i]` is the stream the move was ordered on (nullopt elsewhere).
-void validate_outputs(const Node& fn, TensorList& outputs,
-                      std::vector<std::optional<Stream>>* moved_to);
+using MovedTo = absl::InlinedVector<std::optional<Stream>, 4>;
+void validate_outputs(const Node& fn, TensorList& outputs, MovedTo* moved_to);
 
 void check_anomaly(const Node& fn, const TensorList& outputs);
 
