@@ -16,11 +16,10 @@
 
 namespace streamgrad {
 
-const TensorImpl& Tensor::checked() const {
-  SG_CHECK(impl_ != nullptr, Error,
-           "the tensor is undefined (default-constructed, or a gradient that was never "
-           "computed); check defined() first");
-  return *impl_;
+void Tensor::throw_undefined() {
+  throw Error(
+      "the tensor is undefined (default-constructed, or a gradient that was never "
+      "computed); check defined() first");
 }
 
 const Shape& Tensor::sizes() const { return checked().sizes; }

@@ -132,7 +132,12 @@ class Tensor {
   void set_history(std::shared_ptr<Node> grad_fn, uint32_t output_nr) const;
 
  private:
-  const TensorImpl& checked() const;
+  // Inline: every accessor goes through it, and only the throw needs the out-of-line part.
+  const TensorImpl& checked() const {
+    if (impl_ == nullptr) throw_undefined();
+    return *impl_;
+  }
+  [[noreturn]] static void throw_undefined();
   std::shared_ptr<TensorImpl> impl_;
 };
 
