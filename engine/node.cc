@@ -96,14 +96,14 @@ Edge gradient_edge(const Tensor& t) {
   return Edge{};
 }
 
-std::vector<Edge> collect_next_edges(const TensorList& tensors) {
+std::vector<Edge> collect_next_edges(absl::Span<const Tensor> tensors) {
   std::vector<Edge> edges;
   edges.reserve(tensors.size());
   for (const Tensor& t : tensors) edges.push_back(gradient_edge(t));
   return edges;
 }
 
-bool any_requires_grad(const TensorList& tensors) {
+bool any_requires_grad(absl::Span<const Tensor> tensors) {
   if (!grad_mode_enabled()) return false;
   for (const Tensor& t : tensors) {
     if (t.defined() && t.requires_grad()) return true;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "engine/tensor.h"
 
 namespace streamgrad {
@@ -125,9 +126,10 @@ class Node : public std::enable_shared_from_this<Node> {
 // The edge a gradient for `t` must take: its grad_fn, or its AccumulateGrad if it is a
 // leaf that requires grad; an invalid edge otherwise.
 Edge gradient_edge(const Tensor& t);
-std::vector<Edge> collect_next_edges(const TensorList& tensors);
+std::vector<Edge> collect_next_edges(absl::Span<const Tensor> tensors);
 // True when grad mode is on and any of `tensors` requires grad.
-bool any_requires_grad(const TensorList& tensors);
+// Spans, so that ops' braced lists ({a, b}) cost no allocation.
+bool any_requires_grad(absl::Span<const Tensor> tensors);
 // Makes `out` the output `node->add_input_metadata(out)` of `node`.
 void set_history(const Tensor& out, const std::shared_ptr<Node>& node);
 

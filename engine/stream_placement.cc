@@ -25,7 +25,7 @@ StreamPlacementScope::~StreamPlacementScope() {
   t_scope = previous_;
 }
 
-void op_recorded(const std::vector<Tensor>& outputs) {
+void op_recorded(absl::Span<const Tensor> outputs) {
   StreamPlacementScope* scope = t_scope;
   if (scope == nullptr || outputs.empty()) return;
   for (const Tensor& t : outputs) scope->outputs_.push_back(t);

@@ -16,6 +16,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "engine/tensor.h"
 #include "runtime/stream.h"
 
@@ -34,7 +35,7 @@ class StreamPlacementScope {
   const std::vector<Tensor>& outputs() const { return outputs_; }
 
  private:
-  friend void op_recorded(const std::vector<Tensor>& outputs);
+  friend void op_recorded(absl::Span<const Tensor> outputs);
   std::map<Device, std::vector<Stream>> rotation_;
   std::map<Device, size_t> next_;
   std::map<Device, Stream> restore_;
@@ -44,7 +45,7 @@ class StreamPlacementScope {
 
 // Called by ops once they recorded history for `outputs`: notes them and, when a scope
 // covers their device, moves the thread to the next stream of the rotation.
-void op_recorded(const std::vector<Tensor>& outputs);
+void op_recorded(absl::Span<const Tensor> outputs);
 
 }  // namespace streamgrad
 

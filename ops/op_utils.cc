@@ -170,7 +170,8 @@ kernels::View contiguous_view_as(const Tensor& t, const Shape& shape) {
   return v;
 }
 
-void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const TensorList& outputs) {
+void wire(const std::shared_ptr<Node>& node, absl::Span<const Tensor> inputs,
+          absl::Span<const Tensor> outputs) {
   node->set_next_edges(collect_next_edges(inputs));
   for (const Tensor& out : outputs) set_history(out, node);
   op_recorded(outputs);  // the stream-consistency check moves to the next stream here

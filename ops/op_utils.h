@@ -86,7 +86,8 @@ inline bool needs_grad(const Node& node, size_t i) { return node.next_edge(i).va
 // Makes `node` the backward of `outputs`, with one next edge per input. Call only when
 // any_requires_grad(inputs): build the node inside that check so that ops without
 // history allocate nothing.
-void wire(const std::shared_ptr<Node>& node, const TensorList& inputs, const TensorList& outputs);
+void wire(const std::shared_ptr<Node>& node, absl::Span<const Tensor> inputs,
+          absl::Span<const Tensor> outputs);
 
 // Records the backward of a product out = a (*) b (mul, matmul): each input's gradient
 // needs the other input, so each is saved only when the other requires grad. NodeT has
