@@ -103,6 +103,14 @@ void launch(const Stream& stream, const LaunchDesc& desc, HostFn fn) {
   dispatch(stream, desc, [&](Backend& b, const Stream& s) { b.submit(s, std::move(fn)); });
 }
 
+namespace detail {
+void launch_on_host(const Stream& stream, const LaunchDesc& desc, absl::FunctionRef<void()> fn) {
+  // The cpu backend's submit runs the work at once; calling it here is the same, minus
+  // the HostFn.
+  dispatch(stream, desc, [&](Backend&, const Stream&) { fn(); });
+}
+}  // namespace detail
+
 void copy_async(const Stream& stream, void* dst, const void* src, size_t bytes) {
   const MemRange reads[] = {{src, bytes}};
   const MemRange writes[] = {{dst, bytes}};

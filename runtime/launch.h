@@ -26,6 +26,10 @@
 #include <functional>
 #include <string>
 
+#include <type_traits>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "runtime/backend.h"
 #include "runtime/stream.h"
@@ -101,6 +105,22 @@ void add_launch_observer(LaunchObserver* observer);
 void remove_launch_observer(LaunchObserver* observer);
 
 void launch(const Stream& stream, const LaunchDesc& desc, HostFn fn);
+
+namespace detail {
+// cpu streams run their work on the launching thread: no HostFn is made (a kernel's
+// captures, its strided layout among them, would otherwise be copied to the heap).
+void launch_on_host(const Stream& stream, const LaunchDesc& desc, absl::FunctionRef<void()> fn);
+}  // namespace detail
+
+// Any callable: the cpu fast path above, a HostFn for every other device.
+template <typename Fn, typename = std::enable_if_t<!std::is_same<std::decay_t<Fn>, HostFn>::value>>
+void launch(const Stream& stream, const LaunchDesc& desc, Fn&& fn) {
+  if (stream.device().is_cpu()) {
+    detail::launch_on_host(stream, desc, fn);
+  } else {
+    launch(stream, desc, HostFn(std::forward<Fn>(fn)));
+  }
+}
 // Byte copy on one stream: each side is memory of that stream's device or host memory.
 // Byte fill on one stream: device memory of that stream's device only.
 // Cross-device copies: runtime/copy.h.

@@ -25,6 +25,9 @@ _TARGETS = {
     "absl/base": {
         "core_headers": [],
     },
+    "absl/functional": {
+        "function_ref": [],
+    },
     "absl/flags": {
         "flag": ["-labsl_flags_internal", "-labsl_flags_marshalling",
                  "-labsl_flags_reflection", "-labsl_flags_config", "-labsl_flags_private_handle_accessor",
