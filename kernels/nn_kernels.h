@@ -1,5 +1,6 @@
 // Kernels of the neural-network layers: im2col / col2im (the building blocks of
-// convolution, as unfold / fold) and 2-D max pooling with indices.
+// convolution, as unfold / fold), 2-D max pooling with indices, and training-mode batch
+// normalisation (its math in kernels/norm_ops.h).
 //
 // All views are contiguous (ops make their inputs contiguous first) and of one floating
 // dtype, except max pooling's int64 indices. Shapes: `planes` are [P, H, W] images
@@ -28,6 +29,19 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
 // values and indices [P, oH, oW] from in [P, H, W]; oH, oW come from the views.
 void max_pool2d(const Stream& stream, const View& values, const View& indices, const View& in,
                 const Window2d& w);
+
+// Training-mode batch normalisation of in [N, C, S] (contiguous, N * S > 0): mean and var
+// [C] get each channel's batch mean and biased variance, and out [N, C, S] =
+// (in - mean) / sqrt(var + eps) * weight + bias (weight and bias [C], or null for 1 and 0).
+// Launch name: batch_norm.
+void batch_norm_forward(const Stream& stream, const View& out, const View& mean, const View& var,
+                        const View& in, const View* weight, const View* bias, double eps);
+// Its gradients for grad_out [N, C, S], given the forward's in, mean, var and weight:
+// grad_in [N, C, S], grad_weight and grad_bias [C], each computed only where not null.
+// Launch name: batch_norm_backward.
+void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
+                         const View* grad_bias, const View& grad_out, const View& in,
+                         const View& mean, const View& var, const View* weight, double eps);
 
 }  // namespace kernels
 }  // namespace streamgrad

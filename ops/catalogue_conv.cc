@@ -92,6 +92,14 @@ void conv_pool_norm(Catalogue& c) {
           return TensorList{batch_norm(x[0], x[1], x[2], rm, rv, /*training=*/true)};
         }),
         {dense({3, 2, 2}), dense({2}), dense({2})});
+  c.add("batch_norm_4d", "training [2,2,1,2] with affine, no running statistics",
+        Fn([](const TensorList& x) {
+          return TensorList{batch_norm(x[0], x[1], x[2], Tensor(), Tensor(), /*training=*/true)};
+        }),
+        {dense({2, 2, 1, 2}), dense({2}), dense({2})});
+  c.add("batch_norm_plain", "training [4,3] without affine",
+        unary([](T x) { return batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true); }),
+        {dense({4, 3})});
   c.add("batch_norm_eval", "eval [2,2,3] with running statistics, no affine",
         unary([](T x) {
           const TensorOptions o = TensorOptions().dtype(x.dtype()).device(x.device());

@@ -1,10 +1,14 @@
-// batch_norm, composed of differentiable ops (so it is differentiable to any order).
+// batch_norm. Training normalises with the batch's mean and biased variance and moves the
+// running statistics (when given) toward the batch's mean and unbiased variance, in place
+// and without history, on the current stream; eval normalises with the running statistics.
 //
-// Training normalises with the batch's mean and biased variance and moves the running
-// statistics (when given) toward the batch's mean and unbiased variance, in place and
-// without history, on the current stream; eval normalises with the running statistics.
+// Training is one fused kernel forward and one backward (kernels/nn_kernels.h) where the
+// composition of mean, sub, mul, sqrt, div and add took about ten kernels each way; under
+// create_graph the backward is written with differentiable ops instead, so batch_norm
+// stays differentiable to any order. Eval is composed of differentiable ops.
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
+#include "kernels/nn_kernels.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -28,6 +32,129 @@ void check_channel_tensor(const Tensor& t, const Tensor& input, const char* what
            t.describe(), " must be [", input.size(1), "], one per channel of ", input.describe());
 }
 
+// The dims batch_norm reduces over: all but the channels (dim 1).
+std::vector<int64_t> reduced_dims(int64_t rank) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+// The input as [N, C, S] for the kernels.
+Shape ncs(const Shape& sizes) {
+  int64_t s = 1;
+  for (size_t d = 2; d < sizes.size(); ++d) s *= sizes[d];
+  return {sizes[0], sizes[1], s};
+}
+
+struct BatchNormBackward final : Node {
+  std::string name() const override { return "BatchNormBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    TensorList out(3);
+    const Tensor& g = grads[0];
+    if (!g.defined()) return out;
+    // Saved as [N, C, S]; the differentiable path works in the input's own shape.
+    const Tensor x = reshape(input.unpack("BatchNormBackward"), input_in.sizes);
+    const Tensor w = has_weight ? weight.unpack("BatchNormBackward") : Tensor();
+    if (grad_mode_enabled()) return differentiable(g, x, w);
+    const Shape shape = ncs(x.sizes());
+    const Tensor g3 = contiguous(reshape(g, shape));
+    const Tensor x3 = reshape(x, shape);  // saved contiguous
+    Tensor gin, gw, gb;
+    if (needs_grad(*this, 0)) gin = new_output(shape, x.dtype(), x.device());
+    if (has_weight && needs_grad(*this, 1)) gw = new_output({shape[1]}, x.dtype(), x.device());
+    if (has_bias && needs_grad(*this, 2)) gb = new_output({shape[1]}, x.dtype(), x.device());
+    const kernels::View gin_v = gin.defined() ? gin.view() : kernels::View();
+    const kernels::View gw_v = gw.defined() ? gw.view() : kernels::View();
+    const kernels::View gb_v = gb.defined() ? gb.view() : kernels::View();
+    const kernels::View w_v = w.defined() ? w.view() : kernels::View();
+    kernels::batch_norm_backward(stream_of(g3), gin.defined() ? &gin_v : nullptr,
+                                 gw.defined() ? &gw_v : nullptr, gb.defined() ? &gb_v : nullptr,
+                                 g3.view(), x3.view(), batch_mean.view(), batch_var.view(),
+                                 w.defined() ? &w_v : nullptr, eps);
+    if (gin.defined()) out[0] = grad_for(reshape(gin, x.sizes()), input_in);
+    if (gw.defined()) out[1] = grad_for(gw, weight_in);
+    if (gb.defined()) out[2] = grad_for(gb, bias_in);
+    return out;
+  }
+  // The same gradients from ops that record history (create_graph): the batch statistics
+  // are recomputed from x so that their dependence on x is differentiated too.
+  TensorList differentiable(const Tensor& g, const Tensor& x, const Tensor& w) const {
+    TensorList out(3);
+    const int64_t rank = x.dim();
+    const std::vector<int64_t> dims = reduced_dims(rank);
+    const double m = static_cast<double>(x.numel() / x.size(1));
+    const Tensor centered = sub(x, mean_of(x, dims));
+    const Tensor invstd = div(1.0, sqrt(add(mean_of(mul(centered, centered), dims), eps)));
+    const Tensor xhat = mul(centered, invstd);
+    const Tensor gxhat = w.defined() ? mul(g, per_channel(w, rank)) : g;
+    if (needs_grad(*this, 0)) {
+      const Tensor sum_g = sum(gxhat, dims, /*keepdim=*/true);
+      const Tensor sum_gx = sum(mul(gxhat, xhat), dims, /*keepdim=*/true);
+      const Tensor inner = sub(sub(mul(gxhat, m), sum_g), mul(xhat, sum_gx));
+      out[0] = grad_for(mul(mul(invstd, 1.0 / m), inner), input_in);
+    }
+    if (has_weight && needs_grad(*this, 1)) out[1] = grad_for(sum(mul(g, xhat), dims), weight_in);
+    if (has_bias && needs_grad(*this, 2)) out[2] = grad_for(sum(g, dims), bias_in);
+    return out;
+  }
+  static Tensor mean_of(const Tensor& t, const std::vector<int64_t>& dims) {
+    return streamgrad::mean(t, dims, /*keepdim=*/true);
+  }
+  void release_variables() override {
+    input.reset();
+    weight.reset();
+  }
+  SavedTensor input, weight;
+  Tensor batch_mean, batch_var;  // [C], without history
+  InputInfo input_in, weight_in, bias_in;
+  bool has_weight = false, has_bias = false;
+  double eps = 0;
+};
+
+// Training: one kernel for the statistics and the normalisation, one node.
+Tensor fused_training(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const Tensor& running_mean, const Tensor& running_var, double momentum,
+                      double eps) {
+  const Shape shape = ncs(input.sizes());
+  const Tensor x3 = contiguous(reshape(input, shape));
+  const int64_t channels = shape[1];
+  Tensor out = new_output(shape, input.dtype(), input.device());
+  Tensor batch_mean = new_output({channels}, input.dtype(), input.device());
+  Tensor batch_var = new_output({channels}, input.dtype(), input.device());
+  const kernels::View w_v = weight.defined() ? weight.view() : kernels::View();
+  const kernels::View b_v = bias.defined() ? bias.view() : kernels::View();
+  kernels::batch_norm_forward(stream_of(out), out.view(), batch_mean.view(), batch_var.view(),
+                              x3.view(), weight.defined() ? &w_v : nullptr,
+                              bias.defined() ? &b_v : nullptr, eps);
+  if (running_mean.defined()) {
+    NoGradGuard no_grad;
+    const double count = static_cast<double>(shape[0] * shape[2]);
+    Tensor rm = running_mean, rv = running_var;
+    mul_(rm, 1 - momentum);
+    add_(rm, batch_mean, momentum);
+    mul_(rv, 1 - momentum);
+    add_(rv, batch_var, momentum * count / (count - 1.0));
+  }
+  out = reshape(out, input.sizes());
+  if (any_requires_grad({input, weight, bias})) {
+    auto node = std::make_shared<BatchNormBackward>();
+    node->input = SavedTensor(x3);
+    node->input_in = meta_of(input);
+    node->has_weight = weight.defined();
+    node->has_bias = bias.defined();
+    if (weight.defined()) {
+      node->weight = SavedTensor(weight);
+      node->weight_in = meta_of(weight);
+    }
+    if (bias.defined()) node->bias_in = meta_of(bias);
+    node->batch_mean = batch_mean;
+    node->batch_var = batch_var;
+    node->eps = eps;
+    wire(node, {input, weight, bias}, {out});
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -48,28 +175,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   SG_CHECK(eps >= 0 && momentum >= 0 && momentum <= 1, ValueError, "batch_norm: eps ", eps,
            " must be >= 0 and momentum ", momentum, " in [0, 1]");
   const int64_t rank = input.dim();
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
   const int64_t count = input.numel() / input.size(1);
-  Tensor centered, var;
   if (training) {
     SG_CHECK(count > 1, ValueError, "batch_norm: training needs more than one value per channel, ",
              "got input ", input.describe());
-    const Tensor batch_mean = mean(input, dims, /*keepdim=*/true);
-    centered = sub(input, batch_mean);
-    var = mean(mul(centered, centered), dims, /*keepdim=*/true);
-    if (running_mean.defined()) {
-      NoGradGuard no_grad;
-      Tensor rm = running_mean, rv = running_var;
-      mul_(rm, 1 - momentum);
-      add_(rm, reshape(batch_mean, {input.size(1)}), momentum);
-      mul_(rv, 1 - momentum);
-      add_(rv, reshape(var, {input.size(1)}), momentum * count / (count - 1.0));
-    }
-  } else {
-    centered = sub(input, per_channel(running_mean, rank));
-    var = per_channel(running_var, rank);
+    return fused_training(input, weight, bias, running_mean, running_var, momentum, eps);
   }
+  const Tensor centered = sub(input, per_channel(running_mean, rank));
+  const Tensor var = per_channel(running_var, rank);
   Tensor out = div(centered, sqrt(add(var, eps)));
   if (weight.defined()) out = mul(out, per_channel(weight, rank));
   if (bias.defined()) out = add(out, per_channel(bias, rank));

@@ -11,6 +11,8 @@
 namespace streamgrad {
 namespace {
 
+using testing::check_second_order;
+using testing::KernelNames;
 using testing::random_input;
 using testing::test_device;
 using testing::values;
@@ -177,6 +179,47 @@ TEST_CASE("batch_norm normalises per channel and moves the running statistics", 
   // Eval uses the running statistics.
   const Tensor e = batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/false);
   CHECK(values(e)[0] == Approx((xv[0] - values(rm)[0]) / std::sqrt(values(rv)[0] + 1e-5)));
+}
+
+TEST_CASE("batch_norm training is one kernel each way, with the composite's gradients",
+          "[ops][norm]") {
+  const Device d = test_device();
+  const Tensor x = random_input({3, 2, 2, 2}, d, 10, -2, 2);
+  const Tensor w = random_input({2}, d, 11), b = random_input({2}, d, 12);
+  const Tensor g = random_input({3, 2, 2, 2}, d, 13);
+  Tensor y;
+  TensorList grads;
+  {
+    KernelNames seen;
+    y = batch_norm(x, w, b, Tensor(), Tensor(), /*training=*/true);
+    CHECK(seen.names == std::vector<std::string>{"batch_norm"});
+    seen.names.clear();
+    grads = grad({y}, {x, w, b}, {g});
+    CHECK(seen.names == std::vector<std::string>{"batch_norm_backward"});
+  }
+  // The same values and gradients as batch_norm spelt out in ops.
+  auto composite = [](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
+    const Tensor c = sub(xx, mean(xx, {0, 2, 3}, true));
+    const Tensor v = mean(mul(c, c), {0, 2, 3}, true);
+    return add(mul(div(c, sqrt(add(v, 1e-5))), reshape(ww, {1, 2, 1, 1})),
+               reshape(bb, {1, 2, 1, 1}));
+  };
+  const Tensor ref = composite(x, w, b);
+  check_close(values(y), values(ref));
+  const TensorList ref_grads = grad({ref}, {x, w, b}, {g});
+  for (size_t i = 0; i < 3; ++i) check_close(values(grads[i]), values(ref_grads[i]));
+  // Under create_graph the backward is written in ops: the same gradients, differentiable.
+  const TensorList again = grad({batch_norm(x, w, b, Tensor(), Tensor(), true)}, {x, w, b}, {g},
+                                /*retain_graph=*/true, /*create_graph=*/true);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(again[i].requires_grad());
+    check_close(values(again[i]), values(ref_grads[i]));
+  }
+  check_second_order(
+      [](const TensorList& in) {
+        return batch_norm(in[0], in[1], in[2], Tensor(), Tensor(), true);
+      },
+      {x, w, b});
 }
 
 TEST_CASE("convolution and pooling misuse is a clear ValueError", "[ops][errors]") {

@@ -14,6 +14,7 @@
 //                        gradients taken with create_graph) against central differences
 //                        of that same scalar.
 //   values(t)            a float64 tensor's values on the host.
+//   KernelNames          the names of the kernels launched while it lives (fusion tests).
 //
 // Thread-safety: test thread only. Failure: Catch2 assertions naming the input, element,
 // analytical and numerical values.
@@ -207,6 +208,17 @@ inline void check_values(const Tensor& t, const std::vector<double>& want, doubl
     CHECK(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])));
   }
 }
+
+// Records the names of the kernels launched while it lives.
+class KernelNames final : public LaunchObserver {
+ public:
+  KernelNames() { add_launch_observer(this); }
+  ~KernelNames() override { remove_launch_observer(this); }
+  void on_launch(const Stream&, const LaunchDesc& desc) override {
+    if (desc.kind == LaunchKind::kKernel) names.push_back(desc.name);
+  }
+  std::vector<std::string> names;
+};
 
 }  // namespace testing
 }  // namespace streamgrad

@@ -13,6 +13,7 @@
 namespace streamgrad {
 namespace {
 
+using testing::KernelNames;
 using testing::random_input;
 using testing::test_device;
 using testing::values;
@@ -44,17 +45,6 @@ TEST_CASE("linear is input @ weight^T + bias for 1-D, 2-D and 3-D inputs", "[ops
   CHECK(linear(random_input({2}, d, 4), w).sizes() == Shape{3});
   CHECK_THROWS_WITH(linear(random_input({4, 3}, d, 5), w), Catch::Contains("expects 2"));
 }
-
-// Counts the kernel launches made on this thread's behalf while it lives.
-class KernelNames final : public LaunchObserver {
- public:
-  KernelNames() { add_launch_observer(this); }
-  ~KernelNames() override { remove_launch_observer(this); }
-  void on_launch(const Stream&, const LaunchDesc& desc) override {
-    if (desc.kind == LaunchKind::kKernel) names.push_back(desc.name);
-  }
-  std::vector<std::string> names;
-};
 
 TEST_CASE("linear's forward is one fused launch, bias included", "[ops][linear]") {
   const Device d = test_device();

@@ -1,0 +1,195 @@
+// batch_norm_forward and batch_norm_backward on cpu and sim streams (kernels/nn_kernels.h).
+//
+// One channel at a time: its N rows of S contiguous values are read twice for the
+// statistics (mean, then the centred sum of squares, as the composite op computed them)
+// and once more to write. float32 sums accumulate in double, as reduce() does.
+#include <vector>
+
+#include "kernels/cpu/checks.h"
+#include "kernels/cpu/strided.h"
+#include "kernels/nn_kernels.h"
+#include "kernels/norm_ops.h"
+#include "runtime/error.h"
+#include "runtime/launch.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace {
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same<T, float>::value, double, T>;
+
+struct Dims {
+  int64_t n, c, s;
+};
+
+void check_nc_s(const char* kernel, const char* what, const View& v, const Dims& d) {
+  cpu::check_view(kernel, what, v);
+  SG_CHECK(v.dim() == 3 && v.is_contiguous() && v.sizes[0] == d.n && v.sizes[1] == d.c &&
+               v.sizes[2] == d.s,
+           ValueError, kernel, ": ", what, " must be a contiguous [", d.n, ", ", d.c, ", ", d.s,
+           "] view, got ", cpu::describe(v));
+}
+
+void check_channels(const char* kernel, const char* what, const View* v, const View& in,
+                    const Dims& d) {
+  if (v == nullptr) return;
+  cpu::check_view(kernel, what, *v);
+  cpu::check_same_dtype(kernel, what, *v, "in", in);
+  SG_CHECK(v->dim() == 1 && v->sizes[0] == d.c, ValueError, kernel, ": ", what,
+           " must be [", d.c, "], one per channel, got ", cpu::describe(*v));
+}
+
+Dims check_input(const char* kernel, const Stream& stream, const View& in) {
+  cpu::check_stream(kernel, stream);
+  cpu::check_view(kernel, "in", in);
+  cpu::check_floating(kernel, "in", in);
+  SG_CHECK(in.dim() == 3 && in.is_contiguous(), ValueError, kernel,
+           ": in must be a contiguous [N, C, S] view, got ", cpu::describe(in));
+  return Dims{in.sizes[0], in.sizes[1], in.sizes[2]};
+}
+
+// Calls fn(row) for each of channel c's N rows of S values.
+template <typename T, typename Fn>
+void for_rows(T* base, const Dims& d, int64_t c, Fn&& fn) {
+  for (int64_t i = 0; i < d.n; ++i) fn(base + (i * d.c + c) * d.s);
+}
+
+template <typename T>
+void forward_channel(const Dims& d, int64_t c, T* out, T* mean, T* var, const T* in,
+                     const T* weight, const T* bias, double eps) {
+  const double m = static_cast<double>(d.n * d.s);
+  Acc<T> sum = 0;
+  for_rows(in, d, c, [&](const T* r) {
+    for (int64_t j = 0; j < d.s; ++j) sum += r[j];
+  });
+  const T mu = static_cast<T>(sum / m);
+  Acc<T> sq = 0;
+  for_rows(in, d, c, [&](const T* r) {
+    for (int64_t j = 0; j < d.s; ++j) sq += static_cast<Acc<T>>(r[j] - mu) * (r[j] - mu);
+  });
+  const T v = static_cast<T>(sq / m);
+  mean[c] = mu;
+  var[c] = v;
+  const BatchNormApply<T> f{mu, batch_norm_invstd(v, eps), weight ? weight[c] : T(1),
+                            bias ? bias[c] : T(0)};
+  for (int64_t i = 0; i < d.n; ++i) {
+    const T* x = in + (i * d.c + c) * d.s;
+    T* y = out + (i * d.c + c) * d.s;
+    for (int64_t j = 0; j < d.s; ++j) y[j] = f(x[j]);
+  }
+}
+
+template <typename T>
+void backward_channel(const Dims& d, int64_t c, T* gin, T* gw, T* gb, const T* g, const T* in,
+                      const T* mean, const T* var, const T* weight, double eps) {
+  const double m = static_cast<double>(d.n * d.s);
+  const T mu = mean[c];
+  const T invstd = batch_norm_invstd(var[c], eps);
+  Acc<T> sum_g = 0, sum_gc = 0;
+  for (int64_t i = 0; i < d.n; ++i) {
+    const T* gr = g + (i * d.c + c) * d.s;
+    const T* xr = in + (i * d.c + c) * d.s;
+    for (int64_t j = 0; j < d.s; ++j) {
+      sum_g += gr[j];
+      sum_gc += static_cast<Acc<T>>(gr[j]) * (xr[j] - mu);
+    }
+  }
+  if (gb != nullptr) gb[c] = static_cast<T>(sum_g);
+  if (gw != nullptr) gw[c] = static_cast<T>(sum_gc * invstd);
+  if (gin == nullptr) return;
+  const BatchNormInputGrad<T> f{mu, invstd, weight ? weight[c] : T(1),
+                                static_cast<T>(sum_g / m),
+                                static_cast<T>(sum_gc / m * invstd * invstd)};
+  for (int64_t i = 0; i < d.n; ++i) {
+    const int64_t at = (i * d.c + c) * d.s;
+    for (int64_t j = 0; j < d.s; ++j) gin[at + j] = f(g[at + j], in[at + j]);
+  }
+}
+
+template <typename T>
+T* data_or_null(const View* v) {
+  return v == nullptr ? nullptr : static_cast<T*>(v->data);
+}
+
+}  // namespace
+
+void batch_norm_forward(const Stream& stream, const View& out, const View& mean, const View& var,
+                        const View& in, const View* weight, const View* bias, double eps) {
+  const char* name = "batch_norm";
+  const Dims d = check_input(name, stream, in);
+  check_nc_s(name, "out", out, d);
+  cpu::check_same_dtype(name, "out", out, "in", in);
+  cpu::check_disjoint(name, "out", out, "in", in);
+  check_channels(name, "mean", &mean, in, d);
+  check_channels(name, "var", &var, in, d);
+  check_channels(name, "weight", weight, in, d);
+  check_channels(name, "bias", bias, in, d);
+  SG_CHECK(d.n * d.s > 0 || d.c == 0, ValueError, name, ": no values per channel in ",
+           cpu::describe(in));
+  if (d.c == 0) return;
+  std::vector<MemRange> reads{in.byte_range()};
+  if (weight != nullptr) reads.push_back(weight->byte_range());
+  if (bias != nullptr) reads.push_back(bias->byte_range());
+  const MemRange writes[] = {out.byte_range(), mean.byte_range(), var.byte_range()};
+  const View w = weight ? *weight : View(), b = bias ? *bias : View();
+  const bool has_w = weight != nullptr, has_b = bias != nullptr;
+  launch(stream, {name, reads, writes},
+         [d, o = out.data, mn = mean.data, vr = var.data, x = in.data, w, b, has_w, has_b, eps,
+          dt = in.dtype] {
+           cpu::dispatch_floating(dt, [&](auto t) {
+             using T = decltype(t);
+             for (int64_t c = 0; c < d.c; ++c) {
+               forward_channel<T>(d, c, static_cast<T*>(o), static_cast<T*>(mn),
+                                  static_cast<T*>(vr), static_cast<const T*>(x),
+                                  has_w ? static_cast<const T*>(w.data) : nullptr,
+                                  has_b ? static_cast<const T*>(b.data) : nullptr, eps);
+             }
+           });
+         });
+}
+
+void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
+                         const View* grad_bias, const View& grad_out, const View& in,
+                         const View& mean, const View& var, const View* weight, double eps) {
+  const char* name = "batch_norm_backward";
+  const Dims d = check_input(name, stream, in);
+  check_nc_s(name, "grad_out", grad_out, d);
+  cpu::check_same_dtype(name, "grad_out", grad_out, "in", in);
+  if (grad_in != nullptr) {
+    check_nc_s(name, "grad_in", *grad_in, d);
+    cpu::check_same_dtype(name, "grad_in", *grad_in, "in", in);
+    cpu::check_disjoint(name, "grad_in", *grad_in, "in", in);
+    cpu::check_disjoint(name, "grad_in", *grad_in, "grad_out", grad_out);
+  }
+  check_channels(name, "grad_weight", grad_weight, in, d);
+  check_channels(name, "grad_bias", grad_bias, in, d);
+  check_channels(name, "mean", &mean, in, d);
+  check_channels(name, "var", &var, in, d);
+  check_channels(name, "weight", weight, in, d);
+  if (d.c == 0) return;
+  std::vector<MemRange> reads{grad_out.byte_range(), in.byte_range(), mean.byte_range(),
+                              var.byte_range()};
+  if (weight != nullptr) reads.push_back(weight->byte_range());
+  std::vector<MemRange> writes;
+  for (const View* v : {grad_in, grad_weight, grad_bias}) {
+    if (v != nullptr) writes.push_back(v->byte_range());
+  }
+  launch(stream, {name, reads, writes},
+         [d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
+          gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
+          vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype] {
+           cpu::dispatch_floating(dt, [&](auto t) {
+             using T = decltype(t);
+             for (int64_t c = 0; c < d.c; ++c) {
+               backward_channel<T>(d, c, static_cast<T*>(gi), static_cast<T*>(gw),
+                                   static_cast<T*>(gb), static_cast<const T*>(g),
+                                   static_cast<const T*>(x), static_cast<const T*>(mn),
+                                   static_cast<const T*>(vr), static_cast<const T*>(w), eps);
+             }
+           });
+         });
+}
+
+}  // namespace kernels
+}  // namespace streamgrad
