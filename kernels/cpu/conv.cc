@@ -3,6 +3,9 @@
 // Loops run over (plane, kernel tap, output row) with the output column innermost, so
 // the inner loop is a strided copy the compiler vectorises when the stride is 1.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +23,38 @@ void check_contiguous(const char* kernel, const char* what, const View& v, int64
   cpu::check_view(kernel, what, v);
   SG_CHECK(v.dim() == rank && v.is_contiguous(), ValueError, kernel, ": ", what,
            " must be a contiguous ", rank, "-D view, got ", cpu::describe(v));
+}
+
+// The taps of output position o's window along dim d that fall inside [0, in): the range
+// [first_tap, end_tap), so that the inner loops need no bounds checks.
+int64_t first_tap(int64_t o, const Window2d& w, int d) {
+  int64_t k = 0;
+  while (k < w.kernel[d] &&
+         window_input_index(o, k, w.stride[d], w.padding[d], w.dilation[d]) < 0) {
+    ++k;
+  }
+  return k;
+}
+int64_t end_tap(int64_t o, const Window2d& w, int d, int64_t in) {
+  int64_t k = w.kernel[d];
+  while (k > 0 && window_input_index(o, k - 1, w.stride[d], w.padding[d], w.dilation[d]) >= in) {
+    --k;
+  }
+  return k;
+}
+
+// take ? a : b through bit masks, so that the compiler emits no branch for it.
+template <typename T>
+T select(bool take, T a, T b) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  Bits x, y;
+  std::memcpy(&x, &a, sizeof(T));
+  std::memcpy(&y, &b, sizeof(T));
+  const Bits mask = static_cast<Bits>(0) - static_cast<Bits>(take);
+  const Bits r = (x & mask) | (y & ~mask);
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
 }
 
 // The window's output size along dim d (0: rows, 1: columns) for an input of size `in`.
@@ -170,19 +205,23 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
         const T* plane = img + p * h * wd;
         for (int64_t oi = 0; oi < oh; ++oi) {
           for (int64_t oj = 0; oj < ow; ++oj) {
+            // Window taps inside the image: a contiguous range of ki and of kj.
+            const int64_t ki0 = first_tap(oi, w, 0), ki1 = end_tap(oi, w, 0, h);
+            const int64_t kj0 = first_tap(oj, w, 1), kj1 = end_tap(oj, w, 1, wd);
             T best = -std::numeric_limits<T>::infinity();
             int64_t at = -1;
-            for (int64_t ki = 0; ki < w.kernel[0]; ++ki) {
+            for (int64_t ki = ki0; ki < ki1; ++ki) {
               const int64_t ih = window_input_index(oi, ki, w.stride[0], w.padding[0], w.dilation[0]);
-              if (ih < 0 || ih >= h) continue;
-              for (int64_t kj = 0; kj < w.kernel[1]; ++kj) {
-                const int64_t iw = window_input_index(oj, kj, w.stride[1], w.padding[1], w.dilation[1]);
-                if (iw < 0 || iw >= wd) continue;
-                const T v = plane[ih * wd + iw];
-                if (at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
-                  best = v;
-                  at = ih * wd + iw;
-                }
+              for (int64_t kj = kj0; kj < kj1; ++kj) {
+                const int64_t i = ih * wd + window_input_index(oj, kj, w.stride[1], w.padding[1],
+                                                               w.dilation[1]);
+                const T v = plane[i];
+                // Selects rather than branches (which tap wins is data-dependent): the
+                // first tap, a larger one, or the first NaN.
+                const bool take = (at < 0) | (v > best) | ((v != v) & (best == best));
+                const int64_t mask = -static_cast<int64_t>(take);
+                at = (i & mask) | (at & ~mask);
+                best = select(take, v, best);
               }
             }
             const int64_t o = (p * oh + oi) * ow + oj;
