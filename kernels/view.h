@@ -1,5 +1,7 @@
 // View: what a kernel sees of a tensor — a pointer, a dtype, sizes and strides.
 //
+// Sizes and strides are Dims: up to six inline, so that making a view (several per op)
+// allocates nothing; Dims converts to and from std::vector<int64_t>.
 // `data` points at the element with all indices 0 (the storage offset is already
 // applied); strides are in elements and may be 0 (broadcast) but never negative.
 // byte_range() is the span of memory the view can touch, as launches declare it.
@@ -7,8 +9,11 @@
 #ifndef STREAMGRAD_KERNELS_VIEW_H_
 #define STREAMGRAD_KERNELS_VIEW_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "absl/container/inlined_vector.h"
 
 #include "runtime/dtype.h"
 #include "runtime/launch.h"
@@ -16,11 +21,25 @@
 namespace streamgrad {
 namespace kernels {
 
+class Dims : public absl::InlinedVector<int64_t, 6> {
+ public:
+  using Base = absl::InlinedVector<int64_t, 6>;
+  using Base::Base;
+  Dims(const std::vector<int64_t>& v) : Base(v.begin(), v.end()) {}  // NOLINT: implicit
+  operator std::vector<int64_t>() const { return std::vector<int64_t>(begin(), end()); }
+};
+inline bool operator==(const Dims& a, const std::vector<int64_t>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+inline bool operator==(const std::vector<int64_t>& a, const Dims& b) { return b == a; }
+inline bool operator!=(const Dims& a, const std::vector<int64_t>& b) { return !(a == b); }
+inline bool operator!=(const std::vector<int64_t>& a, const Dims& b) { return !(b == a); }
+
 struct View {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  Dims sizes;
+  Dims strides;
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   int64_t numel() const {

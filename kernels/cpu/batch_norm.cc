@@ -19,11 +19,11 @@ namespace {
 template <typename T>
 using Acc = std::conditional_t<std::is_same<T, float>::value, double, T>;
 
-struct Dims {
+struct NcsDims {
   int64_t n, c, s;
 };
 
-void check_nc_s(const char* kernel, const char* what, const View& v, const Dims& d) {
+void check_nc_s(const char* kernel, const char* what, const View& v, const NcsDims& d) {
   cpu::check_view(kernel, what, v);
   SG_CHECK(v.dim() == 3 && v.is_contiguous() && v.sizes[0] == d.n && v.sizes[1] == d.c &&
                v.sizes[2] == d.s,
@@ -32,7 +32,7 @@ void check_nc_s(const char* kernel, const char* what, const View& v, const Dims&
 }
 
 void check_channels(const char* kernel, const char* what, const View* v, const View& in,
-                    const Dims& d) {
+                    const NcsDims& d) {
   if (v == nullptr) return;
   cpu::check_view(kernel, what, *v);
   cpu::check_same_dtype(kernel, what, *v, "in", in);
@@ -40,23 +40,23 @@ void check_channels(const char* kernel, const char* what, const View* v, const V
            " must be [", d.c, "], one per channel, got ", cpu::describe(*v));
 }
 
-Dims check_input(const char* kernel, const Stream& stream, const View& in) {
+NcsDims check_input(const char* kernel, const Stream& stream, const View& in) {
   cpu::check_stream(kernel, stream);
   cpu::check_view(kernel, "in", in);
   cpu::check_floating(kernel, "in", in);
   SG_CHECK(in.dim() == 3 && in.is_contiguous(), ValueError, kernel,
            ": in must be a contiguous [N, C, S] view, got ", cpu::describe(in));
-  return Dims{in.sizes[0], in.sizes[1], in.sizes[2]};
+  return NcsDims{in.sizes[0], in.sizes[1], in.sizes[2]};
 }
 
 // Calls fn(row) for each of channel c's N rows of S values.
 template <typename T, typename Fn>
-void for_rows(T* base, const Dims& d, int64_t c, Fn&& fn) {
+void for_rows(T* base, const NcsDims& d, int64_t c, Fn&& fn) {
   for (int64_t i = 0; i < d.n; ++i) fn(base + (i * d.c + c) * d.s);
 }
 
 template <typename T>
-void forward_channel(const Dims& d, int64_t c, T* out, T* mean, T* var, const T* in,
+void forward_channel(const NcsDims& d, int64_t c, T* out, T* mean, T* var, const T* in,
                      const T* weight, const T* bias, double eps) {
   const double m = static_cast<double>(d.n * d.s);
   Acc<T> sum = 0;
@@ -81,7 +81,7 @@ void forward_channel(const Dims& d, int64_t c, T* out, T* mean, T* var, const T*
 }
 
 template <typename T>
-void backward_channel(const Dims& d, int64_t c, T* gin, T* gw, T* gb, const T* g, const T* in,
+void backward_channel(const NcsDims& d, int64_t c, T* gin, T* gw, T* gb, const T* g, const T* in,
                       const T* mean, const T* var, const T* weight, double eps) {
   const double m = static_cast<double>(d.n * d.s);
   const T mu = mean[c];
@@ -117,7 +117,7 @@ T* data_or_null(const View* v) {
 void batch_norm_forward(const Stream& stream, const View& out, const View& mean, const View& var,
                         const View& in, const View* weight, const View* bias, double eps) {
   const char* name = "batch_norm";
-  const Dims d = check_input(name, stream, in);
+  const NcsDims d = check_input(name, stream, in);
   check_nc_s(name, "out", out, d);
   cpu::check_same_dtype(name, "out", out, "in", in);
   cpu::check_disjoint(name, "out", out, "in", in);
@@ -153,7 +153,7 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
                          const View* grad_bias, const View& grad_out, const View& in,
                          const View& mean, const View& var, const View* weight, double eps) {
   const char* name = "batch_norm_backward";
-  const Dims d = check_input(name, stream, in);
+  const NcsDims d = check_input(name, stream, in);
   check_nc_s(name, "grad_out", grad_out, d);
   cpu::check_same_dtype(name, "grad_out", grad_out, "in", in);
   if (grad_in != nullptr) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "runtime/dtype.h"
 
 namespace streamgrad {
@@ -43,7 +44,7 @@ struct Layout {
 
 // `strides[k]` points at operand k's strides, one per entry of `sizes`.
 template <int N>
-Layout<N> make_layout(const std::vector<int64_t>& sizes,
+Layout<N> make_layout(absl::Span<const int64_t> sizes,
                       const std::array<const int64_t*, N>& strides) {
   Layout<N> l;
   for (int64_t s : sizes) l.numel *= s;
