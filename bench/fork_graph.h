@@ -6,7 +6,9 @@
 //
 // x is a leaf made on the caller's current stream of `device`; branch k runs on
 // streams[k] (everything on the caller's stream when `streams` is empty) and the join on
-// the caller's stream. FixedTime's forward is a copy; its backward keeps its stream busy
+// the caller's stream. x's gradients thus come from the branches' streams, which the
+// engine warns about (S5); here that is the point, so callers collect the warning.
+// FixedTime's forward is a copy; its backward keeps its stream busy
 // for `kernel_us` (runtime/launch.h `sleep`, no host wait), then copies the gradient on
 // that stream, so a branch's backward costs L * kernel_us of stream time, the branches may
 // overlap, and a consumer on another stream that did not wait would read an unwritten
