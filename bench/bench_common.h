@@ -340,7 +340,7 @@ class Report {
     check_ = value;
     nodes_ = nodes;
   }
-  nlohmann::json& extra() { return extra_; }
+  nlohmann::ordered_json& extra() { return extra_; }
 
   bool check_ok() const {
     const double want = expected_check(flags_);
@@ -350,7 +350,7 @@ class Report {
 
   // The JSON line on stdout, the sanity check on stderr.
   void print() const {
-    nlohmann::json j;
+    nlohmann::ordered_json j;
     j["side"] = side_;
     j["name"] = config_name(flags_);
     j["case"] = flags_.case_name;
@@ -362,10 +362,10 @@ class Report {
     j["nominal_nodes"] = nominal_nodes(flags_);
     j["check"] = check_;
     const double want = expected_check(flags_);
-    j["expected"] = std::isnan(want) ? nlohmann::json(nullptr) : nlohmann::json(want);
+    j["expected"] = std::isnan(want) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(want);
     j["check_ok"] = check_ok();
-    nlohmann::json& ms = j["metrics"];
-    ms = nlohmann::json::object();
+    nlohmann::ordered_json& ms = j["metrics"];  // in measuring order
+    ms = nlohmann::ordered_json::object();
     for (const std::string& name : order_) {
       const Metric& m = metrics_.at(name);
       const double scale = m.per > 0 ? 1000.0 / static_cast<double>(m.per) : 1.0;
@@ -394,7 +394,7 @@ class Report {
   std::vector<std::string> order_;
   double check_ = std::numeric_limits<double>::quiet_NaN();
   int64_t nodes_ = 0;
-  nlohmann::json extra_;
+  nlohmann::ordered_json extra_;
 };
 
 // Prints a node census ("MulBackward1 x1000") on stderr.

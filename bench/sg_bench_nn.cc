@@ -125,7 +125,7 @@ void run_overlap(const Flags& f, Report& r) {
   }
   // Issue 11: backward of K branches on K streams within 1.2x the longest branch alone.
   const double ratio = percentile(forked_ms, 0.5) / percentile(branch_ms, 0.5);
-  nlohmann::json& extra = r.extra();
+  nlohmann::ordered_json& extra = r.extra();
   extra["overlap_ratio"] = ratio;
   extra["limit_ratio"] = 1.2;
   std::cerr << "streamgrad overlap: forked backward / longest branch = " << ratio
