@@ -3,15 +3,13 @@
 //   - the flags both binaries take and the list of cases bench/run.sh walks (`--list`);
 //   - the random DAG of shared/reference/libtorch-cpu-anchor.md (splitmix64, seed 42);
 //   - the deterministic data and initial weights of the mlp and cnn steps;
-//   - each case's name, nominal node count (the anchor's census of libtorch's graph),
-//     expected check value and per-node divisors;
-//   - the statistics (median, p10, p90, min over the repetitions) and the JSON line.
-// Depends only on the standard library and nlohmann-json: the libtorch binary never sees
-// a streamgrad header.
+//   - each case's name, nominal node count (the anchor's census of libtorch's graph)
+//     and expected check value.
+// bench/bench_report.h holds the statistics and the JSON line. Depends only on the
+// standard library: the libtorch binary never sees a streamgrad header.
 //
 //   bench::Flags f = bench::parse_flags(argc, argv);   // exits 2 on a bad flag
-//   bench::Report r("streamgrad", f);
-//   r.add("bwd", ms);  ...  r.set_check(value, nodes);  r.print();
+//   bench::Dag dag = bench::make_dag(f.n, f.seed, f.window);
 //
 // Thread-safety: nothing here is shared between threads; all functions are reentrant.
 // Failure: parse_flags prints what is wrong and exits with status 2 on an unknown flag,
@@ -20,18 +18,13 @@
 #define STREAMGRAD_BENCH_BENCH_COMMON_H_
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
-#include <map>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace streamgrad {
 namespace bench {
@@ -68,11 +61,13 @@ struct Flags {
   std::exit(2);
 }
 
-inline int64_t parse_int(const std::string& name, const std::string& v, int64_t lo) {
+inline int64_t parse_int(const std::string& name, const std::string& v, int64_t lo,
+                         int64_t hi = 1000000000) {
   char* end = nullptr;
   const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < lo) {
-    flag_error("--" + name + "=" + v + ": expected an integer >= " + std::to_string(lo));
+  if (v.empty() || *end != '\0' || x < lo || x > hi) {
+    flag_error("--" + name + "=" + v + ": expected an integer in [" + std::to_string(lo) +
+               ", " + std::to_string(hi) + "]");
   }
   return x;
 }
@@ -80,8 +75,8 @@ inline int64_t parse_int(const std::string& name, const std::string& v, int64_t 
 inline double parse_double(const std::string& name, const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(x >= 0)) {
-    flag_error("--" + name + "=" + v + ": expected a number >= 0");
+  if (v.empty() || *end != '\0' || !(x >= 0 && x <= 1e7)) {
+    flag_error("--" + name + "=" + v + ": expected a number in [0, 1e7]");
   }
   return x;
 }
@@ -123,7 +118,7 @@ inline Flags parse_flags(int argc, char** argv) {
     else if (name == "numel") f.numel = parse_int(name, v, 1);
     else if (name == "k") f.k = parse_int(name, v, 1);
     else if (name == "reduce") f.reduce = v;
-    else if (name == "seed") f.seed = static_cast<uint64_t>(parse_int(name, v, 0));
+    else if (name == "seed") f.seed = static_cast<uint64_t>(parse_int(name, v, 0, INT64_MAX));
     else if (name == "window") f.window = parse_int(name, v, 1);
     else if (name == "mid") f.mid = parse_int(name, v, 0);
     else if (name == "batch") f.batch = parse_int(name, v, 1);
@@ -304,106 +299,6 @@ inline std::vector<std::vector<float>> init_parameters(
     if (!weight) fan_in = 0;
   }
   return out;
-}
-
-// ---- Statistics and the JSON line ----
-
-inline double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// Linear interpolation between the order statistics (q in [0, 1]).
-inline double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
-class Report {
- public:
-  Report(std::string side, const Flags& f) : side_(std::move(side)), flags_(f) {}
-
-  // One repetition's time of `metric` in milliseconds; `per` > 0 reports it per node
-  // (µs per node, divided by `per`), else in ms.
-  void add(const std::string& metric, double ms, int64_t per) {
-    Metric& m = metrics_[metric];
-    if (m.samples.empty()) order_.push_back(metric);
-    m.samples.push_back(ms);
-    m.per = per;
-  }
-  void set_check(double value, int64_t nodes) {
-    check_ = value;
-    nodes_ = nodes;
-  }
-  nlohmann::ordered_json& extra() { return extra_; }
-
-  bool check_ok() const {
-    const double want = expected_check(flags_);
-    if (std::isnan(want)) return std::isfinite(check_);
-    return std::abs(check_ - want) <= kCheckTolerance * std::abs(want);
-  }
-
-  // The JSON line on stdout, the sanity check on stderr.
-  void print() const {
-    nlohmann::ordered_json j;
-    j["side"] = side_;
-    j["name"] = config_name(flags_);
-    j["case"] = flags_.case_name;
-    j["device"] = flags_.device;
-    j["threads"] = flags_.threads;
-    j["reps"] = flags_.reps;
-    j["warmup"] = flags_.warmup;
-    j["nodes"] = nodes_;
-    j["nominal_nodes"] = nominal_nodes(flags_);
-    j["check"] = check_;
-    const double want = expected_check(flags_);
-    j["expected"] = std::isnan(want) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(want);
-    j["check_ok"] = check_ok();
-    nlohmann::ordered_json& ms = j["metrics"];  // in measuring order
-    ms = nlohmann::ordered_json::object();
-    for (const std::string& name : order_) {
-      const Metric& m = metrics_.at(name);
-      const double scale = m.per > 0 ? 1000.0 / static_cast<double>(m.per) : 1.0;
-      ms[name] = {{"median", percentile(m.samples, 0.5) * scale},
-                  {"p10", percentile(m.samples, 0.1) * scale},
-                  {"p90", percentile(m.samples, 0.9) * scale},
-                  {"min", percentile(m.samples, 0.0) * scale},
-                  {"unit", m.per > 0 ? "us/node" : "ms"},
-                  {"per", m.per}};
-    }
-    if (!extra_.is_null()) j["extra"] = extra_;
-    std::cout << j.dump() << std::endl;
-    std::cerr << side_ << " sanity: " << config_name(flags_) << ": check " << check_;
-    if (!std::isnan(want)) std::cerr << " (expected " << want << ")";
-    std::cerr << ", " << nodes_ << " nodes: " << (check_ok() ? "ok" : "WRONG") << "\n";
-  }
-
- private:
-  struct Metric {
-    std::vector<double> samples;
-    int64_t per = 0;
-  };
-  std::string side_;
-  Flags flags_;
-  std::map<std::string, Metric> metrics_;
-  std::vector<std::string> order_;
-  double check_ = std::numeric_limits<double>::quiet_NaN();
-  int64_t nodes_ = 0;
-  nlohmann::ordered_json extra_;
-};
-
-// Prints a node census ("MulBackward1 x1000") on stderr.
-inline void print_census(const std::string& side, const std::map<std::string, int64_t>& c) {
-  int64_t total = 0;
-  for (const auto& [name, count] : c) total += count;
-  std::cerr << side << " census (" << total << " nodes):";
-  for (const auto& [name, count] : c) std::cerr << " " << name << " x" << count;
-  std::cerr << "\n";
 }
 
 }  // namespace bench

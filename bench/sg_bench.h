@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "bench/bench_common.h"
+#include "bench/bench_report.h"
 #include "streamgrad.h"
 
 namespace streamgrad {

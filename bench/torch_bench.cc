@@ -19,7 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "bench/bench_common.h"
+#include "bench/bench_report.h"
 
 namespace streamgrad {
 namespace bench {
