@@ -139,9 +139,11 @@ inline Flags parse_flags(int argc, char** argv) {
   if (f.reduce != "stack" && f.reduce != "add") flag_error("--reduce must be stack or add");
   if (f.mid < 0) f.mid = f.n / 2;
   if (c == "retain" && f.mid >= f.n) flag_error("--mid must be below --n");
-  // Defaults sized so that one process takes about a second on this 2-core machine.
+  // Defaults sized so that one libtorch process takes about a second on this 2-core machine.
   const bool big = (c == "chain" || c == "retain") && f.n >= 10000;
-  if (f.reps == 0) f.reps = c == "overlap" ? 10 : c == "cnn" ? 15 : big || c == "dag" ? 15 : 40;
+  if (f.reps == 0) {
+    f.reps = c == "overlap" ? 10 : c == "cnn" ? 15 : c == "mlp" ? 200 : big || c == "dag" ? 20 : 100;
+  }
   if (f.warmup < 0) f.warmup = c == "cnn" || c == "overlap" ? 2 : 3;
   return f;
 }

@@ -22,6 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+cmdline="bench/run.sh"
+for arg in "$@"; do cmdline+=" $(printf '%q' "$arg")"; done
 json=0
 quick=0
 runs=3
@@ -104,7 +106,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 say "date:         $(date '+%Y-%m-%d %H:%M:%S %Z')"
 say "machine:      $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 say "load average: before $load_before, after $load_after (1, 5, 15 min)"
-say "command:      bench/run.sh$(printf ' %q' "$@")"
+say "command:      $cmdline"
 say "commit:       $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
 if [ -n "$torch" ]; then
   say "libtorch:     $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo "at \$LIBTORCH_PREFIX")"
