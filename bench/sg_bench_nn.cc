@@ -1,0 +1,155 @@
+// sg_bench's model steps (mlp, cnn) and the stream-overlap graph (sg_bench.h).
+//
+// Both model steps keep streamgrad's own defaults: zero_grad() sets the gradients to none,
+// so each backward's AccumulateGrad takes the new gradient over (libtorch 1.13's
+// zero_grad() zeroes in place and accumulates into it); the README says so.
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "bench/fork_graph.h"
+#include "bench/sg_bench.h"
+#include "tools/train_models.h"
+
+namespace streamgrad {
+namespace bench {
+namespace {
+
+using Layers = std::vector<std::shared_ptr<nn::Module>>;
+
+// Parameters from bench_common.h's init_parameters, so that both sides start equal.
+void init_model(nn::Module& model) {
+  nn::NamedTensors params = model.named_parameters();
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& [name, p] : params) shapes.push_back(p.sizes());
+  const std::vector<std::vector<float>> init = init_parameters(shapes);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (init[i].empty()) continue;
+    Tensor p = params[i].second;
+    copy_(p, from_vector(init[i], p.sizes()));
+  }
+}
+
+// fwd (forward and loss), bwd, optim (step and zero_grad), teardown (dropping the loss
+// and output), total; the check is the loss of an eval-mode forward before training.
+void model_loop(const Flags& f, Report& r, nn::Module& model, const Shape& image_shape) {
+  init_model(model);
+  std::vector<float> images;
+  std::vector<int64_t> labels;
+  int64_t features = 1;
+  for (size_t i = 1; i < image_shape.size(); ++i) features *= image_shape[i];
+  make_batch(f.batch, features, &images, &labels);
+  const Tensor x = from_vector(images, image_shape);
+  const Tensor y = from_vector(labels, {f.batch});
+  nn::SGD opt(model.parameters(), nn::SGDOptions(0.01));
+  double check;
+  {
+    model.eval();
+    NoGradGuard no_grad;
+    check = cross_entropy(model.forward(x), y).item<float>();
+    model.train();
+  }
+  {
+    Tensor loss = cross_entropy(model.forward(x), y);
+    if (f.describe) print_census("streamgrad", census(loss.grad_fn()));
+    r.set_check(check, count_nodes(loss.grad_fn()));
+  }
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    const double t0 = now_ms();
+    Tensor out = model.forward(x);
+    Tensor loss = cross_entropy(out, y);
+    const double t1 = now_ms();
+    loss.backward();
+    const double t2 = now_ms();
+    opt.step();
+    opt.zero_grad();
+    const double t3 = now_ms();
+    loss = Tensor();
+    out = Tensor();
+    const double t4 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("bwd", t2 - t1, 0);
+    r.add("optim", t3 - t2, 0);
+    r.add("teardown", t4 - t3, 0);
+    r.add("total", t4 - t0, 0);
+  }
+}
+
+}  // namespace
+
+void run_mlp(const Flags& f, Report& r) {
+  SG_CHECK(Device(f.device).is_cpu(), ValueError, "sg_bench --case=mlp runs on cpu only");
+  nn::Sequential model(Layers{std::make_shared<nn::Linear>(784, 256),
+                              std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 256),
+                              std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
+  model_loop(f, r, model, {f.batch, 784});
+}
+
+void run_cnn(const Flags& f, Report& r) {
+  SG_CHECK(Device(f.device).is_cpu(), ValueError, "sg_bench --case=cnn runs on cpu only");
+  std::shared_ptr<nn::Module> model = make_model("cnn");
+  model_loop(f, r, *model, {f.batch, 1, 28, 28});
+}
+
+// Backward wall time (host call to device idle) of the forked graph on K streams, of one
+// branch alone, and of the K branches on one stream; then the events and waits of one
+// backward on one stream and on K streams.
+void run_overlap(const Flags& f, Report& r) {
+  const Device d(f.device);
+  SG_CHECK(d.type() == DeviceType::kSim, ValueError,
+           "sg_bench --case=overlap needs a sim device (--device=sim:0), got ", d.str());
+  std::vector<Stream> streams;
+  for (int k = 0; k < f.branches; ++k) streams.push_back(Stream::create(d));
+  WarningCollector by_design;  // S5's warning about x's cross-stream gradients
+  auto time_backward = [&](const std::vector<Stream>& on, int branches) {
+    ForkGraph g = make_fork_graph(d, on, branches, f.length, f.kernel_us);
+    synchronize(d);
+    const double t0 = now_ms();
+    g.loss.backward();
+    synchronize(d);
+    return now_ms() - t0;
+  };
+  std::vector<double> forked_ms, branch_ms;
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    const double fork = time_backward(streams, f.branches);
+    const double one = time_backward({streams[0]}, 1);
+    const double serial = time_backward({}, f.branches);
+    if (rep < f.warmup) continue;
+    r.add("bwd_forked", fork, 0);
+    r.add("bwd_longest_branch", one, 0);
+    r.add("bwd_one_stream", serial, 0);
+    forked_ms.push_back(fork);
+    branch_ms.push_back(one);
+  }
+  // Issue 11: backward of K branches on K streams within 1.2x the longest branch alone.
+  const double ratio = percentile(forked_ms, 0.5) / percentile(branch_ms, 0.5);
+  nlohmann::ordered_json& extra = r.extra();
+  extra["overlap_ratio"] = ratio;
+  extra["limit_ratio"] = 1.2;
+  std::cerr << "streamgrad overlap: forked backward / longest branch = " << ratio
+            << (ratio <= 1.2 ? " (<= 1.2: ok)" : " (> 1.2: NOT overlapped)") << "\n";
+  for (const bool forked : {false, true}) {
+    ForkGraph g = make_fork_graph(d, forked ? streams : std::vector<Stream>{}, f.branches,
+                                  f.length, f.kernel_us);
+    synchronize(d);
+    SyncCounter count;
+    g.loss.backward();
+    synchronize(d);
+    extra[forked ? "forked" : "one_stream"] = {
+        {"events", count.events()},
+        {"waits", count.waits()},
+        {"cross_stream_edges", g.cross_stream_edges}};
+    std::cerr << "streamgrad overlap: " << (forked ? "forked" : "one stream") << ": "
+              << count.events() << " events, " << count.waits() << " waits per backward, "
+              << g.cross_stream_edges << " cross-stream edges\n";
+    if (forked) {
+      if (f.describe) print_census("streamgrad", census(g.loss.grad_fn()));
+      r.set_check(g.x.grad().item<float>(), count_nodes(g.loss.grad_fn()));
+    }
+  }
+}
+
+}  // namespace bench
+}  // namespace streamgrad

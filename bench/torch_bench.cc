@@ -1,0 +1,279 @@
+// libtorch's side of the side-by-side benchmark: the same graphs, flags, phases and JSON
+// line as bench/sg_bench (bench/bench_common.h), written with libtorch's C++ API as
+// shared/reference/libtorch-cpu-anchor.md measured it.
+//
+//   bench/install_libtorch.sh && bazel build -c opt //bench:torch_bench
+//   bazel-bin/bench/torch_bench --case=dag --n=5000 --reduce=stack --describe
+//
+// Threads: torch::set_num_threads(--threads); OpenBLAS follows OPENBLAS_NUM_THREADS /
+// OMP_NUM_THREADS, which run.sh sets per process. The mlp and cnn steps keep libtorch
+// 1.13's default zero_grad(), which zeroes the gradients in place.
+// Exit status: 0, 1 when libtorch threw, 2 for bad flags, 3 when the check is wrong; the
+// overlap case (streams of the simulated device) prints a line marked "skipped".
+#include <torch/csrc/autograd/function.h>
+#include <torch/torch.h>
+
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <unordered_set>
+#include <vector>
+
+#include "bench/bench_report.h"
+
+namespace streamgrad {
+namespace bench {
+namespace {
+
+using torch::Tensor;
+namespace F = torch::nn::functional;
+
+// Nodes reachable from `root` by type, each counted once; edges without a function
+// (inputs that need no grad) are not nodes (the anchor's census).
+std::map<std::string, int64_t> census(const std::shared_ptr<torch::autograd::Node>& root) {
+  std::map<std::string, int64_t> out;
+  if (!root) return out;
+  std::unordered_set<const torch::autograd::Node*> seen{root.get()};
+  std::vector<const torch::autograd::Node*> todo{root.get()};
+  while (!todo.empty()) {
+    const torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    ++out[node->name()];
+    for (const torch::autograd::Edge& e : node->next_edges()) {
+      if (e.function && seen.insert(e.function.get()).second) todo.push_back(e.function.get());
+    }
+  }
+  return out;
+}
+
+int64_t count_nodes(const Tensor& loss) {
+  int64_t n = 0;
+  for (const auto& [name, count] : census(loss.grad_fn())) n += count;
+  return n;
+}
+
+Tensor leaf(const Flags& f) { return torch::ones({f.numel}, torch::requires_grad()); }
+
+float first_grad(const Tensor& x) { return x.grad().view({-1})[0].item<float>(); }
+
+// The anchor's fresh-graph loop (as sg_bench's).
+void fresh_graph_loop(const Flags& f, Report& r, Tensor& x, const std::function<Tensor()>& forward) {
+  const int64_t per = nominal_nodes(f);
+  {
+    Tensor loss = forward();
+    const int64_t nodes = count_nodes(loss);
+    if (f.describe) print_census("libtorch", census(loss.grad_fn()));
+    loss.backward();
+    r.set_check(first_grad(x), nodes);
+  }
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    x.mutable_grad() = Tensor();
+    const double t0 = now_ms();
+    Tensor loss = forward();
+    const double t1 = now_ms();
+    loss.backward();
+    const double t2 = now_ms();
+    loss = Tensor();
+    const double t3 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, per);
+    r.add("bwd", t2 - t1, per);
+    r.add("fwd+bwd", t2 - t0, per);
+    r.add("teardown", t3 - t2, per);
+    r.add("total", t3 - t0, per);
+  }
+}
+
+Tensor chain_forward(const Tensor& x, const Flags& f) {
+  Tensor y = x;
+  for (int64_t i = 0; i < f.n; ++i) y = f.op == "mul" ? y * 1.0001 : y + 1e-4;
+  return y;
+}
+
+Tensor fold(const std::vector<Tensor>& v) {
+  Tensor s = v[0];
+  for (size_t i = 1; i < v.size(); ++i) s = s + v[i];
+  return s;
+}
+
+void run_chain(const Flags& f, Report& r) {
+  Tensor x = leaf(f);
+  fresh_graph_loop(f, r, x, [&] { return chain_forward(x, f).sum(); });
+  torch::NoGradGuard no_grad;
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    const double t0 = now_ms();
+    Tensor y = chain_forward(x, f);
+    const double t1 = now_ms();
+    if (rep >= f.warmup) r.add("nograd", t1 - t0, f.n);
+  }
+}
+
+void run_fanin(const Flags& f, Report& r) {
+  Tensor x = leaf(f);
+  fresh_graph_loop(f, r, x, [&] {
+    std::vector<Tensor> parts;
+    parts.reserve(static_cast<size_t>(f.k));
+    for (int64_t i = 0; i < f.k; ++i) parts.push_back(x * 1.0001);
+    return (f.reduce == "stack" ? torch::stack(parts) : fold(parts)).sum();
+  });
+}
+
+void run_dag(const Flags& f, Report& r) {
+  const Dag dag = make_dag(f.n, f.seed, f.window);
+  Tensor x = leaf(f);
+  fresh_graph_loop(f, r, x, [&] {
+    std::vector<Tensor> v(dag.ops.size() + 1);
+    v[0] = x;
+    for (size_t i = 1; i < v.size(); ++i) {
+      const DagOp& op = dag.ops[i - 1];
+      v[i] = op.arity == 1 ? v[op.a] * 1.0001 : v[op.a] + v[op.b];
+    }
+    std::vector<Tensor> sinks;
+    sinks.reserve(dag.sinks.size());
+    for (int64_t s : dag.sinks) sinks.push_back(v[s]);
+    v.clear();
+    return (f.reduce == "stack" ? torch::stack(sinks) : fold(sinks)).sum();
+  });
+}
+
+void run_retain(const Flags& f, Report& r) {
+  Tensor x = leaf(f);
+  Tensor y = x, y_mid;
+  for (int64_t i = 1; i <= f.n; ++i) {
+    y = y * 1.0001;
+    if (i == f.mid) y_mid = y;
+  }
+  Tensor loss = y.sum();
+  y = Tensor();
+  const int64_t per = nominal_nodes(f);
+  if (f.describe) print_census("libtorch", census(loss.grad_fn()));
+  Tensor g_mid = torch::autograd::grad({loss}, {y_mid}, {}, /*retain_graph=*/true)[0];
+  r.set_check(g_mid.view({-1})[0].item<float>(), count_nodes(loss));
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    x.mutable_grad() = Tensor();
+    const double t0 = now_ms();
+    loss.backward({}, /*retain_graph=*/true);
+    const double t1 = now_ms();
+    auto gx = torch::autograd::grad({loss}, {x}, {}, /*retain_graph=*/true);
+    const double t2 = now_ms();
+    auto gm = torch::autograd::grad({loss}, {y_mid}, {}, /*retain_graph=*/true);
+    const double t3 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("rebwd", t1 - t0, per);
+    r.add("grad_x", t2 - t1, per);
+    r.add("grad_mid", t3 - t2, f.n - f.mid + 2);
+  }
+}
+
+// As sg_bench's model_loop: same data, same initial parameters, same phases.
+void model_loop(const Flags& f, Report& r, torch::nn::Sequential& model,
+                std::vector<int64_t> image_shape) {
+  auto params = model->named_parameters();
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& p : params) shapes.push_back(p.value().sizes().vec());
+  const std::vector<std::vector<float>> init = init_parameters(shapes);
+  {
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& p : params) {
+      if (!init[i].empty()) {
+        p.value().copy_(torch::from_blob(const_cast<float*>(init[i].data()), shapes[i]));
+      }
+      ++i;
+    }
+  }
+  std::vector<float> images;
+  std::vector<int64_t> labels;
+  int64_t features = 1;
+  for (size_t i = 1; i < image_shape.size(); ++i) features *= image_shape[i];
+  make_batch(f.batch, features, &images, &labels);
+  const Tensor x = torch::from_blob(images.data(), image_shape).clone();
+  const Tensor y = torch::from_blob(labels.data(), {f.batch}, torch::kLong).clone();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01));
+  double check;
+  {
+    model->eval();
+    torch::NoGradGuard no_grad;
+    check = F::cross_entropy(model->forward(x), y).item<float>();
+    model->train();
+  }
+  {
+    Tensor loss = F::cross_entropy(model->forward(x), y);
+    if (f.describe) print_census("libtorch", census(loss.grad_fn()));
+    r.set_check(check, count_nodes(loss));
+  }
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    const double t0 = now_ms();
+    Tensor out = model->forward(x);
+    Tensor loss = F::cross_entropy(out, y);
+    const double t1 = now_ms();
+    loss.backward();
+    const double t2 = now_ms();
+    opt.step();
+    opt.zero_grad();
+    const double t3 = now_ms();
+    loss = Tensor();
+    out = Tensor();
+    const double t4 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("bwd", t2 - t1, 0);
+    r.add("optim", t3 - t2, 0);
+    r.add("teardown", t4 - t3, 0);
+    r.add("total", t4 - t0, 0);
+  }
+}
+
+void run_mlp(const Flags& f, Report& r) {
+  namespace nn = torch::nn;
+  nn::Sequential model(nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 256), nn::ReLU(),
+                       nn::Linear(256, 10));
+  model_loop(f, r, model, {f.batch, 784});
+}
+
+// tools/train's cnn (tools/train_models.cc), layer by layer.
+void run_cnn(const Flags& f, Report& r) {
+  namespace nn = torch::nn;
+  nn::Sequential model(
+      nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::BatchNorm2d(16), nn::ReLU(),
+      nn::MaxPool2d(nn::MaxPool2dOptions(2)), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
+      nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(nn::MaxPool2dOptions(2)), nn::Flatten(),
+      nn::Linear(32 * 7 * 7, 128), nn::ReLU(), nn::Dropout(0.25), nn::Linear(128, 10));
+  model_loop(f, r, model, {f.batch, 1, 28, 28});
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace streamgrad
+
+int main(int argc, char** argv) {
+  using namespace streamgrad::bench;
+  const Flags f = parse_flags(argc, argv);
+  if (f.case_name == "overlap") {
+    nlohmann::json j = {{"side", "libtorch"}, {"name", config_name(f)}, {"case", f.case_name},
+                        {"device", f.device}, {"threads", f.threads},
+                        {"skipped", "streams of the simulated device: streamgrad only"}};
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  if (f.device != "cpu") {
+    std::cerr << "torch_bench: --device=" << f.device << ": only cpu is measured\n";
+    return 2;
+  }
+  torch::set_num_threads(f.threads);
+  Report r("libtorch", f);
+  try {
+    const std::string& c = f.case_name;
+    if (c == "chain") run_chain(f, r);
+    else if (c == "fanin") run_fanin(f, r);
+    else if (c == "dag") run_dag(f, r);
+    else if (c == "retain") run_retain(f, r);
+    else if (c == "mlp") run_mlp(f, r);
+    else run_cnn(f, r);
+  } catch (const std::exception& e) {
+    std::cerr << "torch_bench: " << config_name(f) << ": " << e.what() << "\n";
+    return 1;
+  }
+  r.print();
+  return r.check_ok() ? 0 : 3;
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# bench/sg_bench (streamgrad's side of bench/run.sh) runs every case of its --list, one
+# repetition each, and every JSON line parses, names its case, reports each metric, and
+# carries the right check value, computed here independently of bench/bench_common.h:
+# chain and retain 1.0001^k in float32 terms, fanin k * 1.0001, the anchor's DAG value
+# 2.83815e+12, the forked graph's gradient and its event and wait counts. No timing is
+# asserted. libtorch is not needed.
+set -euo pipefail
+bin="$1"
+out="${TEST_TMPDIR:-/tmp}/sg_bench_smoke.jsonl"
+: >"$out"
+
+cases=$("$bin" --list)
+[ "$(wc -l <<<"$cases")" -ge 16 ] || { echo "--list is short: $cases"; exit 1; }
+while read -r line; do
+  # Later flags win: one repetition, and a short overlap graph.
+  # shellcheck disable=SC2086
+  "$bin" $line --reps=1 --warmup=0 --length=2 --kernel_us=200 >>"$out" \
+    || { echo "sg_bench $line: exit code $?"; exit 1; }
+done <<<"$cases"
+
+python3 - "$out" <<'PY'
+import json, math, struct, sys
+
+f32 = struct.unpack("f", struct.pack("f", 1.0001))[0]  # the factor both engines use
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+fail = []
+seen = set()
+for j in lines:
+    name, case = j["name"], j["case"]
+    seen.add(case)
+    flags = dict(p.split("=", 1) for p in name.split() if "=" in p)
+    if j["side"] != "streamgrad" or not j["check_ok"]:
+        fail.append(f"{name}: side {j['side']}, check_ok {j['check_ok']}")
+    want_metrics = {
+        "chain": ["fwd", "bwd", "fwd+bwd", "teardown", "total", "nograd"],
+        "fanin": ["fwd", "bwd", "fwd+bwd", "teardown", "total"],
+        "dag": ["fwd", "bwd", "fwd+bwd", "teardown", "total"],
+        "retain": ["rebwd", "grad_x", "grad_mid"],
+        "mlp": ["fwd", "bwd", "optim", "teardown", "total"],
+        "cnn": ["fwd", "bwd", "optim", "teardown", "total"],
+        "overlap": ["bwd_forked", "bwd_longest_branch", "bwd_one_stream"],
+    }[case]
+    for m in want_metrics:
+        s = j["metrics"].get(m)
+        if s is None or not all(math.isfinite(s[k]) and s[k] >= 0 for k in
+                                ("median", "p10", "p90", "min")):
+            fail.append(f"{name}: metric {m}: {s}")
+    check = j["check"]
+    if case == "chain":
+        n = int(flags["n"])
+        want = f32 ** n if flags["op"] == "mul" else 1.0
+        ok = abs(check - want) <= 2e-5 * want and j["nodes"] == n + 2
+    elif case == "retain":
+        n, mid = int(flags["n"]), int(flags["mid"])
+        want = f32 ** (n - mid)
+        ok = abs(check - want) <= 2e-5 * want and j["nodes"] == n + 2
+    elif case == "fanin":
+        want = int(flags["k"]) * 1.0001
+        ok = abs(check - want) <= 2e-5 * want
+    elif case == "dag":
+        want = 2.83815e12  # shared/reference/libtorch-cpu-anchor.md, n=5000 seed=42
+        ok = abs(check - want) <= 2e-6 * want
+    elif case in ("mlp", "cnn"):
+        want = "about ln 10"  # cross-entropy of 10 classes before training
+        ok = 1.5 < check < 3.5
+    else:
+        want = int(flags["K"])
+        x = j["extra"]
+        ok = (check == want and x["one_stream"] == {"events": 0, "waits": 0,
+                                                    "cross_stream_edges": 0}
+              and x["forked"]["cross_stream_edges"] == 2 * want
+              and 0 < x["forked"]["events"] <= 2 * want
+              and 0 < x["forked"]["waits"] <= 2 * want
+              and x["overlap_ratio"] > 0)
+    if not ok:
+        fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
+missing = {"chain", "fanin", "dag", "retain", "mlp", "cnn", "overlap"} - seen
+if missing:
+    fail.append(f"cases never run: {sorted(missing)}")
+if fail:
+    print("\n".join(fail))
+    sys.exit(1)
+print(f"sg_bench_smoke_test: {len(lines)} cases ok")
+PY
+
+set +e
+err=$("$bin" --case=nope 2>&1); rc=$?
+set -e
+[ "$rc" -eq 2 ] || { echo "--case=nope: exit code $rc, want 2: $err"; exit 1; }
+grep -qF "unknown or missing --case 'nope'" <<<"$err" || { echo "message: $err"; exit 1; }
