@@ -2,6 +2,7 @@
 //
 // Loops run over (plane, kernel tap, output row) with the output column innermost, so
 // the inner loop is a strided copy the compiler vectorises when the stride is 1.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -82,9 +83,28 @@ void check_columns(const char* kernel, const View& cols, const View& image, cons
 // Calls fn(plane_image_offset, column_row, ih, iw_base, oi) for every (image plane,
 // kernel tap, output row) whose input row lies inside the image; the caller walks the
 // output columns.
+struct ColumnRange {
+  int64_t begin, end;
+};
+
 struct ColumnWalk {
   int64_t batch, channels, height, width, oh, ow;
   Window2d w;
+  // The output columns whose input column for tap kj lies inside the image (padding
+  // reads zeros): computed once per row so that the copies need no per-element checks.
+  ColumnRange columns_inside(int64_t kj) const {
+    int64_t begin = 0;
+    while (begin < ow &&
+           window_input_index(begin, kj, w.stride[1], w.padding[1], w.dilation[1]) < 0) {
+      ++begin;
+    }
+    int64_t end = ow;
+    while (end > begin &&
+           window_input_index(end - 1, kj, w.stride[1], w.padding[1], w.dilation[1]) >= width) {
+      --end;
+    }
+    return {begin, end};
+  }
   template <typename Fn>
   void operator()(Fn fn) const {
     const int64_t taps = w.kernel[0] * w.kernel[1];
@@ -131,11 +151,20 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
       const Window2d& w = walk.w;
       walk([&](int64_t plane, int64_t at, int64_t ih, int64_t kj, bool row_inside) {
         T* dst = out + at;
-        for (int64_t oj = 0; oj < walk.ow; ++oj) {
-          const int64_t iw = window_input_index(oj, kj, w.stride[1], w.padding[1], w.dilation[1]);
-          dst[oj] = row_inside && iw >= 0 && iw < walk.width
-                        ? img[plane + ih * walk.width + iw]
-                        : T(0);
+        const ColumnRange r = walk.columns_inside(kj);
+        if (!row_inside || r.begin >= r.end) {
+          std::fill(dst, dst + walk.ow, T(0));
+          return;
+        }
+        std::fill(dst, dst + r.begin, T(0));
+        std::fill(dst + r.end, dst + walk.ow, T(0));
+        const T* src = img + plane + ih * walk.width +
+                       window_input_index(r.begin, kj, w.stride[1], w.padding[1], w.dilation[1]);
+        const int64_t step = w.stride[1];
+        if (step == 1) {
+          std::copy(src, src + (r.end - r.begin), dst + r.begin);
+        } else {
+          for (int64_t oj = r.begin; oj < r.end; ++oj) dst[oj] = src[(oj - r.begin) * step];
         }
       });
     });
@@ -161,12 +190,13 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
       const Window2d& w = walk.w;
       // One thread in a fixed order: overlapping windows sum deterministically.
       walk([&](int64_t plane, int64_t at, int64_t ih, int64_t kj, bool row_inside) {
-        if (!row_inside) return;
+        const ColumnRange r = walk.columns_inside(kj);
+        if (!row_inside || r.begin >= r.end) return;
         const T* src = in + at;
-        for (int64_t oj = 0; oj < walk.ow; ++oj) {
-          const int64_t iw = window_input_index(oj, kj, w.stride[1], w.padding[1], w.dilation[1]);
-          if (iw >= 0 && iw < walk.width) img[plane + ih * walk.width + iw] += src[oj];
-        }
+        T* dst = img + plane + ih * walk.width +
+                 window_input_index(r.begin, kj, w.stride[1], w.padding[1], w.dilation[1]);
+        const int64_t step = w.stride[1];
+        for (int64_t oj = r.begin; oj < r.end; ++oj) dst[(oj - r.begin) * step] += src[oj];
       });
     });
   });
