@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -231,20 +232,29 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
       T* val = static_cast<T*>(vo);
       int64_t* idx = static_cast<int64_t*>(io);
       const T* img = static_cast<const T*>(x);
+      // Each output row's and column's taps inside the image, found once per launch.
+      std::vector<int64_t> row_taps(2 * oh), col_taps(2 * ow);
+      for (int64_t oi = 0; oi < oh; ++oi) {
+        row_taps[2 * oi] = first_tap(oi, w, 0);
+        row_taps[2 * oi + 1] = end_tap(oi, w, 0, h);
+      }
+      for (int64_t oj = 0; oj < ow; ++oj) {
+        col_taps[2 * oj] = first_tap(oj, w, 1);
+        col_taps[2 * oj + 1] = end_tap(oj, w, 1, wd);
+      }
+      const int64_t dr = w.dilation[0] * wd, dc = w.dilation[1];
       for (int64_t p = 0; p < planes; ++p) {
         const T* plane = img + p * h * wd;
         for (int64_t oi = 0; oi < oh; ++oi) {
+          const int64_t ki0 = row_taps[2 * oi], ki1 = row_taps[2 * oi + 1];
+          const int64_t row0 = window_input_index(oi, ki0, w.stride[0], w.padding[0], w.dilation[0]) * wd;
           for (int64_t oj = 0; oj < ow; ++oj) {
-            // Window taps inside the image: a contiguous range of ki and of kj.
-            const int64_t ki0 = first_tap(oi, w, 0), ki1 = end_tap(oi, w, 0, h);
-            const int64_t kj0 = first_tap(oj, w, 1), kj1 = end_tap(oj, w, 1, wd);
+            const int64_t kj0 = col_taps[2 * oj], kj1 = col_taps[2 * oj + 1];
+            const int64_t col0 = window_input_index(oj, kj0, w.stride[1], w.padding[1], w.dilation[1]);
             T best = -std::numeric_limits<T>::infinity();
             int64_t at = -1;
-            for (int64_t ki = ki0; ki < ki1; ++ki) {
-              const int64_t ih = window_input_index(oi, ki, w.stride[0], w.padding[0], w.dilation[0]);
-              for (int64_t kj = kj0; kj < kj1; ++kj) {
-                const int64_t i = ih * wd + window_input_index(oj, kj, w.stride[1], w.padding[1],
-                                                               w.dilation[1]);
+            for (int64_t ki = ki0, r = row0; ki < ki1; ++ki, r += dr) {
+              for (int64_t kj = kj0, i = r + col0; kj < kj1; ++kj, i += dc) {
                 const T v = plane[i];
                 // Selects rather than branches (which tap wins is data-dependent): the
                 // first tap, a larger one, or the first NaN.
