@@ -2,7 +2,8 @@
 //
 // Offers Event (move-only) with record(stream), block(stream), query(), synchronize() and
 // elapsed_ms(end) when created with timing, and the process-wide counters
-// events_recorded(), stream_waits_issued() and backend_events_created(). Semantics follow CUDA events:
+// events_recorded(), stream_waits_issued() and backend_events_created(). Semantics follow
+// CUDA events:
 //   - an event never recorded is complete: query() is true, block() and synchronize() are
 //     no-ops;
 //   - block(s) makes stream s wait for the most recent record() at the time of the call;

@@ -30,6 +30,8 @@ TEST_CASE("cuda streams throw DeviceError naming the kernel", "[dispatch]") {
       {"axpy", [&] { k::axpy(cuda, v, v, v, 1); }},
       {"fill", [&] { k::fill(cuda, v, 0); }},
       {"copy", [&] { k::copy(cuda, v, v); }},
+      {"cat", [&] { k::cat(cuda, v, {v}, 0); }},
+      {"stack", [&] { k::stack(cuda, v, {v}, 0); }},
       {"arange", [&] { k::arange(cuda, v, 0, 1); }},
       {"uniform", [&] { k::uniform(cuda, v, 0, 1, 0, 0); }},
       {"normal", [&] { k::normal(cuda, v, 0, 1, 0, 0); }},
