@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "runtime/devices.h"
 #include "runtime/launch.h"
 #include "runtime/error.h"
@@ -26,31 +25,35 @@ class EventPool {
   // A free event of that device and timing, or nullptr when there is none.
   std::unique_ptr<BackendEvent> take(DeviceType type, int index, bool timing) {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = free_.find(key(type, index, timing));
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    std::unique_ptr<BackendEvent> e = std::move(it->second.back());
-    it->second.pop_back();
+    std::vector<FreeList>& lists = lists_[slot(type, timing)];
+    if (index < 0 || static_cast<size_t>(index) >= lists.size() || lists[index].empty()) {
+      return nullptr;
+    }
+    std::unique_ptr<BackendEvent> e = std::move(lists[index].back());
+    lists[index].pop_back();
     return e;
   }
 
   void give(DeviceType type, int index, bool timing, BackendEvent* event) noexcept {
     // Declared before the lock: an event that is not kept is deleted after the unlock.
     std::unique_ptr<BackendEvent> owned(event);
+    if (index < 0) return;
     try {
       std::lock_guard<std::mutex> lk(mu_);
-      std::vector<std::unique_ptr<BackendEvent>>& list = free_[key(type, index, timing)];
-      if (list.size() < kMaxPooledPerDevice) list.push_back(std::move(owned));
+      std::vector<FreeList>& lists = lists_[slot(type, timing)];
+      if (static_cast<size_t>(index) >= lists.size()) lists.resize(index + 1);
+      if (lists[index].size() < kMaxPooledPerDevice) lists[index].push_back(std::move(owned));
     } catch (...) {  // out of memory growing the pool: delete the event instead
     }
   }
 
  private:
-  static uint64_t key(DeviceType type, int index, bool timing) {
-    return (static_cast<uint64_t>(static_cast<uint8_t>(type)) << 40) |
-           (static_cast<uint64_t>(static_cast<uint32_t>(index)) << 1) | (timing ? 1 : 0);
+  using FreeList = std::vector<std::unique_ptr<BackendEvent>>;
+  static int slot(DeviceType type, bool timing) {
+    return static_cast<int>(type) * 2 + (timing ? 1 : 0);
   }
   std::mutex mu_;
-  absl::flat_hash_map<uint64_t, std::vector<std::unique_ptr<BackendEvent>>> free_;
+  std::vector<FreeList> lists_[kNumDeviceTypes * 2];  // [type, timing][device index]
 };
 
 // Never destroyed: Events may die during static destruction, after a pool would have.
