@@ -31,13 +31,18 @@ struct Group {
   std::vector<std::pair<Tensor*, Tensor>> created;  // state slot, its new tensor
 };
 
+// The group of p's device and dtype; a new group reserves room for `count` parameters.
 template <typename Entry>
-Group<Entry>& group_for(std::vector<Group<Entry>>& groups, const Tensor& p) {
+Group<Entry>& group_for(std::vector<Group<Entry>>& groups, const Tensor& p, size_t count) {
   for (Group<Entry>& g : groups) {
     if (g.device == p.device() && g.dtype == p.dtype()) return g;
   }
   groups.push_back(Group<Entry>{p.device(), p.dtype(), {}, {}, {}, {}});
-  return groups.back();
+  Group<Entry>& g = groups.back();
+  g.entries.reserve(count);
+  g.held.reserve(count);
+  g.written.reserve(3 * count);
+  return g;
 }
 
 // The state tensor in `slot`, or a new uninitialised one noted in `group` (the kernel fills
@@ -71,7 +76,7 @@ void SGD::step_foreach() {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Group<kernels::SgdParam>& group = group_for(groups, p);
+    Group<kernels::SgdParam>& group = group_for(groups, p, params_.size() - i);
     kernels::SgdParam e;
     e.param = p.view();
     e.grad = g.view();
@@ -101,7 +106,7 @@ void Adam::step_foreach() {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Group<kernels::AdamParam>& group = group_for(groups, p);
+    Group<kernels::AdamParam>& group = group_for(groups, p, params_.size() - i);
     kernels::AdamParam e;
     e.param = p.view();
     e.grad = g.view();

@@ -4,7 +4,9 @@
 // The launch captures one compact layout per parameter (its operands' strides, merged as
 // far as they allow), so a contiguous parameter is one row that the loops vectorise.
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,10 +24,34 @@ namespace {
 
 using cpu::Layout;
 
+bool intersect(const View& a, const View& b) {
+  const MemRange ra = a.byte_range(), rb = b.byte_range();
+  if (ra.bytes == 0 || rb.bytes == 0) return false;
+  const char* pa = static_cast<const char*>(ra.ptr);
+  const char* pb = static_cast<const char*>(rb.ptr);
+  return pa < pb + rb.bytes && pb < pa + ra.bytes;
+}
+
+// Whether `v` passes every check below, decided without formatting a message: a step
+// checks every view of every parameter, so the common case must not build strings.
+bool well_formed(const View& v, bool written) {
+  if (v.strides.size() != v.sizes.size() || v.dim() > cpu::kMaxDims) return false;
+  const int64_t n = v.numel();
+  for (int64_t d = 0; d < v.dim(); ++d) {
+    if (v.sizes[d] < 0 || v.strides[d] < 0) return false;
+    if (written && n > 0 && v.strides[d] == 0 && v.sizes[d] > 1) return false;
+  }
+  return v.data != nullptr || n == 0;
+}
+
 // Checks one view of entry i against its parameter: well formed, the parameter's dtype
 // and sizes, disjoint from the views checked before it in that entry.
 void check_operand(const char* kernel, size_t i, const char* what, const View& v,
-                   const View& param, const std::vector<const View*>& earlier, bool written) {
+                   const View& param, std::initializer_list<const View*> earlier,
+                   bool written) {
+  bool ok = well_formed(v, written) && v.dtype == param.dtype && v.sizes == param.sizes;
+  for (const View* e : earlier) ok = ok && !intersect(v, *e);
+  if (ok) return;
   const std::string label = absl::StrCat("parameter ", i, "'s ", what);
   if (written) {
     cpu::check_output(kernel, label.c_str(), v);
@@ -40,6 +66,7 @@ void check_operand(const char* kernel, size_t i, const char* what, const View& v
 // The checks every entry starts with: its parameter is written, floating and of the
 // list's dtype (that of entry 0).
 void check_param(const char* kernel, size_t i, const View& param, DType dtype) {
+  if (well_formed(param, true) && is_floating(param.dtype) && param.dtype == dtype) return;
   const std::string label = absl::StrCat("parameter ", i);
   cpu::check_output(kernel, label.c_str(), param);
   cpu::check_floating(kernel, label.c_str(), param);
@@ -56,12 +83,26 @@ struct SgdItem {
   bool fresh;
 };
 
-template <typename T>
-void run_sgd(const SgdUpdate<T>& op, const SgdItem& it) {
+// Calls f(std::true_type{}) or f(std::false_type{}): a runtime flag made a constant, so
+// that the loops below are compiled once per combination of flags without branches in
+// them (the functors test their flags per element; with constant flags the tests fold
+// away and the contiguous loops vectorise).
+template <typename F>
+void with_flag(bool flag, F&& f) {
+  if (flag) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+template <typename T, bool kDecay, bool kNesterov, bool kFresh>
+void sgd_rows(SgdUpdate<T> op, const SgdItem& it) {
+  op.decay = kDecay;
+  op.nesterov = kNesterov;
   T* p0 = static_cast<T*>(it.param);
   const T* g0 = static_cast<const T*>(it.grad);
   T* b0 = static_cast<T*>(it.buf);
-  const bool fresh = it.fresh;
   cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
     T* p = p0 + off[0];
     const T* g = g0 + off[1];
@@ -75,12 +116,24 @@ void run_sgd(const SgdUpdate<T>& op, const SgdItem& it) {
     }
     T* b = b0 + off[2];
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i], b[i], fresh);
+      for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i], b[i], kFresh);
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        p[i * st[0]] = op(p[i * st[0]], g[i * st[1]], b[i * st[2]], fresh);
+        p[i * st[0]] = op(p[i * st[0]], g[i * st[1]], b[i * st[2]], kFresh);
       }
     }
+  });
+}
+
+template <typename T>
+void run_sgd(const SgdUpdate<T>& op, const SgdItem& it) {
+  with_flag(op.decay, [&](auto decay) {
+    with_flag(op.nesterov, [&](auto nesterov) {
+      with_flag(it.fresh, [&](auto fresh) {
+        sgd_rows<T, decltype(decay)::value, decltype(nesterov)::value, decltype(fresh)::value>(
+            op, it);
+      });
+    });
   });
 }
 
@@ -95,8 +148,10 @@ struct AdamItem {
   bool fresh;
 };
 
-template <typename T>
-void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
+template <typename T, bool kDecay, bool kDecoupled>
+void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
+  op.decay = kDecay;
+  op.decoupled = kDecoupled;
   T* p0 = static_cast<T*>(it.param);
   const T* g0 = static_cast<const T*>(it.grad);
   T* m0 = static_cast<T*>(it.m);
@@ -126,6 +181,15 @@ void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
   });
 }
 
+template <typename T>
+void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
+  with_flag(op.decay, [&](auto decay) {
+    with_flag(op.decoupled, [&](auto decoupled) {
+      adam_rows<T, decltype(decay)::value, decltype(decoupled)::value>(op, it);
+    });
+  });
+}
+
 }  // namespace
 
 void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdParam>& params) {
@@ -136,6 +200,9 @@ void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdPa
   const bool momentum = h.momentum != 0;
   std::vector<SgdItem> items;
   std::vector<MemRange> reads, writes;
+  items.reserve(params.size());
+  reads.reserve(3 * params.size());
+  writes.reserve(2 * params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const SgdParam& e = params[i];
     check_param(name, i, e.param, dtype);
@@ -186,6 +253,9 @@ void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<Ada
   const DType dtype = params[0].param.dtype;
   std::vector<AdamItem> items;
   std::vector<MemRange> reads, writes;
+  items.reserve(params.size());
+  reads.reserve(4 * params.size());
+  writes.reserve(3 * params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const AdamParam& e = params[i];
     check_param(name, i, e.param, dtype);
