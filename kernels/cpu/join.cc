@@ -88,7 +88,7 @@ void join(const char* name, const Stream& stream, const View& out, const std::ve
   std::vector<Piece> pieces;
   std::vector<MemRange> reads;
   pieces.reserve(ins.size());
-  std::vector<int64_t> piece_sizes = out.sizes;
+  Dims piece_sizes = out.sizes;
   int64_t offset = 0;
   for (const View& in : ins) {
     const int64_t extent = in.sizes[dim];
