@@ -18,12 +18,12 @@
 //   fork.loss.backward();
 //   count.events(), count.waits()
 //
-// Thread-safety: make_fork_graph as any op; SyncCounter's counts are atomics (the
-// engine's device workers report to it). Failure: as the ops it calls.
+// Thread-safety: make_fork_graph as any op; SyncCounter reads the process-wide counters
+// (runtime/event.h), so other threads' events and waits count too. Failure: as the ops
+// it calls.
 #ifndef STREAMGRAD_BENCH_FORK_GRAPH_H_
 #define STREAMGRAD_BENCH_FORK_GRAPH_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <unordered_set>
@@ -96,24 +96,16 @@ inline ForkGraph make_fork_graph(Device device, const std::vector<Stream>& strea
   return g;
 }
 
-// Counts Event::record calls (events_recorded(), the engine's events) and stream waits
-// on an event (Event::block, seen by a launch observer) while it lives.
-class SyncCounter : public LaunchObserver {
+// Counts Event::record calls and device-side waits (events_recorded() and
+// stream_waits_issued()) since its construction.
+class SyncCounter {
  public:
-  SyncCounter() : events_before_(events_recorded()) { add_launch_observer(this); }
-  ~SyncCounter() override { remove_launch_observer(this); }
-  SyncCounter(const SyncCounter&) = delete;
-  SyncCounter& operator=(const SyncCounter&) = delete;
-
-  void on_launch(const Stream&, const LaunchDesc&) override {}
-  void on_event_block(const void*, const Stream&) override { waits_.fetch_add(1); }
-
+  SyncCounter() : events_before_(events_recorded()), waits_before_(stream_waits_issued()) {}
   uint64_t events() const { return events_recorded() - events_before_; }
-  uint64_t waits() const { return waits_.load(); }
+  uint64_t waits() const { return stream_waits_issued() - waits_before_; }
 
  private:
-  uint64_t events_before_;
-  std::atomic<uint64_t> waits_{0};
+  uint64_t events_before_, waits_before_;
 };
 
 }  // namespace bench

@@ -19,7 +19,8 @@
 // kernels and copy allow out to be exactly an input (same data, dtype and strides: in
 // place); any other overlap between out and an input is an error where it can be proven
 // (same start, or two contiguous views) and undefined otherwise. reduce, arg_reduce,
-// matmul and the index kernels need out disjoint from every input. Rank is at most 16.
+// matmul, cat, stack and the index kernels need out disjoint from every input. Rank is at
+// most 16.
 //
 // Thread-safety: any thread may call any kernel on any stream.
 // Failure: checks run in this order, before anything is enqueued: DeviceError for cuda
@@ -27,12 +28,13 @@
 // malformed views, mismatched sizes or dtypes, bad dims and proven overlap. Views with no
 // elements enqueue nothing (reduce still writes out when in is empty).
 // Launch names, which observers, traces and error messages show, are the op's own:
-// exp, add_scalar, add, axpy, fill, copy, arange, uniform, normal, sum, argmax, matmul,
-// index_select, index_add, scatter_add, gt, gt_scalar, where, ...
+// exp, add_scalar, add, axpy, fill, copy, cat, stack, arange, uniform, normal, sum,
+// argmax, matmul, index_select, index_add, scatter_add, gt, gt_scalar, where, ...
 #ifndef STREAMGRAD_KERNELS_KERNELS_H_
 #define STREAMGRAD_KERNELS_KERNELS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/view.h"
 #include "runtime/stream.h"
@@ -107,6 +109,14 @@ void where(const Stream& stream, const View& out, const View& condition, const V
 // Any dtype: bool stores value != 0; int64 truncates and needs a finite value in range
 // (ValueError otherwise).
 void fill(const Stream& stream, const View& out, double value);
+// Joins in one launch, for any dtype (out and every input of one dtype: no conversion) and
+// any strides; out must be disjoint from every input, and at least one input is needed.
+// cat: every input has out's rank and sizes except along `dim`, where their extents add
+// up to out's; input k fills the k-th run of out along dim. stack: every input has out's
+// sizes without `dim`, out.sizes[dim] is the number of inputs, and input k becomes
+// out's index k along dim. Launch names cat and stack.
+void cat(const Stream& stream, const View& out, const std::vector<View>& ins, int64_t dim);
+void stack(const Stream& stream, const View& out, const std::vector<View>& ins, int64_t dim);
 // Element-wise copy with dtype conversion; out and in have the same sizes. Overlapping
 // views are not allowed unless identical. Every conversion is defined: to bool is
 // x != 0, from bool is 0/1, floating to int64 truncates toward zero, saturates at the

@@ -98,6 +98,14 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o)
 }
 
 void SGD::step() {
+  if (options.foreach()) {
+    step_foreach();
+  } else {
+    step_per_tensor();
+  }
+}
+
+void SGD::step_per_tensor() {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor p = params_[i];
@@ -129,6 +137,14 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
 }
 
 void Adam::step() {
+  if (options.foreach()) {
+    step_foreach();
+  } else {
+    step_per_tensor();
+  }
+}
+
+void Adam::step_per_tensor() {
   NoGradGuard no_grad;
   const double b1 = options.beta1(), b2 = options.beta2();
   for (size_t i = 0; i < params_.size(); ++i) {

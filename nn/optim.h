@@ -5,9 +5,13 @@
 //   nn::StepLR sched(opt, /*step_size=*/2, /*gamma=*/0.5);
 //   for (...) { opt.zero_grad(); loss.backward(); opt.step(); }  sched.step();  // per epoch
 //
-// step() runs under NoGradGuard with in-place ops, each parameter on its own device's
-// current stream (so parameters on several devices are fine); parameters without a
-// gradient are skipped, as in PyTorch. State (momentum buffers, Adam's moments and step
+// step() runs under NoGradGuard on each parameter's device's current stream (so
+// parameters on several devices are fine); parameters without a gradient are skipped, as
+// in PyTorch. With the `foreach` option (the default) one multi-tensor kernel updates all
+// parameters of each (device, dtype) group in one launch (kernels/foreach.h, the
+// reference framework's "foreach" path); without it each parameter is updated by several
+// in-place ops, one kernel each. Both give the same bits (kernels/optim_ops.h says when
+// they may not) and the same state. State (momentum buffers, Adam's moments and step
 // counts) is created lazily on the first step, and exported by state_dict() as named
 // tensors ("<param index>.<name>") plus named scalars, for checkpoints.
 //
@@ -63,6 +67,7 @@ struct SGDOptions {
   SG_NN_OPTION(double, dampening) = 0;
   SG_NN_OPTION(double, weight_decay) = 0;
   SG_NN_OPTION(bool, nesterov) = false;
+  SG_NN_OPTION(bool, foreach) = true;  // one launch per (device, dtype) group
 };
 
 struct AdamOptions {
@@ -72,6 +77,7 @@ struct AdamOptions {
   SG_NN_OPTION(double, beta2) = 0.999;
   SG_NN_OPTION(double, eps) = 1e-8;
   SG_NN_OPTION(double, weight_decay) = 0;  // Adam: L2 added to the gradient; AdamW: decoupled
+  SG_NN_OPTION(bool, foreach) = true;      // one launch per (device, dtype) group
 };
 
 
@@ -80,6 +86,10 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, const SGDOptions& options);
   void step() override;
   SGDOptions options;
+
+ private:
+  void step_per_tensor();
+  void step_foreach();  // nn/optim_foreach.cc
 };
 
 class Adam : public Optimizer {
@@ -89,6 +99,8 @@ class Adam : public Optimizer {
   AdamOptions options;
 
  private:
+  void step_per_tensor();
+  void step_foreach();  // nn/optim_foreach.cc
   bool decoupled_;
 };
 

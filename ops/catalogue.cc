@@ -163,6 +163,15 @@ void shapes(Catalogue& c) {
         binary([](T a, T b) { return stack({a, b}, 2); }), {dense({2, 3}), transposed({2, 3})});
   c.add("stack_repeated", "{a, a} along dim -1", unary([](T a) { return stack({a, a}, -1); }),
         {dense({2, 3})});
+  c.add("stack_three", "[2,3], an every-other-column and a transposed [2,3] leaf along dim 1",
+        [](const TensorList& x) { return TensorList{stack({x[0], x[1], x[2]}, 1)}; },
+        {dense({2, 3}), strided({2, 3}), transposed({2, 3})});
+  c.add("stack_scalars", "two 0-dim tensors along dim -1",
+        binary([](T a, T b) { return stack({a, b}, -1); }), {dense({}), dense({})});
+  c.add("stack_partial_grad", "{a, constant, a} along dim -2: the constant needs no gradient",
+        unary([](T a) { return stack({a, full_like(a, 0.5), a}, -2); }), {dense({3, 2})});
+  c.add("cat_partial_grad", "{a, constant} along dim 1, a every other column",
+        unary([](T a) { return cat({a, full_like(a, 0.5)}, 1); }), {strided({2, 3})});
   const Fn select1 = binary([](T a, T i) { return index_select(a, 1, i); });
   c.add("index_select", "dim 1 of [3,4], index {3, 0, 3, 1} (repeats accumulate)", select1,
         {dense({3, 4}), indices({3, 0, 3, 1})});

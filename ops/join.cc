@@ -1,8 +1,9 @@
 // cat and stack.
 //
-// cat copies each input into its slice of a fresh output; its backward hands each input
-// the matching narrow() of the gradient (differentiable again). stack is cat of the
-// inputs unsqueezed at `dim`, after checking that their shapes agree.
+// Each is one op: one kernel launch copies every input into its place in a fresh output,
+// and one backward node hands each input a view of the incoming gradient (no copies):
+// cat the matching narrow(), stack the index along the new dim. Under create_graph the
+// views are differentiable again.
 #include "absl/strings/str_join.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -26,6 +27,31 @@ struct CatBackward final : Node {
   }
   int64_t dim = 0;
   std::vector<int64_t> sizes;  // each input's extent along dim
+};
+
+// g's index i along dim d, without d: a view of g. Built with make_view when no history
+// is needed (one handle per input, the common backward), with narrow + squeeze when it is
+// (create_graph).
+Tensor select_view(const Tensor& g, int64_t d, int64_t i) {
+  if (any_requires_grad({g})) return squeeze(narrow(g, d, i, 1), d);
+  Shape sizes = g.sizes(), strides = g.strides();
+  const int64_t offset = g.storage_offset() + i * strides[d];
+  sizes.erase(sizes.begin() + d);
+  strides.erase(strides.begin() + d);
+  return make_view(g, sizes, strides, offset);
+}
+
+struct StackBackward final : Node {
+  std::string name() const override { return "StackBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    TensorList out(num_outputs());
+    if (!grads[0].defined()) return out;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (needs_grad(*this, i)) out[i] = select_view(grads[0], dim, static_cast<int64_t>(i));
+    }
+    return out;
+  }
+  int64_t dim = 0;
 };
 
 std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
@@ -65,18 +91,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
              "cat: the sizes along dimension ", dim, " add up to more than int64 can count");
   }
   Tensor out = new_output(shape, first.dtype(), first.device());
-  const Stream s = stream_of(out);
-  int64_t offset = 0;
-  const kernels::View ov = out.view();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    kernels::View piece = ov;
-    piece.sizes[d] = extents[i];
-    if (extents[i] > 0 && out.numel() > 0) {
-      piece.data = static_cast<char*>(ov.data) + offset * ov.strides[d] * element_size(ov.dtype);
-    }
-    kernels::copy(s, piece, tensors[i].view());
-    offset += extents[i];
-  }
+  std::vector<kernels::View> views;
+  views.reserve(tensors.size());
+  for (const Tensor& t : tensors) views.push_back(t.view());
+  kernels::cat(stream_of(out), out.view(), views, d);
   if (any_requires_grad(tensors)) {
     auto node = std::make_shared<CatBackward>();
     node->dim = d;
@@ -89,15 +107,25 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   check_list(tensors, "stack");
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
-  std::vector<Tensor> pieces;
+  std::vector<kernels::View> views;
+  views.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     SG_CHECK(tensors[i].sizes() == tensors[0].sizes(), ValueError,
              "stack: all tensors must have one shape, but tensor 0 is ",
              shape_str(tensors[0].sizes()), " and tensor ", i, " is ",
              shape_str(tensors[i].sizes()));
-    pieces.push_back(unsqueeze(tensors[i], d));
+    views.push_back(tensors[i].view());
   }
-  return cat(pieces, d);
+  Shape shape = tensors[0].sizes();
+  shape.insert(shape.begin() + d, static_cast<int64_t>(tensors.size()));
+  Tensor out = new_output(shape, tensors[0].dtype(), tensors[0].device());
+  kernels::stack(stream_of(out), out.view(), views, d);
+  if (any_requires_grad(tensors)) {
+    auto node = std::make_shared<StackBackward>();
+    node->dim = d;
+    wire(node, tensors, {out});
+  }
+  return out;
 }
 
 }  // namespace streamgrad

@@ -1,6 +1,9 @@
 #include "runtime/event.h"
 
 #include <atomic>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "runtime/devices.h"
 #include "runtime/launch.h"
@@ -10,9 +13,67 @@ namespace streamgrad {
 
 namespace {
 std::atomic<uint64_t> g_records{0};
+std::atomic<uint64_t> g_waits{0};
+std::atomic<uint64_t> g_created{0};
+
+// Free backend events per (device, timing). The cap keeps a burst of live events (a wide
+// backward) from pinning their memory, or their cuda events, for the rest of the process.
+constexpr size_t kMaxPooledPerDevice = 256;
+
+class EventPool {
+ public:
+  // A free event of that device and timing, or nullptr when there is none.
+  std::unique_ptr<BackendEvent> take(DeviceType type, int index, bool timing) {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<FreeList>& lists = lists_[slot(type, timing)];
+    if (index < 0 || static_cast<size_t>(index) >= lists.size() || lists[index].empty()) {
+      return nullptr;
+    }
+    std::unique_ptr<BackendEvent> e = std::move(lists[index].back());
+    lists[index].pop_back();
+    return e;
+  }
+
+  void give(DeviceType type, int index, bool timing, BackendEvent* event) noexcept {
+    // Declared before the lock: an event that is not kept is deleted after the unlock.
+    std::unique_ptr<BackendEvent> owned(event);
+    if (index < 0) return;
+    try {
+      std::lock_guard<std::mutex> lk(mu_);
+      std::vector<FreeList>& lists = lists_[slot(type, timing)];
+      if (static_cast<size_t>(index) >= lists.size()) lists.resize(index + 1);
+      if (lists[index].size() < kMaxPooledPerDevice) lists[index].push_back(std::move(owned));
+    } catch (...) {  // out of memory growing the pool: delete the event instead
+    }
+  }
+
+ private:
+  using FreeList = std::vector<std::unique_ptr<BackendEvent>>;
+  static int slot(DeviceType type, bool timing) {
+    return static_cast<int>(type) * 2 + (timing ? 1 : 0);
+  }
+  std::mutex mu_;
+  std::vector<FreeList> lists_[kNumDeviceTypes * 2];  // [type, timing][device index]
+};
+
+// Never destroyed: Events may die during static destruction, after a pool would have.
+EventPool& event_pool() {
+  static auto* pool = new EventPool();
+  return *pool;
+}
+
 }  // namespace
 
+namespace detail {
+void PooledEventDeleter::operator()(BackendEvent* event) const noexcept {
+  event_pool().give(type, index, timing, event);
+}
+}  // namespace detail
+
 uint64_t events_recorded() { return g_records.load(std::memory_order_relaxed); }
+uint64_t stream_waits_issued() { return g_waits.load(std::memory_order_relaxed); }
+uint64_t backend_events_created() { return g_created.load(std::memory_order_relaxed); }
+
 void Event::record(const Stream& stream) {
   const Device d = resolve_device(stream.device(), "Event::record");
   if (device_.has_value() && *device_ != d) {
@@ -25,8 +86,24 @@ void Event::record(const Stream& stream) {
   const Stream s = Stream::unchecked(d, stream.id());
   SG_CHECK(b.stream_exists(s), DeviceError, "Event::record: stream ", s.str(),
            " does not exist");
-  if (impl_ == nullptr) impl_ = b.create_event(d.index(), timing_);
-  b.record_event(*impl_, s);
+  const bool first = impl_ == nullptr;
+  if (first) {
+    std::unique_ptr<BackendEvent> e = event_pool().take(d.type(), d.index(), timing_);
+    if (e == nullptr) {
+      e = b.create_event(d.index(), timing_);
+      g_created.fetch_add(1, std::memory_order_relaxed);
+    }
+    impl_ = std::unique_ptr<BackendEvent, detail::PooledEventDeleter>(
+        e.release(), detail::PooledEventDeleter{d.type(), d.index(), timing_});
+  }
+  try {
+    b.record_event(*impl_, s);
+  } catch (...) {
+    // A pooled object may still hold another Event's record: this Event must stay
+    // never recorded rather than inherit it, so the object is deleted, not pooled.
+    if (first) delete impl_.release();
+    throw;
+  }
   g_records.fetch_add(1, std::memory_order_relaxed);
   if (detail::have_observers()) {
     const void* key = impl_.get();
@@ -50,6 +127,7 @@ void Event::block(const Stream& stream) const {
            "synchronize the event on the host instead");
   const Stream s = Stream::unchecked(d, stream.id());
   backend(d.type()).block_event(*impl_, s);
+  g_waits.fetch_add(1, std::memory_order_relaxed);
   if (detail::have_observers()) {
     const void* key = impl_.get();
     detail::notify_observers([&](LaunchObserver& o) { o.on_event_block(key, s); });

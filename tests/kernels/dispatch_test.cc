@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/foreach.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -30,6 +31,10 @@ TEST_CASE("cuda streams throw DeviceError naming the kernel", "[dispatch]") {
       {"axpy", [&] { k::axpy(cuda, v, v, v, 1); }},
       {"fill", [&] { k::fill(cuda, v, 0); }},
       {"copy", [&] { k::copy(cuda, v, v); }},
+      {"cat", [&] { k::cat(cuda, v, {v}, 0); }},
+      {"stack", [&] { k::stack(cuda, v, {v}, 0); }},
+      {"sgd_update", [&] { k::sgd_update(cuda, {}, {}); }},
+      {"adam_update", [&] { k::adam_update(cuda, {}, {}); }},
       {"arange", [&] { k::arange(cuda, v, 0, 1); }},
       {"uniform", [&] { k::uniform(cuda, v, 0, 1, 0, 0); }},
       {"normal", [&] { k::normal(cuda, v, 0, 1, 0, 0); }},

@@ -1,0 +1,311 @@
+// sgd_update and adam_update: every parameter of a list updated by one launch, element by
+// element with the functors of kernels/optim_ops.h.
+//
+// The launch captures one compact layout per parameter (its operands' strides, merged as
+// far as they allow), so a contiguous parameter is one row that the loops vectorise.
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/checks.h"
+#include "kernels/cpu/strided.h"
+#include "kernels/foreach.h"
+#include "kernels/optim_ops.h"
+#include "runtime/error.h"
+#include "runtime/launch.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace {
+
+using cpu::Layout;
+
+bool intersect(const View& a, const View& b) {
+  const MemRange ra = a.byte_range(), rb = b.byte_range();
+  if (ra.bytes == 0 || rb.bytes == 0) return false;
+  const char* pa = static_cast<const char*>(ra.ptr);
+  const char* pb = static_cast<const char*>(rb.ptr);
+  return pa < pb + rb.bytes && pb < pa + ra.bytes;
+}
+
+// Whether `v` passes every check below, decided without formatting a message: a step
+// checks every view of every parameter, so the common case must not build strings.
+bool well_formed(const View& v, bool written) {
+  if (v.strides.size() != v.sizes.size() || v.dim() > cpu::kMaxDims) return false;
+  const int64_t n = v.numel();
+  for (int64_t d = 0; d < v.dim(); ++d) {
+    if (v.sizes[d] < 0 || v.strides[d] < 0) return false;
+    if (written && n > 0 && v.strides[d] == 0 && v.sizes[d] > 1) return false;
+  }
+  return v.data != nullptr || n == 0;
+}
+
+// Checks one view of entry i against its parameter: well formed, the parameter's dtype
+// and sizes, disjoint from the views checked before it in that entry.
+void check_operand(const char* kernel, size_t i, const char* what, const View& v,
+                   const View& param, std::initializer_list<const View*> earlier,
+                   bool written) {
+  bool ok = well_formed(v, written) && v.dtype == param.dtype && v.sizes == param.sizes;
+  for (const View* e : earlier) ok = ok && !intersect(v, *e);
+  if (ok) return;
+  const std::string label = absl::StrCat("parameter ", i, "'s ", what);
+  if (written) {
+    cpu::check_output(kernel, label.c_str(), v);
+  } else {
+    cpu::check_view(kernel, label.c_str(), v);
+  }
+  cpu::check_same_dtype(kernel, absl::StrCat("parameter ", i).c_str(), param, label.c_str(), v);
+  cpu::check_same_sizes(kernel, absl::StrCat("parameter ", i).c_str(), param, label.c_str(), v);
+  for (const View* e : earlier) cpu::check_disjoint(kernel, label.c_str(), v, "another view", *e);
+}
+
+// The checks every entry starts with: its parameter is written, floating and of the
+// list's dtype (that of entry 0).
+void check_param(const char* kernel, size_t i, const View& param, DType dtype) {
+  if (well_formed(param, true) && is_floating(param.dtype) && param.dtype == dtype) return;
+  const std::string label = absl::StrCat("parameter ", i);
+  cpu::check_output(kernel, label.c_str(), param);
+  cpu::check_floating(kernel, label.c_str(), param);
+  SG_CHECK(param.dtype == dtype, ValueError, kernel, ": parameter ", i, " is ",
+           cpu::describe(param), " but parameter 0 is ", dtype_name(dtype),
+           "; one call updates one dtype (group the parameters by device and dtype)");
+}
+
+struct SgdItem {
+  Layout<3> layout;  // param, grad, momentum buffer (the param's strides when unused)
+  void* param;
+  const void* grad;
+  void* buf;  // null without momentum
+  bool fresh;
+};
+
+// Calls f(std::true_type{}) or f(std::false_type{}): a runtime flag made a constant, so
+// that the loops below are compiled once per combination of flags without branches in
+// them (the functors test their flags per element; with constant flags the tests fold
+// away and the contiguous loops vectorise).
+template <typename F>
+void with_flag(bool flag, F&& f) {
+  if (flag) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+template <typename T, bool kDecay, bool kNesterov, bool kFresh>
+void sgd_rows(SgdUpdate<T> op, const SgdItem& it) {
+  op.decay = kDecay;
+  op.nesterov = kNesterov;
+  T* p0 = static_cast<T*>(it.param);
+  const T* g0 = static_cast<const T*>(it.grad);
+  T* b0 = static_cast<T*>(it.buf);
+  cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    T* p = p0 + off[0];
+    const T* g = g0 + off[1];
+    if (b0 == nullptr) {
+      if (st[0] == 1 && st[1] == 1) {
+        for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) p[i * st[0]] = op(p[i * st[0]], g[i * st[1]]);
+      }
+      return;
+    }
+    T* b = b0 + off[2];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i], b[i], kFresh);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        p[i * st[0]] = op(p[i * st[0]], g[i * st[1]], b[i * st[2]], kFresh);
+      }
+    }
+  });
+}
+
+template <typename T>
+void run_sgd(const SgdUpdate<T>& op, const SgdItem& it) {
+  with_flag(op.decay, [&](auto decay) {
+    with_flag(op.nesterov, [&](auto nesterov) {
+      with_flag(it.fresh, [&](auto fresh) {
+        sgd_rows<T, decltype(decay)::value, decltype(nesterov)::value, decltype(fresh)::value>(
+            op, it);
+      });
+    });
+  });
+}
+
+struct AdamItem {
+  Layout<4> layout;  // param, grad, exp_avg, exp_avg_sq
+  void* param;
+  const void* grad;
+  void* m;
+  void* v;
+  double inv_sqrt_bias2;
+  double neg_step;
+  bool fresh;
+};
+
+template <typename T, bool kDecay, bool kDecoupled>
+void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
+  op.decay = kDecay;
+  op.decoupled = kDecoupled;
+  T* p0 = static_cast<T*>(it.param);
+  const T* g0 = static_cast<const T*>(it.grad);
+  T* m0 = static_cast<T*>(it.m);
+  T* v0 = static_cast<T*>(it.v);
+  const T inv = static_cast<T>(it.inv_sqrt_bias2);
+  const T step = static_cast<T>(it.neg_step);
+  if (it.fresh) {  // the moments start at 0; the update then reads what it wrote
+    cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      for (int64_t i = 0; i < n; ++i) {
+        m0[off[2] + i * st[2]] = T(0);
+        v0[off[3] + i * st[3]] = T(0);
+      }
+    });
+  }
+  cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    T* p = p0 + off[0];
+    const T* g = g0 + off[1];
+    T* m = m0 + off[2];
+    T* v = v0 + off[3];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+      for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i], m[i], v[i], inv, step);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        p[i * st[0]] = op(p[i * st[0]], g[i * st[1]], m[i * st[2]], v[i * st[3]], inv, step);
+      }
+    }
+  });
+}
+
+template <typename T>
+void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
+  with_flag(op.decay, [&](auto decay) {
+    with_flag(op.decoupled, [&](auto decoupled) {
+      adam_rows<T, decltype(decay)::value, decltype(decoupled)::value>(op, it);
+    });
+  });
+}
+
+}  // namespace
+
+void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdParam>& params) {
+  const char* name = "sgd_update";
+  cpu::check_stream(name, stream);
+  if (params.empty()) return;
+  const DType dtype = params[0].param.dtype;
+  const bool momentum = h.momentum != 0;
+  std::vector<SgdItem> items;
+  std::vector<MemRange> reads, writes;
+  items.reserve(params.size());
+  reads.reserve(3 * params.size());
+  writes.reserve(2 * params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const SgdParam& e = params[i];
+    check_param(name, i, e.param, dtype);
+    check_operand(name, i, "grad", e.grad, e.param, {&e.param}, false);
+    if (momentum) {
+      check_operand(name, i, "momentum buffer", e.momentum_buffer, e.param,
+                    {&e.param, &e.grad}, true);
+    }
+    if (e.param.numel() == 0) continue;
+    const View& b = momentum ? e.momentum_buffer : e.param;
+    SgdItem it;
+    it.layout = cpu::make_layout<3>(e.param.sizes, {e.param.strides.data(), e.grad.strides.data(),
+                                                     b.strides.data()});
+    it.param = e.param.data;
+    it.grad = e.grad.data;
+    it.buf = momentum ? e.momentum_buffer.data : nullptr;
+    it.fresh = e.fresh_buffer;
+    items.push_back(it);
+    reads.push_back(e.grad.byte_range());
+    reads.push_back(e.param.byte_range());
+    writes.push_back(e.param.byte_range());
+    if (momentum) {
+      // A fresh buffer is only written; reading it would be a read of uninitialised memory.
+      if (!e.fresh_buffer) reads.push_back(b.byte_range());
+      writes.push_back(b.byte_range());
+    }
+  }
+  if (items.empty()) return;
+  launch(stream, {name, reads, writes}, [items = std::move(items), dtype, h] {
+    cpu::dispatch_floating(dtype, [&](auto t) {
+      using T = decltype(t);
+      SgdUpdate<T> op;
+      op.weight_decay = static_cast<T>(h.weight_decay);
+      op.momentum = static_cast<T>(h.momentum);
+      op.one_minus_dampening = static_cast<T>(1 - h.dampening);
+      op.neg_lr = static_cast<T>(-h.lr);
+      op.decay = h.weight_decay != 0;
+      op.nesterov = h.nesterov;
+      for (const SgdItem& it : items) run_sgd(op, it);
+    });
+  });
+}
+
+void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<AdamParam>& params) {
+  const char* name = h.decoupled ? "adamw_update" : "adam_update";
+  cpu::check_stream(name, stream);
+  if (params.empty()) return;
+  const DType dtype = params[0].param.dtype;
+  std::vector<AdamItem> items;
+  std::vector<MemRange> reads, writes;
+  items.reserve(params.size());
+  reads.reserve(4 * params.size());
+  writes.reserve(3 * params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const AdamParam& e = params[i];
+    check_param(name, i, e.param, dtype);
+    check_operand(name, i, "grad", e.grad, e.param, {&e.param}, false);
+    check_operand(name, i, "exp_avg", e.exp_avg, e.param, {&e.param, &e.grad}, true);
+    check_operand(name, i, "exp_avg_sq", e.exp_avg_sq, e.param, {&e.param, &e.grad, &e.exp_avg},
+                  true);
+    SG_CHECK(e.step >= 1 && std::isfinite(e.step), ValueError, name, ": parameter ", i,
+             " has step ", e.step, "; steps count from 1");
+    if (e.param.numel() == 0) continue;
+    AdamItem it;
+    it.layout = cpu::make_layout<4>(e.param.sizes, {e.param.strides.data(), e.grad.strides.data(),
+                                                     e.exp_avg.strides.data(),
+                                                     e.exp_avg_sq.strides.data()});
+    it.param = e.param.data;
+    it.grad = e.grad.data;
+    it.m = e.exp_avg.data;
+    it.v = e.exp_avg_sq.data;
+    // As the per-tensor path computes them: in double, rounded to T once.
+    const double bias1 = 1 - std::pow(h.beta1, e.step), bias2 = 1 - std::pow(h.beta2, e.step);
+    it.inv_sqrt_bias2 = 1.0 / std::sqrt(bias2);
+    it.neg_step = -h.lr / bias1;
+    it.fresh = e.fresh_state;
+    items.push_back(it);
+    reads.push_back(e.grad.byte_range());
+    reads.push_back(e.param.byte_range());
+    writes.push_back(e.param.byte_range());
+    for (const View* s : {&e.exp_avg, &e.exp_avg_sq}) {
+      if (!e.fresh_state) reads.push_back(s->byte_range());
+      writes.push_back(s->byte_range());
+    }
+  }
+  if (items.empty()) return;
+  launch(stream, {name, reads, writes}, [items = std::move(items), dtype, h] {
+    cpu::dispatch_floating(dtype, [&](auto t) {
+      using T = decltype(t);
+      AdamUpdate<T> op;
+      op.beta1 = static_cast<T>(h.beta1);
+      op.one_minus_beta1 = static_cast<T>(1 - h.beta1);
+      op.beta2 = static_cast<T>(h.beta2);
+      op.one_minus_beta2 = static_cast<T>(1 - h.beta2);
+      op.eps = static_cast<T>(h.eps);
+      op.weight_decay = static_cast<T>(h.weight_decay);
+      op.decay_factor = static_cast<T>(1 - h.lr * h.weight_decay);
+      op.decay = h.weight_decay != 0;
+      op.decoupled = h.decoupled;
+      for (const AdamItem& it : items) run_adam(op, it);
+    });
+  });
+}
+
+}  // namespace kernels
+}  // namespace streamgrad

@@ -1,0 +1,74 @@
+// Multi-tensor optimiser updates (the reference framework's "foreach" path): one launch
+// updates every parameter of a list, where the per-tensor path launches several kernels
+// per parameter. The per-element math is kernels/optim_ops.h.
+//
+//   std::vector<kernels::SgdParam> list = {{p.view(), g.view(), buf.view()}, ...};
+//   kernels::sgd_update(stream, {lr, momentum, dampening, weight_decay, nesterov}, list);
+//
+// Every view of one call has one floating dtype (callers group parameters by device and
+// dtype, one call per group); each parameter's grad and state views have its sizes and
+// any strides. Parameters, grads and state views must be pairwise disjoint within an
+// entry (checked); entries must not overlap one another (not checked). Empty parameters
+// are skipped; a list with nothing to update launches nothing. The launch declares every
+// grad as read and every parameter and state view as read and written.
+// State that does not exist yet is created by the caller uninitialised and marked fresh:
+// SGD's momentum buffer then takes the first gradient, Adam's moments start from 0.
+//
+// Thread-safety: as every kernel (any thread, any stream).
+// Failure, before anything is enqueued: DeviceError for cuda streams; ValueError naming
+// the kernel and the entry for malformed or overlapping views, mismatched sizes or
+// dtypes, non-floating dtypes, and an Adam step below 1. Launch names: sgd_update,
+// adam_update, adamw_update.
+#ifndef STREAMGRAD_KERNELS_FOREACH_H_
+#define STREAMGRAD_KERNELS_FOREACH_H_
+
+#include <vector>
+
+#include "kernels/view.h"
+#include "runtime/stream.h"
+
+namespace streamgrad {
+namespace kernels {
+
+struct SgdHyper {
+  double lr = 0;
+  double momentum = 0;  // 0: no momentum buffers (SgdParam::momentum_buffer unused)
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+};
+
+struct SgdParam {
+  View param;
+  View grad;
+  View momentum_buffer;
+  bool fresh_buffer = false;  // the buffer holds nothing yet: it takes the gradient
+};
+
+void sgd_update(const Stream& stream, const SgdHyper& hyper, const std::vector<SgdParam>& params);
+
+struct AdamHyper {
+  double lr = 0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool decoupled = false;  // AdamW
+};
+
+struct AdamParam {
+  View param;
+  View grad;
+  View exp_avg;
+  View exp_avg_sq;
+  double step = 1;           // this parameter's step count, this step included (>= 1)
+  bool fresh_state = false;  // exp_avg and exp_avg_sq hold nothing yet: they start at 0
+};
+
+void adam_update(const Stream& stream, const AdamHyper& hyper,
+                 const std::vector<AdamParam>& params);
+
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_FOREACH_H_
