@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -67,10 +67,9 @@ void uniform(const Stream& stream, const View& out, double low, double high, uin
   SG_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high, ValueError, name,
            ": expected finite low <= high, got [", low, ", ", high, ")");
   if (l.numel == 0) return;
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const DType dt = out.dtype;
-  launch(stream, {name, {}, writes}, [l, o, dt, low, high, seed, offset] {
+  cpu::launch_kernel(stream, name, {}, {&out}, [l, o, dt, low, high, seed, offset] {
     const Key key = make_key(seed);
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
@@ -92,10 +91,9 @@ void normal(const Stream& stream, const View& out, double mean, double stddev, u
   SG_CHECK(std::isfinite(mean) && std::isfinite(stddev) && stddev >= 0, ValueError, name,
            ": expected finite mean and std >= 0, got mean ", mean, ", std ", stddev);
   if (l.numel == 0) return;
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const DType dt = out.dtype;
-  launch(stream, {name, {}, writes}, [l, o, dt, mean, stddev, seed, offset] {
+  cpu::launch_kernel(stream, name, {}, {&out}, [l, o, dt, mean, stddev, seed, offset] {
     const Key k1 = make_key(seed);
     const Key k2 = {k1.b, k1.a};  // a second, independent uniform per counter
     cpu::dispatch_floating(dt, [&](auto t) {
