@@ -79,13 +79,15 @@ void copy(const Stream& stream, const View& out, const View& in) {
   const void* x = in.data;
   const DType dto = out.dtype, dti = in.dtype;
   if (is_transpose(l)) {
-    cpu::launch_kernel(stream, name, {&in}, {&out}, [l, o, x, dto, dti] {
-      cpu::dispatch_any(dto, [&](auto to) {
-        cpu::dispatch_any(dti, [&](auto from) {
-          copy_transposed<decltype(to), decltype(from)>(l, o, x);
-        });
-      });
-    });
+    cpu::launch_kernel(
+        stream, name, {&in}, {&out},
+        [o, x, dto, dti](const Layout<2>& l) {
+          cpu::dispatch_any(dto, [&](auto to) {
+            cpu::dispatch_any(
+                dti, [&](auto from) { copy_transposed<decltype(to), decltype(from)>(l, o, x); });
+          });
+        },
+        l);
     return;
   }
   cpu::launch_loop(stream, name, {&in}, {&out}, l,
@@ -116,23 +118,26 @@ void arange(const Stream& stream, const View& out, double start, double step) {
   if (l.numel == 0) return;
   void* o = out.data;
   const DType dt = out.dtype;
-  cpu::launch_kernel(stream, name, {}, {&out}, [l, o, dt, start, step] {
-    cpu::dispatch_any(dt, [&](auto t) {
-      using T = decltype(t);
-      T* o0 = static_cast<T*>(o);
-      int64_t i = 0;
-      cpu::for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* st) {
-        for (int64_t j = 0; j < n; ++j, ++i) {
-          if constexpr (std::is_same<T, int64_t>::value) {
-            o0[off[0] + j * st[0]] =
-                static_cast<int64_t>(start) + i * static_cast<int64_t>(step);
-          } else {
-            o0[off[0] + j * st[0]] = static_cast<T>(start + static_cast<double>(i) * step);
-          }
-        }
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {}, {&out},
+      [o, dt, start, step](const Layout<1>& l) {
+        cpu::dispatch_any(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(o);
+          int64_t i = 0;
+          cpu::for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* st) {
+            for (int64_t j = 0; j < n; ++j, ++i) {
+              if constexpr (std::is_same<T, int64_t>::value) {
+                o0[off[0] + j * st[0]] =
+                    static_cast<int64_t>(start) + i * static_cast<int64_t>(step);
+              } else {
+                o0[off[0] + j * st[0]] = static_cast<T>(start + static_cast<double>(i) * step);
+              }
+            }
+          });
+        });
+      },
+      l);
 }
 
 }  // namespace kernels

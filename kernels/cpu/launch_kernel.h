@@ -1,17 +1,19 @@
 // Internal to the cpu kernels: the launch preamble every kernel shares, in one place.
 //
-//   cpu::launch_kernel(stream, "add", {&a, &b}, {&out}, [=] { ... });
+//   cpu::launch_kernel(stream, "sum", {&in}, {&out},
+//                      [=](const Layout<2>& kept, const Layout<1>& red) { ... }, kept, red);
 //   cpu::launch_loop(stream, "add", {&a, &b}, {&out}, layout,
 //                    [=](const cpu::Loops& loops, const Layout<3>& l, int64_t b, int64_t e) {
 //                      loops.binary(op, dt, l, o, pa, pb, b, e);
 //                    });
 //
 // launch_kernel declares the byte range of each view read and written (nullptr entries,
-// for optional operands, are skipped) and enqueues `task` through runtime::launch(). On a
-// cpu stream launch() runs the work before it returns (runtime/launch.h), so the task is
-// passed by reference: no copy of its captures into a std::function and no heap
-// allocation per launch. Elsewhere the task (which must capture by value) is moved into
-// the stream's queue.
+// for optional operands, are skipped) and enqueues fn(args...) through runtime::launch().
+// fn must capture by value; args are the task's large values (layouts, hundreds of bytes).
+// On a cpu stream launch() runs the work before it returns (runtime/launch.h), so fn and
+// args are used by reference: no copy into a std::function and no heap allocation per
+// launch, which was most of a 1-element kernel's cost. Elsewhere both are copied into the
+// task that the stream runs later.
 // launch_loop adds what the element-wise kernels share: the loop table of the level in use
 // at launch (loops.h) and a parallel split of the layout's flat range above
 // kParallelGrain elements (parallel.h).
@@ -39,9 +41,9 @@ using Views = std::initializer_list<const View*>;
 
 constexpr size_t kMaxLaunchViews = 4;
 
-template <typename Task>
-void launch_kernel(const Stream& stream, const char* name, Views reads, Views writes,
-                   Task&& task) {
+template <typename Fn, typename... Args>
+void launch_kernel(const Stream& stream, const char* name, Views reads, Views writes, Fn fn,
+                   const Args&... args) {
   MemRange r[kMaxLaunchViews], w[kMaxLaunchViews];
   size_t nr = 0, nw = 0;
   SG_INTERNAL_CHECK(reads.size() <= kMaxLaunchViews && writes.size() <= kMaxLaunchViews,
@@ -54,22 +56,23 @@ void launch_kernel(const Stream& stream, const char* name, Views reads, Views wr
   }
   const LaunchDesc desc{name, {r, nr}, {w, nw}};
   if (stream.device().is_cpu()) {
-    launch(stream, desc, [&task] { task(); });
+    launch(stream, desc, [&] { fn(args...); });
   } else {
-    launch(stream, desc, std::forward<Task>(task));
+    launch(stream, desc, [fn, args...] { fn(args...); });
   }
 }
 
-// body(loops, layout, begin, end) runs one part of the flat range; it must capture by
-// value (see launch_kernel).
 template <int N, typename Body>
 void launch_loop(const Stream& stream, const char* name, Views reads, Views writes,
                  const Layout<N>& layout, Body body) {
   const Loops* table = &loops();
-  launch_kernel(stream, name, reads, writes, [layout, table, body] {
-    parallel_for(0, layout.numel, kParallelGrain,
-                 [&](int64_t b, int64_t e) { body(*table, layout, b, e); });
-  });
+  launch_kernel(
+      stream, name, reads, writes,
+      [table, body](const Layout<N>& l) {
+        parallel_for(0, l.numel, kParallelGrain,
+                     [&](int64_t b, int64_t e) { body(*table, l, b, e); });
+      },
+      layout);
 }
 
 }  // namespace cpu

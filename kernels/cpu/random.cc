@@ -69,19 +69,22 @@ void uniform(const Stream& stream, const View& out, double low, double high, uin
   if (l.numel == 0) return;
   void* o = out.data;
   const DType dt = out.dtype;
-  cpu::launch_kernel(stream, name, {}, {&out}, [l, o, dt, low, high, seed, offset] {
-    const Key key = make_key(seed);
-    cpu::dispatch_floating(dt, [&](auto t) {
-      using T = decltype(t);
-      // Rounding to T can land on `high`; step back below it to keep the interval open.
-      const T top = low < high ? std::nextafter(static_cast<T>(high), static_cast<T>(low))
-                               : static_cast<T>(high);
-      generate<T>(l, o, offset, [&](uint64_t c) {
-        const T v = static_cast<T>(low + (high - low) * unit(random_bits(key, c)));
-        return v < top ? v : top;
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {}, {&out},
+      [o, dt, low, high, seed, offset](const Layout<1>& l) {
+        const Key key = make_key(seed);
+        cpu::dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          // Rounding to T can land on `high`; step back below it to keep the interval open.
+          const T top = low < high ? std::nextafter(static_cast<T>(high), static_cast<T>(low))
+                                   : static_cast<T>(high);
+          generate<T>(l, o, offset, [&](uint64_t c) {
+            const T v = static_cast<T>(low + (high - low) * unit(random_bits(key, c)));
+            return v < top ? v : top;
+          });
+        });
+      },
+      l);
 }
 
 void normal(const Stream& stream, const View& out, double mean, double stddev, uint64_t seed,
@@ -93,18 +96,21 @@ void normal(const Stream& stream, const View& out, double mean, double stddev, u
   if (l.numel == 0) return;
   void* o = out.data;
   const DType dt = out.dtype;
-  cpu::launch_kernel(stream, name, {}, {&out}, [l, o, dt, mean, stddev, seed, offset] {
-    const Key k1 = make_key(seed);
-    const Key k2 = {k1.b, k1.a};  // a second, independent uniform per counter
-    cpu::dispatch_floating(dt, [&](auto t) {
-      // Box-Muller keeps only the cosine half so that each element owns its counter.
-      generate<decltype(t)>(l, o, offset, [&](uint64_t c) {
-        const double u1 = 1.0 - unit(random_bits(k1, c));  // (0, 1]: log stays finite
-        const double u2 = unit(random_bits(k2, c));
-        return mean + stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {}, {&out},
+      [o, dt, mean, stddev, seed, offset](const Layout<1>& l) {
+        const Key k1 = make_key(seed);
+        const Key k2 = {k1.b, k1.a};  // a second, independent uniform per counter
+        cpu::dispatch_floating(dt, [&](auto t) {
+          // Box-Muller keeps only the cosine half so that each element owns its counter.
+          generate<decltype(t)>(l, o, offset, [&](uint64_t c) {
+            const double u1 = 1.0 - unit(random_bits(k1, c));  // (0, 1]: log stays finite
+            const double u2 = unit(random_bits(k2, c));
+            return mean + stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+          });
+        });
+      },
+      l);
 }
 
 }  // namespace kernels

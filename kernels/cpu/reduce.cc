@@ -208,9 +208,13 @@ void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
   const void* x = in.data;
   const DType dt = out.dtype;
   const Loops* lp = &cpu::loops();
-  cpu::launch_kernel(stream, name, {&in}, {&out}, [kept, red, op, o, x, dt, lp] {
-    cpu::dispatch_floating(dt, [&](auto t) { run_reduce<decltype(t)>(*lp, op, kept, red, o, x); });
-  });
+  cpu::launch_kernel(
+      stream, name, {&in}, {&out},
+      [op, o, x, dt, lp](const Layout<2>& kept, const Layout<1>& red) {
+        cpu::dispatch_floating(dt,
+                               [&](auto t) { run_reduce<decltype(t)>(*lp, op, kept, red, o, x); });
+      },
+      kept, red);
 }
 
 void arg_reduce(const Stream& stream, bool is_max, const View& values, const View& indices,
@@ -244,33 +248,35 @@ void arg_reduce(const Stream& stream, bool is_max, const View& values, const Vie
   void* pi = indices.data;
   const void* px = in.data;
   const DType dt = in.dtype;
-  cpu::launch_kernel(stream, name, {&in}, {&values, &indices},
-                     [l, n, stride, is_max, pv, pi, px, dt] {
-    cpu::dispatch_floating(dt, [&](auto t) {
-      using T = decltype(t);
-      T* v0 = static_cast<T*>(pv);
-      int64_t* i0 = static_cast<int64_t*>(pi);
-      const T* x0 = static_cast<const T*>(px);
-      cpu::for_each_row(l, [&](const int64_t* off, int64_t rows, const int64_t* step) {
-        for (int64_t j = 0; j < rows; ++j) {
-          const T* x = x0 + off[2] + j * step[2];
-          T best = x[0];
-          int64_t at = 0;
-          // Strict comparisons keep the first of equal values; the first NaN wins and
-          // nothing replaces it.
-          for (int64_t k = 1; k < n && best == best; ++k) {
-            const T v = x[k * stride];
-            if ((is_max ? v > best : v < best) || v != v) {
-              best = v;
-              at = k;
+  cpu::launch_kernel(
+      stream, name, {&in}, {&values, &indices},
+      [n, stride, is_max, pv, pi, px, dt](const Layout<3>& l) {
+        cpu::dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          T* v0 = static_cast<T*>(pv);
+          int64_t* i0 = static_cast<int64_t*>(pi);
+          const T* x0 = static_cast<const T*>(px);
+          cpu::for_each_row(l, [&](const int64_t* off, int64_t rows, const int64_t* step) {
+            for (int64_t j = 0; j < rows; ++j) {
+              const T* x = x0 + off[2] + j * step[2];
+              T best = x[0];
+              int64_t at = 0;
+              // Strict comparisons keep the first of equal values; the first NaN wins and
+              // nothing replaces it.
+              for (int64_t k = 1; k < n && best == best; ++k) {
+                const T v = x[k * stride];
+                if ((is_max ? v > best : v < best) || v != v) {
+                  best = v;
+                  at = k;
+                }
+              }
+              v0[off[0] + j * step[0]] = best;
+              i0[off[1] + j * step[1]] = at;
             }
-          }
-          v0[off[0] + j * step[0]] = best;
-          i0[off[1] + j * step[1]] = at;
-        }
-      });
-    });
-  });
+          });
+        });
+      },
+      l);
 }
 
 }  // namespace kernels

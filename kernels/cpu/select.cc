@@ -126,11 +126,14 @@ void compare(const Stream& stream, Compare op, const View& out, const View& a, c
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = a.dtype;
-  cpu::launch_kernel(stream, name, {&a, &b}, {&out}, [l, op, o, pa, pb, dt] {
-    cpu::dispatch_any(dt, [&](auto t) {
-      dispatch_compare(op, [&](auto f) { compare_loop<decltype(t)>(l, o, pa, pb, f); });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {&a, &b}, {&out},
+      [op, o, pa, pb, dt](const Layout<3>& l) {
+        cpu::dispatch_any(dt, [&](auto t) {
+          dispatch_compare(op, [&](auto f) { compare_loop<decltype(t)>(l, o, pa, pb, f); });
+        });
+      },
+      l);
 }
 
 void compare_scalar(const Stream& stream, Compare op, const View& out, const View& in,
@@ -142,22 +145,25 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
   void* o = out.data;
   const void* x = in.data;
   const DType dt = in.dtype;
-  cpu::launch_kernel(stream, name, {&in}, {&out}, [l, op, o, x, dt, scalar] {
-    cpu::dispatch_any(dt, [&](auto t) {
-      using T = decltype(t);
-      dispatch_compare(op, [&](auto f) {
-        if constexpr (std::is_floating_point<T>::value) {
-          compare_scalar_loop<T>(l, o, x, static_cast<T>(scalar), f);
-        } else if (is_int64_value(scalar)) {  // runtime/dtype.h
-          compare_scalar_loop<T>(l, o, x, static_cast<int64_t>(scalar), f);
-        } else {
-          // A fractional scalar is below 2^52 in magnitude, so converting the elements to
-          // double cannot move one across it: still exact.
-          compare_scalar_loop<T>(l, o, x, scalar, f);
-        }
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {&in}, {&out},
+      [op, o, x, dt, scalar](const Layout<2>& l) {
+        cpu::dispatch_any(dt, [&](auto t) {
+          using T = decltype(t);
+          dispatch_compare(op, [&](auto f) {
+            if constexpr (std::is_floating_point<T>::value) {
+              compare_scalar_loop<T>(l, o, x, static_cast<T>(scalar), f);
+            } else if (is_int64_value(scalar)) {  // runtime/dtype.h
+              compare_scalar_loop<T>(l, o, x, static_cast<int64_t>(scalar), f);
+            } else {
+              // A fractional scalar is below 2^52 in magnitude, so converting the elements to
+              // double cannot move one across it: still exact.
+              compare_scalar_loop<T>(l, o, x, scalar, f);
+            }
+          });
+        });
+      },
+      l);
 }
 
 void where(const Stream& stream, const View& out, const View& condition, const View& a,
@@ -175,10 +181,12 @@ void where(const Stream& stream, const View& out, const View& condition, const V
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = out.dtype;
-  cpu::launch_kernel(stream, name, {&condition, &a, &b}, {&out},
-                     [l, o, pc, pa, pb, dt] {
-    cpu::dispatch_any(dt, [&](auto t) { where_loop<decltype(t)>(l, o, pc, pa, pb); });
-  });
+  cpu::launch_kernel(
+      stream, name, {&condition, &a, &b}, {&out},
+      [o, pc, pa, pb, dt](const Layout<4>& l) {
+        cpu::dispatch_any(dt, [&](auto t) { where_loop<decltype(t)>(l, o, pc, pa, pb); });
+      },
+      l);
 }
 
 }  // namespace kernels
