@@ -128,7 +128,8 @@ void normal(const Stream& stream, const View& out, double mean, double std, uint
 
 // out (keepdim shape) = reduction of `in` over the dims where out has size 1 and in does
 // not. Sum of an empty set is 0; max/min of an empty set is a ValueError; max and min
-// propagate NaN. Launch names: sum, max, min.
+// propagate NaN, and a sum that meets a NaN is the quiet NaN (one bit pattern: which of two
+// NaNs an addition keeps is not the same at every code level). Launch names: sum, max, min.
 void reduce(const Stream& stream, Reduce op, const View& out, const View& in);
 // Max or min along `dim` (0 <= dim < rank): values and indices (int64) in keepdim shape.
 // Ties pick the first index; a NaN wins (the first one). Its launch name is argmax or

@@ -33,6 +33,12 @@ T pick(bool is_max, T acc, T v) {
   return (is_max ? v > acc : v < acc) || v != v ? v : acc;
 }
 
+// A sum that met a NaN is the one quiet NaN: which NaN an addition of two NaNs keeps
+// depends on the operand order the compiler picked, which differs between levels.
+double canonical(double sum) {
+  return sum != sum ? std::numeric_limits<double>::quiet_NaN() : sum;
+}
+
 // The blocks of a contiguous row of n elements.
 int64_t blocks_of(int64_t n) { return (n + kSumBlock - 1) / kSumBlock; }
 
@@ -110,7 +116,10 @@ void reduce_columns(const Loops& lp, Reduce op, const Layout<2>& kept, const Lay
         lp.columns(op, DTypeOf<T>::value, acc.data(), x0 + off[1] + roff[0] + r * rstep[0], n);
       }
     });
-    for (int64_t j = 0; j < n; ++j) o0[off[0] + j * step[0]] = static_cast<T>(acc[j]);
+    for (int64_t j = 0; j < n; ++j) {
+      o0[off[0] + j * step[0]] =
+          static_cast<T>(op == Reduce::kSum ? canonical(static_cast<double>(acc[j])) : acc[j]);
+    }
   });
 }
 
@@ -126,7 +135,7 @@ T reduce_one_row(const Loops& lp, Reduce op, const T* row, int64_t n) {
     });
     double acc = 0;
     for (double v : part) acc += v;
-    return static_cast<T>(acc);
+    return static_cast<T>(canonical(acc));
   }
   const bool is_max = op == Reduce::kMax;
   std::vector<T> part(static_cast<size_t>(blocks));
@@ -162,7 +171,8 @@ void run_reduce(const Loops& lp, Reduce op, const Layout<2>& kept, const Layout<
   }
   cpu::parallel_for(0, kept.numel, grain, [&](int64_t b, int64_t e) {
     if (op == Reduce::kSum) {
-      return reduce_rows(kept, o, x, b, e, [&](const T* p) { return sum_over(lp, red, p); });
+      return reduce_rows(kept, o, x, b, e,
+                         [&](const T* p) { return canonical(sum_over(lp, red, p)); });
     }
     reduce_rows(kept, o, x, b, e,
                 [&](const T* p) { return extreme_over(lp, is_max, red, p); });
