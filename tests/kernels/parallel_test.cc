@@ -4,7 +4,9 @@
 // threshold give the same bits for 1, 2, 3 and 7 threads.
 #include <catch2/catch.hpp>
 #include <atomic>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -165,29 +167,35 @@ TEMPLATE_TEST_CASE("kernels above the threshold give the same bits for any threa
 
 TEST_CASE("large kernels on several sim streams and cpu threads at once", "[parallel][threads]") {
   ThreadsScope scope(3);
-  const Device dev("sim:0");
   const int64_t n = 3 * k::cpu::kParallelGrain + 5;
   const std::vector<float> va = testing::random_values<float>(n, -1, 1, 4);
   double want = 0;
   for (float v : va) want += 2 * static_cast<double>(v);
+  // Half of the callers launch on their own sim stream (run by sim workers), half on cpu
+  // (run by the calling thread). Buffers are made here: Catch2 is not thread-safe.
+  constexpr int kCallers = 6;
+  std::vector<Device> devices;
+  std::vector<std::unique_ptr<Buffer<float>>> ins, outs, totals;
+  for (int t = 0; t < kCallers; ++t) {
+    devices.push_back(Device(t % 2 == 0 ? "sim:0" : "cpu"));
+    ins.push_back(std::make_unique<Buffer<float>>(devices[t], va));
+    outs.push_back(std::make_unique<Buffer<float>>(devices[t], n, 0.0f));
+    totals.push_back(std::make_unique<Buffer<float>>(devices[t], 1, 0.0f));
+  }
   std::vector<std::thread> threads;
-  std::vector<float> sums(6, 0);
-  for (int t = 0; t < 6; ++t) {
+  for (int t = 0; t < kCallers; ++t) {
     threads.emplace_back([&, t] {
-      // Half of the callers launch on their own sim stream, half on cpu.
-      const Device d = t % 2 == 0 ? dev : Device("cpu");
-      const Stream s = d.is_cpu() ? Stream(d) : Stream::create(d);
-      const Buffer<float> a(d, va);
-      Buffer<float> out(d, n, 0.0f), total(d, 1, 0.0f);
+      const Stream s = devices[t].is_cpu() ? Stream(devices[t]) : Stream::create(devices[t]);
       for (int round = 0; round < 3; ++round) {
-        k::binary(s, k::Binary::kAdd, out.view(), a.view(), a.view());
-        k::reduce(s, k::Reduce::kSum, total.view(Shape({1})), out.view());
+        k::binary(s, k::Binary::kAdd, outs[t]->view(), ins[t]->view(), ins[t]->view());
+        k::reduce(s, k::Reduce::kSum, totals[t]->view(Shape({1})), outs[t]->view());
       }
       s.synchronize();
-      sums[t] = total.read()[0];
     });
   }
   for (std::thread& t : threads) t.join();
+  std::vector<float> sums;
+  for (int t = 0; t < kCallers; ++t) sums.push_back(totals[t]->read()[0]);
   for (float v : sums) CHECK(v == Approx(want).epsilon(1e-5));
   // Every caller computed the same bits.
   for (float v : sums) CHECK(std::memcmp(&v, &sums[0], sizeof v) == 0);
