@@ -113,6 +113,10 @@ void BM_Fill(benchmark::State& state) {
 }
 
 // Real time: with worker threads, the main thread's CPU time would undercount.
+// Around the parallel threshold (kParallelGrain): where a second thread starts to pay.
+void BM_AddThreshold(benchmark::State& state) { BM_Add(state); }
+void BM_AxpyThreshold(benchmark::State& state) { BM_Axpy(state); }
+
 #define SIZES ->Arg(1)->Arg(16)->Arg(1 << 10)->Arg(1 << 16)->Arg(1 << 20)->UseRealTime()
 BENCHMARK(BM_Add) SIZES;
 BENCHMARK(BM_MulScalar) SIZES;
@@ -121,5 +125,7 @@ BENCHMARK(BM_AxpyWeight256x784)->UseRealTime();
 BENCHMARK(BM_Sum) SIZES;
 BENCHMARK(BM_Copy) SIZES;
 BENCHMARK(BM_Fill) SIZES;
+BENCHMARK(BM_AddThreshold)->RangeMultiplier(2)->Range(1 << 14, 1 << 19)->UseRealTime();
+BENCHMARK(BM_AxpyThreshold)->RangeMultiplier(2)->Range(1 << 14, 1 << 19)->UseRealTime();
 
 }  // namespace

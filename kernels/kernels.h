@@ -21,6 +21,12 @@
 // (same start, or two contiguous views) and undefined otherwise. reduce, arg_reduce,
 // matmul and the index kernels need out disjoint from every input. Rank is at most 16.
 //
+// Speed and determinism (runtime/cpu_settings.h): element-wise kernels, fill, copy and
+// reduce run loops compiled for several instruction-set levels (baseline x86-64, AVX2,
+// AVX-512; cpu_capability() picks one) and split over up to get_num_threads() threads when
+// a launch covers more than 256K elements. Their results are bitwise the same at every
+// level and thread count, NaN payloads included where only one NaN meets an operation.
+//
 // Thread-safety: any thread may call any kernel on any stream.
 // Failure: checks run in this order, before anything is enqueued: DeviceError for cuda
 // streams (naming the kernel); ValueError naming the kernel, sizes and dtypes for

@@ -6,7 +6,7 @@
 //   cpu_capability()               // CpuCapability::kAvx512 on an AVX-512 machine
 //   set_cpu_capability(CpuCapability::kAvx2);   // lower than the machine only (tests, benches)
 //
-// Threads: kernels over more than about 32K elements split their work over up to
+// Threads: kernels over more than 256K elements split their work over up to
 // get_num_threads() threads (the caller plus a pool of workers, kernels/cpu/parallel.h);
 // results are bitwise the same for every thread count. Default: STREAMGRAD_NUM_THREADS,
 // else the hardware threads this process may run on, at most kDefaultMaxThreads.
@@ -14,8 +14,8 @@
 // once, at first use, from what the CPU supports; STREAMGRAD_CPU_CAPABILITY=default|avx2|
 // avx512 picks a lower one (a level the CPU lacks falls back to the CPU's best, with a
 // warning). Element-wise results and sums are bitwise the same at every level.
-// Both settings apply to kernels launched after the call; work already queued on a sim
-// stream keeps the level it was launched with.
+// The level applies to kernels launched after the call (work queued on a sim stream keeps
+// the level it was launched with); the thread count to kernels that start running after it.
 //
 // Thread-safety: every function may be called from any thread (atomics).
 // Failure: set_num_threads outside [1, kMaxThreads] and set_cpu_capability above

@@ -30,9 +30,13 @@ namespace streamgrad {
 namespace kernels {
 namespace cpu {
 
-// Items (elements, or element-sized steps of work) below which one thread is faster than
-// waking another: measured with bench/kernels_bench on 2 cores (see bench/RESULTS.md).
-constexpr int64_t kParallelGrain = 32768;
+// Items (elements, or element-sized steps of work) up to which one thread is faster than
+// two. Measured with bench/kernels_bench (BM_*Threshold, bench/RESULTS.md) on 2 cores with
+// 2 MB of L2 each: while a kernel's operands fit in the caller's L2, a second core must
+// first pull them across and loses (an in-place float32 axpy of 256K elements: 31 us on one
+// thread, 65 us on two); at 512K elements two threads win (139 -> 100 us). PyTorch's
+// 32K grain assumes cores that are idle and data that is not already in one core's cache.
+constexpr int64_t kParallelGrain = 262144;
 
 namespace detail {
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);

@@ -71,7 +71,8 @@ std::function<T(T, T)> binary_fn(Binary op) {
 
 // The lengths a case runs: all of 0..67 (every vector tail at every width) for the main
 // placements, a sample of them for the others; the bias of the MLP's hidden layer; and,
-// for the main placements, one above the parallel threshold.
+// for the main placements, a long one (parallel_test covers lengths above the parallel
+// threshold, where the split is the same code at every level).
 std::vector<int64_t> lengths(bool all = true) {
   std::vector<int64_t> n;
   for (int64_t i = 0; i <= 67; ++i) {
