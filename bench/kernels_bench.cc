@@ -6,10 +6,11 @@
 // time the kernel's own checks and launch, not the caller's View construction. Run with
 //   bazel run -c opt //bench:kernels_bench -- --benchmark_min_time=0.2
 // and pick the code level and thread count with STREAMGRAD_CPU_CAPABILITY and
-// STREAMGRAD_NUM_THREADS (kernels.h); the context lines print the ones in use.
+// STREAMGRAD_NUM_THREADS (runtime/cpu_settings.h); the context lines print the ones in use.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -46,6 +47,15 @@ const Stream& cpu() {
   static const Stream s(Device("cpu"));
   return s;
 }
+
+// Printed in the header of every run, so that saved output says what it measured.
+const bool kContext = [] {
+  benchmark::AddCustomContext("cpu_capability", cpu_capability_name(cpu_capability()));
+  benchmark::AddCustomContext("machine_cpu_capability",
+                              cpu_capability_name(machine_cpu_capability()));
+  benchmark::AddCustomContext("num_threads", std::to_string(get_num_threads()));
+  return true;
+}();
 
 void set_bytes(benchmark::State& state, int64_t n, int64_t arrays) {
   state.SetBytesProcessed(state.iterations() * n * arrays * 4);
