@@ -58,16 +58,23 @@ TEST_CASE("parallel_for visits every index once, in chunks of whole grains", "[p
 
 TEST_CASE("a parallel_for inside a chunk runs inline on that chunk's thread", "[parallel]") {
   ThreadsScope scope(3);
-  std::atomic<int64_t> total{0};
-  std::atomic<bool> moved{false};
+  std::atomic<int64_t> total{0}, outer_calls{0}, inner_calls{0};
+  std::atomic<bool> split{false}, moved{false};
   parallel_for(0, 64, 1, [&](int64_t b, int64_t e) {
     const std::thread::id outer = std::this_thread::get_id();
+    ++outer_calls;
+    // Big enough to split if it were not nested.
     parallel_for(0, 1000, 1, [&](int64_t ib, int64_t ie) {
+      ++inner_calls;
+      if (ib != 0 || ie != 1000) split = true;
       if (std::this_thread::get_id() != outer) moved = true;
       total += (ie - ib) * (e - b);
     });
   });
   CHECK(total.load() == 64 * 1000);
+  // One whole-range call per nested parallel_for.
+  CHECK(inner_calls.load() == outer_calls.load());
+  CHECK_FALSE(split.load());
   CHECK_FALSE(moved.load());
 }
 
