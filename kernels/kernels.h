@@ -22,6 +22,12 @@
 // matmul, cat, stack and the index kernels need out disjoint from every input. Rank is at
 // most 16.
 //
+// Speed and determinism (runtime/cpu_settings.h): element-wise kernels, fill, copy and
+// reduce run loops compiled for several instruction-set levels (baseline x86-64, AVX2,
+// AVX-512; cpu_capability() picks one) and split over up to get_num_threads() threads when
+// a launch covers more than 256K elements. Their results are bitwise the same at every
+// level and thread count, NaN payloads included where only one NaN meets an operation.
+//
 // Thread-safety: any thread may call any kernel on any stream.
 // Failure: checks run in this order, before anything is enqueued: DeviceError for cuda
 // streams (naming the kernel); ValueError naming the kernel, sizes and dtypes for
@@ -138,7 +144,8 @@ void normal(const Stream& stream, const View& out, double mean, double std, uint
 
 // out (keepdim shape) = reduction of `in` over the dims where out has size 1 and in does
 // not. Sum of an empty set is 0; max/min of an empty set is a ValueError; max and min
-// propagate NaN. Launch names: sum, max, min.
+// propagate NaN, and a sum that meets a NaN is the quiet NaN (one bit pattern: which of two
+// NaNs an addition keeps is not the same at every code level). Launch names: sum, max, min.
 void reduce(const Stream& stream, Reduce op, const View& out, const View& in);
 // Max or min along `dim` (0 <= dim < rank): values and indices (int64) in keepdim shape.
 // Ties pick the first index; a NaN wins (the first one). Its launch name is argmax or

@@ -68,11 +68,9 @@ void check_bool(const Tensor& t, const char* op, const char* what) {
 void check_fill_value(double value, DType dtype, const char* op) {
   switch (dtype) {
     case DType::kInt64:
-      SG_CHECK(std::floor(value) == value && value >= -9223372036854775808.0 &&
-                   value < 9223372036854775808.0,
-               ValueError, op, ": value ", value, " cannot be stored in an int64 tensor "
-               "without rounding; pass an integer, or convert the tensor with to(tensor, "
-               "DType::kFloat64)");
+      SG_CHECK(is_int64_value(value), ValueError, op, ": value ", value,
+               " cannot be stored in an int64 tensor without rounding; pass an integer, or "
+               "convert the tensor with to(tensor, DType::kFloat64)");
       return;
     case DType::kBool:
       SG_CHECK(value == 0 || value == 1, ValueError, op, ": value ", value,

@@ -43,6 +43,14 @@ T env_number(const char* name, T fallback) {
   return out;
 }
 
+CpuCapability parse_cpu_capability(const std::string& s) {
+  for (CpuCapability c : {CpuCapability::kDefault, CpuCapability::kAvx2, CpuCapability::kAvx512}) {
+    if (s == cpu_capability_name(c)) return c;
+  }
+  throw ValueError(absl::StrCat("STREAMGRAD_CPU_CAPABILITY=", s,
+                                " is not a level; use default, avx2 or avx512"));
+}
+
 RuntimeConfig load() {
   RuntimeConfig c;
   c.launch_blocking = env_flag("STREAMGRAD_LAUNCH_BLOCKING");
@@ -77,6 +85,15 @@ RuntimeConfig load() {
   c.sim_workers = env_number<int>("STREAMGRAD_SIM_WORKERS", kSimDefaultWorkers);
   SG_CHECK(c.sim_workers >= 1, ValueError, "STREAMGRAD_SIM_WORKERS=", c.sim_workers,
            " must be at least 1");
+  c.num_threads = env_number<int>("STREAMGRAD_NUM_THREADS", 0);
+  SG_CHECK(env("STREAMGRAD_NUM_THREADS") == nullptr ||
+               (c.num_threads >= 1 && c.num_threads <= kMaxThreads),
+           ValueError, "STREAMGRAD_NUM_THREADS=", c.num_threads, " must be in [1, ",
+           kMaxThreads, "]");
+  if (const char* level = env("STREAMGRAD_CPU_CAPABILITY")) {
+    c.cpu_capability_set = true;
+    c.cpu_capability = parse_cpu_capability(level);
+  }
   return c;
 }
 

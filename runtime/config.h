@@ -18,6 +18,10 @@
 //   STREAMGRAD_TRACE=path.json        records a Chrome trace, written at exit (trace.h).
 //                                     A path that cannot be written is reported on stderr
 //                                     when the variable is read, and nothing is traced.
+//   STREAMGRAD_NUM_THREADS=N          threads a large cpu kernel may use, 1..kMaxThreads
+//                                     (cpu_settings.h; set_num_threads() overrides it).
+//   STREAMGRAD_CPU_CAPABILITY=default|avx2|avx512   the code level of the cpu kernels'
+//                                     loops, at most the machine's (cpu_settings.h).
 //
 // Thread-safety: config() is immutable after first use; the launch-blocking override is
 // an atomic. Failure: a malformed value throws ValueError naming the variable.
@@ -27,6 +31,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "runtime/cpu_settings.h"
 
 namespace streamgrad {
 
@@ -51,6 +57,9 @@ struct RuntimeConfig {
   double sim_jitter_us = 0;
   int sim_queue_depth = kSimDefaultQueueDepth;
   int sim_workers = kSimDefaultWorkers;
+  int num_threads = 0;  // 0: not set (the hardware's count)
+  bool cpu_capability_set = false;
+  CpuCapability cpu_capability = CpuCapability::kDefault;
 };
 
 const RuntimeConfig& config();

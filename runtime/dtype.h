@@ -1,10 +1,12 @@
 // DType: the element types of tensors, with their sizes and names.
 //
 // float32 and float64 are differentiable; int64 (indices) and bool (masks) are not.
+// Also: the int64 range checks shared by kernels and ops (in_int64_range, is_int64_value).
 // Thread-safety: plain values. Failure: dtype_from_name throws ValueError.
 #ifndef STREAMGRAD_RUNTIME_DTYPE_H_
 #define STREAMGRAD_RUNTIME_DTYPE_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
@@ -21,6 +23,14 @@ inline constexpr bool is_floating(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat64;
 }
 const char* dtype_name(DType t);
+
+// 2^63 as a double: the first value above int64's range (-2^63 is its lowest value).
+constexpr double kInt64Bound = 9223372036854775808.0;
+// Whether `v` truncated toward zero is an int64 (NaN and infinities are not).
+inline bool in_int64_range(double v) { return v >= -kInt64Bound && v < kInt64Bound; }
+// Whether `v` is an integer that int64 holds exactly: what an int64 fill or an int64
+// comparison with a double scalar needs so that nothing is rounded.
+inline bool is_int64_value(double v) { return in_int64_range(v) && std::floor(v) == v; }
 DType dtype_from_name(const std::string& name);
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 

@@ -1,11 +1,13 @@
 // The runtime layer in one include: devices, streams, events, guards, launches, copies,
-// the caching allocator, storage, the stream sanitizer and the trace recorder. See DESIGN.md §3–4.
+// the caching allocator, storage, the stream sanitizer, the trace recorder and the cpu
+// kernels' settings (threads, code level). See DESIGN.md §3–4.
 #ifndef STREAMGRAD_RUNTIME_RUNTIME_H_
 #define STREAMGRAD_RUNTIME_RUNTIME_H_
 
 #include "runtime/caching_allocator.h"
 #include "runtime/config.h"
 #include "runtime/copy.h"
+#include "runtime/cpu_settings.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
 #include "runtime/dtype.h"

@@ -12,10 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/nn_kernels.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -140,11 +140,9 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
   check_columns(name, cols, in, w);
   if (cols.numel() == 0) return;
   const ColumnWalk walk = walk_of(in, cols, w);
-  const MemRange reads[] = {in.byte_range()};
-  const MemRange writes[] = {cols.byte_range()};
   void* o = cols.data;
   const void* x = in.data;
-  launch(stream, {name, reads, writes}, [walk, o, x, dt = in.dtype] {
+  cpu::launch_kernel(stream, name, {&in}, {&cols}, [walk, o, x, dt = in.dtype] {
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
       T* out = static_cast<T*>(o);
@@ -179,11 +177,9 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
   cpu::check_output(name, "out", out);
   if (cols.numel() == 0) return;
   const ColumnWalk walk = walk_of(out, cols, w);
-  const MemRange reads[] = {cols.byte_range(), out.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const void* x = cols.data;
-  launch(stream, {name, reads, writes}, [walk, o, x, dt = out.dtype] {
+  cpu::launch_kernel(stream, name, {&cols, &out}, {&out}, [walk, o, x, dt = out.dtype] {
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
       T* img = static_cast<T*>(o);
@@ -221,12 +217,10 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
   if (values.numel() == 0) return;
   const int64_t planes = in.sizes[0], h = in.sizes[1], wd = in.sizes[2];
   const int64_t oh = values.sizes[1], ow = values.sizes[2];
-  const MemRange reads[] = {in.byte_range()};
-  const MemRange writes[] = {values.byte_range(), indices.byte_range()};
   void* vo = values.data;
   void* io = indices.data;
   const void* x = in.data;
-  launch(stream, {name, reads, writes}, [=, dt = in.dtype] {
+  cpu::launch_kernel(stream, name, {&in}, {&values, &indices}, [=, dt = in.dtype] {
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
       T* val = static_cast<T*>(vo);

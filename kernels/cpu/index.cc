@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -116,23 +116,23 @@ void index_select(const Stream& stream, const View& out, const View& in, int64_t
   if (l.numel == 0) return;
   const bool host_checked = stream.device().is_cpu();
   if (host_checked) check_indices(chk);
-  const MemRange reads[] = {in.byte_range(), index.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const void* x = in.data;
   const int64_t sd = in.strides[dim];
   const DType dt = out.dtype;
-  launch(stream, {name, reads, writes}, [l, chk, host_checked, o, x, sd, dt] {
-    if (!host_checked) check_indices(chk);
-    cpu::dispatch_any(dt, [&](auto t) {
-      using T = decltype(t);
-      T* o0 = static_cast<T*>(o);
-      const T* x0 = static_cast<const T*>(x);
-      indexed_walk(l, chk.data, [&](int64_t oo, int64_t xo, int64_t i) {
-        o0[oo] = x0[xo + i * sd];
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {&in, &index}, {&out},
+      [chk, host_checked, o, x, sd, dt](const Layout<3>& l) {
+        if (!host_checked) check_indices(chk);
+        cpu::dispatch_any(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(o);
+          const T* x0 = static_cast<const T*>(x);
+          indexed_walk(l, chk.data,
+                       [&](int64_t oo, int64_t xo, int64_t i) { o0[oo] = x0[xo + i * sd]; });
+        });
+      },
+      l);
 }
 
 namespace {
@@ -145,24 +145,24 @@ void accumulate_indexed(const Stream& stream, const char* name, const View& out,
   if (l.numel == 0) return;
   const bool host_checked = stream.device().is_cpu();
   if (host_checked) check_indices(chk);
-  const MemRange reads[] = {out.byte_range(), src.byte_range(), index.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const void* s = src.data;
   const int64_t sd = out.strides[dim];
   const DType dt = out.dtype;
-  launch(stream, {name, reads, writes}, [l, chk, host_checked, o, s, sd, dt] {
-    if (!host_checked) check_indices(chk);
-    cpu::dispatch_floating(dt, [&](auto t) {
-      using T = decltype(t);
-      T* o0 = static_cast<T*>(o);
-      const T* s0 = static_cast<const T*>(s);
-      // One thread in a fixed order: duplicates accumulate deterministically.
-      indexed_walk(l, chk.data, [&](int64_t oo, int64_t so, int64_t i) {
-        o0[oo + i * sd] += s0[so];
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {&out, &src, &index}, {&out},
+      [chk, host_checked, o, s, sd, dt](const Layout<3>& l) {
+        if (!host_checked) check_indices(chk);
+        cpu::dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(o);
+          const T* s0 = static_cast<const T*>(s);
+          // One thread in a fixed order: duplicates accumulate deterministically.
+          indexed_walk(l, chk.data,
+                       [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] += s0[so]; });
+        });
+      },
+      l);
 }
 
 }  // namespace
@@ -214,23 +214,23 @@ void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
   if (l.numel == 0) return;
   const bool host_checked = stream.device().is_cpu();
   if (host_checked) check_indices(chk);
-  const MemRange reads[] = {in.byte_range(), index.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const void* x = in.data;
   const int64_t sd = in.strides[dim];
   const DType dt = out.dtype;
-  launch(stream, {name, reads, writes}, [l, chk, host_checked, o, x, sd, dt] {
-    if (!host_checked) check_indices(chk);
-    cpu::dispatch_any(dt, [&](auto t) {
-      using T = decltype(t);
-      T* o0 = static_cast<T*>(o);
-      const T* x0 = static_cast<const T*>(x);
-      indexed_walk(l, chk.data, [&](int64_t oo, int64_t xo, int64_t i) {
-        o0[oo] = x0[xo + i * sd];
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {&in, &index}, {&out},
+      [chk, host_checked, o, x, sd, dt](const Layout<3>& l) {
+        if (!host_checked) check_indices(chk);
+        cpu::dispatch_any(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(o);
+          const T* x0 = static_cast<const T*>(x);
+          indexed_walk(l, chk.data,
+                       [&](int64_t oo, int64_t xo, int64_t i) { o0[oo] = x0[xo + i * sd]; });
+        });
+      },
+      l);
 }
 
 }  // namespace kernels

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/launch_kernel.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -198,13 +198,9 @@ void matmul(const Stream& stream, const View& out, const View& a, const View& b,
   plan(&ma);
   plan(&mb);
   const int64_t batch = r == 3 ? out.sizes[0] : 1;
-  const MemRange reads[] = {a.byte_range(), b.byte_range(),
-                            bias != nullptr ? bias->byte_range() : MemRange{}};
-  const MemRange writes[] = {out.byte_range()};
   const DType dt = out.dtype;
   void* o = out.data;
-  const absl::Span<const MemRange> read_spans(reads, bias != nullptr ? 3 : 2);
-  launch(stream, {name, read_spans, writes}, [ma, mb, mc, o, batch, dt, bs] {
+  cpu::launch_kernel(stream, name, {&a, &b, bias}, {&out}, [ma, mb, mc, o, batch, dt, bs] {
     if (dt == DType::kFloat32) {
       run<float>(ma, mb, mc, o, batch, bs);
     } else {

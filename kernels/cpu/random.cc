@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -67,22 +67,24 @@ void uniform(const Stream& stream, const View& out, double low, double high, uin
   SG_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high, ValueError, name,
            ": expected finite low <= high, got [", low, ", ", high, ")");
   if (l.numel == 0) return;
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const DType dt = out.dtype;
-  launch(stream, {name, {}, writes}, [l, o, dt, low, high, seed, offset] {
-    const Key key = make_key(seed);
-    cpu::dispatch_floating(dt, [&](auto t) {
-      using T = decltype(t);
-      // Rounding to T can land on `high`; step back below it to keep the interval open.
-      const T top = low < high ? std::nextafter(static_cast<T>(high), static_cast<T>(low))
-                               : static_cast<T>(high);
-      generate<T>(l, o, offset, [&](uint64_t c) {
-        const T v = static_cast<T>(low + (high - low) * unit(random_bits(key, c)));
-        return v < top ? v : top;
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {}, {&out},
+      [o, dt, low, high, seed, offset](const Layout<1>& l) {
+        const Key key = make_key(seed);
+        cpu::dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          // Rounding to T can land on `high`; step back below it to keep the interval open.
+          const T top = low < high ? std::nextafter(static_cast<T>(high), static_cast<T>(low))
+                                   : static_cast<T>(high);
+          generate<T>(l, o, offset, [&](uint64_t c) {
+            const T v = static_cast<T>(low + (high - low) * unit(random_bits(key, c)));
+            return v < top ? v : top;
+          });
+        });
+      },
+      l);
 }
 
 void normal(const Stream& stream, const View& out, double mean, double stddev, uint64_t seed,
@@ -92,21 +94,23 @@ void normal(const Stream& stream, const View& out, double mean, double stddev, u
   SG_CHECK(std::isfinite(mean) && std::isfinite(stddev) && stddev >= 0, ValueError, name,
            ": expected finite mean and std >= 0, got mean ", mean, ", std ", stddev);
   if (l.numel == 0) return;
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const DType dt = out.dtype;
-  launch(stream, {name, {}, writes}, [l, o, dt, mean, stddev, seed, offset] {
-    const Key k1 = make_key(seed);
-    const Key k2 = {k1.b, k1.a};  // a second, independent uniform per counter
-    cpu::dispatch_floating(dt, [&](auto t) {
-      // Box-Muller keeps only the cosine half so that each element owns its counter.
-      generate<decltype(t)>(l, o, offset, [&](uint64_t c) {
-        const double u1 = 1.0 - unit(random_bits(k1, c));  // (0, 1]: log stays finite
-        const double u2 = unit(random_bits(k2, c));
-        return mean + stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {}, {&out},
+      [o, dt, mean, stddev, seed, offset](const Layout<1>& l) {
+        const Key k1 = make_key(seed);
+        const Key k2 = {k1.b, k1.a};  // a second, independent uniform per counter
+        cpu::dispatch_floating(dt, [&](auto t) {
+          // Box-Muller keeps only the cosine half so that each element owns its counter.
+          generate<decltype(t)>(l, o, offset, [&](uint64_t c) {
+            const double u1 = 1.0 - unit(random_bits(k1, c));  // (0, 1]: log stays finite
+            const double u2 = unit(random_bits(k2, c));
+            return mean + stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+          });
+        });
+      },
+      l);
 }
 
 }  // namespace kernels

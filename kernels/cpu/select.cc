@@ -7,10 +7,10 @@
 #include <type_traits>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/kernels.h"
 #include "kernels/select_ops.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -113,12 +113,6 @@ void check_args(const char* name, const Stream& stream, const View& out, DType o
   }
 }
 
-// Whether `s` is an integer that int64 holds exactly: then an int64 or bool tensor
-// compares against it in int64, with no rounding of large elements.
-bool is_int64_value(double s) {
-  return std::floor(s) == s && s >= -9223372036854775808.0 && s < 9223372036854775808.0;
-}
-
 }  // namespace
 
 void compare(const Stream& stream, Compare op, const View& out, const View& a, const View& b) {
@@ -128,17 +122,18 @@ void compare(const Stream& stream, Compare op, const View& out, const View& a, c
   const Layout<3> l =
       cpu::make_layout<3>(out.sizes, {out.strides.data(), a.strides.data(), b.strides.data()});
   if (l.numel == 0) return;
-  const MemRange reads[] = {a.byte_range(), b.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = a.dtype;
-  launch(stream, {name, reads, writes}, [l, op, o, pa, pb, dt] {
-    cpu::dispatch_any(dt, [&](auto t) {
-      dispatch_compare(op, [&](auto f) { compare_loop<decltype(t)>(l, o, pa, pb, f); });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {&a, &b}, {&out},
+      [op, o, pa, pb, dt](const Layout<3>& l) {
+        cpu::dispatch_any(dt, [&](auto t) {
+          dispatch_compare(op, [&](auto f) { compare_loop<decltype(t)>(l, o, pa, pb, f); });
+        });
+      },
+      l);
 }
 
 void compare_scalar(const Stream& stream, Compare op, const View& out, const View& in,
@@ -147,27 +142,28 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
   check_args(name, stream, out, DType::kBool, {{"in", in}});
   const Layout<2> l = cpu::make_layout<2>(out.sizes, {out.strides.data(), in.strides.data()});
   if (l.numel == 0) return;
-  const MemRange reads[] = {in.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const void* x = in.data;
   const DType dt = in.dtype;
-  launch(stream, {name, reads, writes}, [l, op, o, x, dt, scalar] {
-    cpu::dispatch_any(dt, [&](auto t) {
-      using T = decltype(t);
-      dispatch_compare(op, [&](auto f) {
-        if constexpr (std::is_floating_point<T>::value) {
-          compare_scalar_loop<T>(l, o, x, static_cast<T>(scalar), f);
-        } else if (is_int64_value(scalar)) {
-          compare_scalar_loop<T>(l, o, x, static_cast<int64_t>(scalar), f);
-        } else {
-          // A fractional scalar is below 2^52 in magnitude, so converting the elements to
-          // double cannot move one across it: still exact.
-          compare_scalar_loop<T>(l, o, x, scalar, f);
-        }
-      });
-    });
-  });
+  cpu::launch_kernel(
+      stream, name, {&in}, {&out},
+      [op, o, x, dt, scalar](const Layout<2>& l) {
+        cpu::dispatch_any(dt, [&](auto t) {
+          using T = decltype(t);
+          dispatch_compare(op, [&](auto f) {
+            if constexpr (std::is_floating_point<T>::value) {
+              compare_scalar_loop<T>(l, o, x, static_cast<T>(scalar), f);
+            } else if (is_int64_value(scalar)) {  // runtime/dtype.h
+              compare_scalar_loop<T>(l, o, x, static_cast<int64_t>(scalar), f);
+            } else {
+              // A fractional scalar is below 2^52 in magnitude, so converting the elements to
+              // double cannot move one across it: still exact.
+              compare_scalar_loop<T>(l, o, x, scalar, f);
+            }
+          });
+        });
+      },
+      l);
 }
 
 void where(const Stream& stream, const View& out, const View& condition, const View& a,
@@ -180,16 +176,17 @@ void where(const Stream& stream, const View& out, const View& condition, const V
       out.sizes, {out.strides.data(), condition.strides.data(), a.strides.data(),
                   b.strides.data()});
   if (l.numel == 0) return;
-  const MemRange reads[] = {condition.byte_range(), a.byte_range(), b.byte_range()};
-  const MemRange writes[] = {out.byte_range()};
   void* o = out.data;
   const void* pc = condition.data;
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = out.dtype;
-  launch(stream, {name, reads, writes}, [l, o, pc, pa, pb, dt] {
-    cpu::dispatch_any(dt, [&](auto t) { where_loop<decltype(t)>(l, o, pc, pa, pb); });
-  });
+  cpu::launch_kernel(
+      stream, name, {&condition, &a, &b}, {&out},
+      [o, pc, pa, pb, dt](const Layout<4>& l) {
+        cpu::dispatch_any(dt, [&](auto t) { where_loop<decltype(t)>(l, o, pc, pa, pb); });
+      },
+      l);
 }
 
 }  // namespace kernels

@@ -11,6 +11,8 @@
 //                       in row-major order (so a running counter is the flat index). A
 //                       fully contiguous layout is one row of numel elements, which lets
 //                       the per-row loops vectorise.
+//   for_each_row_range(layout, begin, end, fn)   the same for flat indices [begin, end)
+//                       only: one part of a parallel split.
 //   Elem<DType>, dispatch_floating(dtype, fn), dispatch_any(dtype, fn)   fn(T{}) with the
 //                       element type (bool is handled as uint8_t so that loads of
 //                       arbitrary bytes stay defined).
@@ -67,9 +69,12 @@ Layout<N> make_layout(absl::Span<const int64_t> sizes,
   return l;
 }
 
+// Calls fn(offsets, n, steps) for the rows that hold flat (row-major) indices
+// [begin, end), the first and last clipped: the unit of a parallel split. Callers keep
+// 0 <= begin <= end <= l.numel.
 template <int N, typename Fn>
-void for_each_row(const Layout<N>& l, Fn&& fn) {
-  if (l.numel == 0) return;
+void for_each_row_range(const Layout<N>& l, int64_t begin, int64_t end, Fn&& fn) {
+  if (begin >= end) return;
   int64_t off[N] = {};
   int64_t step[N] = {};
   if (l.ndim == 0) {
@@ -79,9 +84,28 @@ void for_each_row(const Layout<N>& l, Fn&& fn) {
   const int inner = l.ndim - 1;
   const int64_t n = l.sizes[inner];
   for (int k = 0; k < N; ++k) step[k] = l.strides[k][inner];
+  // The multi-index of `begin`: its column in the innermost row, then the outer dims.
   int64_t idx[kMaxDims] = {};
+  int64_t col = begin % n;
+  int64_t rest = begin / n;
+  for (int d = inner - 1; d >= 0; --d) {
+    idx[d] = rest % l.sizes[d];
+    rest /= l.sizes[d];
+    for (int k = 0; k < N; ++k) off[k] += idx[d] * l.strides[k][d];
+  }
+  int64_t left = end - begin;
   for (;;) {
-    fn(static_cast<const int64_t*>(off), n, static_cast<const int64_t*>(step));
+    const int64_t len = n - col < left ? n - col : left;
+    if (col == 0) {
+      fn(static_cast<const int64_t*>(off), len, static_cast<const int64_t*>(step));
+    } else {
+      int64_t shifted[N];
+      for (int k = 0; k < N; ++k) shifted[k] = off[k] + col * step[k];
+      fn(static_cast<const int64_t*>(shifted), len, static_cast<const int64_t*>(step));
+      col = 0;
+    }
+    left -= len;
+    if (left == 0) return;
     int d = inner - 1;
     for (; d >= 0; --d) {
       if (++idx[d] < l.sizes[d]) {
@@ -91,8 +115,13 @@ void for_each_row(const Layout<N>& l, Fn&& fn) {
       for (int k = 0; k < N; ++k) off[k] -= l.strides[k][d] * (l.sizes[d] - 1);
       idx[d] = 0;
     }
-    if (d < 0) return;
+    if (d < 0) return;  // unreachable while end <= numel
   }
+}
+
+template <int N, typename Fn>
+void for_each_row(const Layout<N>& l, Fn&& fn) {
+  for_each_row_range(l, 0, l.numel, fn);
 }
 
 template <DType D>

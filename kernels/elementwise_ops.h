@@ -1,0 +1,176 @@
+// The per-element math of the element-wise kernels (unary, unary_scalar, binary and axpy in
+// kernels.h) as SG_HOST_DEVICE functors: the cpu loops (kernels/cpu/loops_elementwise.cc,
+// compiled once per instruction-set level) call them, and a CUDA kernel is meant to call
+// the same functors so that every device and level computes each element alike.
+//
+// Every functor is one IEEE expression on its operands. Transcendental functions go
+// through `math::` to the C library's scalar function (expf, tanh, ...) on every level and
+// never to a vector approximation, so an AVX-512 loop and the baseline loop round alike;
+// the loops are compiled without FMA contraction for the same reason.
+// Functors with a scalar hold it already rounded to the element type (a float32 tensor op
+// uses a float32 scalar, as in PyTorch).
+//
+// Thread-safety: stateless values (or a scalar). Failure: none; IEEE rules for NaN/inf.
+#ifndef STREAMGRAD_KERNELS_ELEMENTWISE_OPS_H_
+#define STREAMGRAD_KERNELS_ELEMENTWISE_OPS_H_
+
+#include <math.h>
+
+#include "kernels/host_device.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace math {
+
+// C functions rather than std:: overloads: the std:: ones are inline functions that a
+// non-optimised build would emit once per level (see SG_INLINE in host_device.h).
+SG_HOST_DEVICE SG_INLINE float exp(float x) { return ::expf(x); }
+SG_HOST_DEVICE SG_INLINE double exp(double x) { return ::exp(x); }
+SG_HOST_DEVICE SG_INLINE float log(float x) { return ::logf(x); }
+SG_HOST_DEVICE SG_INLINE double log(double x) { return ::log(x); }
+SG_HOST_DEVICE SG_INLINE float sqrt(float x) { return ::sqrtf(x); }
+SG_HOST_DEVICE SG_INLINE double sqrt(double x) { return ::sqrt(x); }
+SG_HOST_DEVICE SG_INLINE float tanh(float x) { return ::tanhf(x); }
+SG_HOST_DEVICE SG_INLINE double tanh(double x) { return ::tanh(x); }
+SG_HOST_DEVICE SG_INLINE float pow(float x, float y) { return ::powf(x, y); }
+SG_HOST_DEVICE SG_INLINE double pow(double x, double y) { return ::pow(x, y); }
+SG_HOST_DEVICE SG_INLINE float abs(float x) { return ::fabsf(x); }
+SG_HOST_DEVICE SG_INLINE double abs(double x) { return ::fabs(x); }
+
+}  // namespace math
+
+// ---- unary: y = f(x) ----
+struct NegOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return -x; }
+};
+struct ExpOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::exp(x); }
+};
+struct LogOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::log(x); }
+};
+struct SqrtOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::sqrt(x); }
+};
+struct TanhOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::tanh(x); }
+};
+struct SigmoidOp {
+  // Two branches so that exp never overflows to inf / inf.
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const {
+    if (x >= 0) return T(1) / (T(1) + math::exp(-x));
+    const T e = math::exp(x);
+    return e / (T(1) + e);
+  }
+};
+struct ReluOp {
+  // Written so that NaN propagates (NaN < 0 is false).
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x < 0 ? T(0) : x; }
+};
+struct AbsOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::abs(x); }
+};
+struct SignOp {
+  // -1, 0 or 1, keeping the sign of zero; NaN * 0 keeps NaN.
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const {
+    return x > 0 ? T(1) : x < 0 ? T(-1) : x * T(0);
+  }
+};
+struct ReciprocalOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return T(1) / x; }
+};
+struct SquareOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x * x; }
+};
+
+// ---- unary with a scalar: y = f(x, s) ----
+template <typename T>
+struct AddScalarOp {
+  T s;
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x + s; }
+};
+template <typename T>
+struct MulScalarOp {
+  T s;
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x * s; }
+};
+// x ^ 2 is dispatched to SquareOp: one rounding, as x * x.
+template <typename T>
+struct PowScalarOp {
+  T s;
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::pow(x, s); }
+};
+template <typename T>
+struct RSubScalarOp {
+  T s;
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return s - x; }
+};
+template <typename T>
+struct RDivScalarOp {
+  T s;
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return s / x; }
+};
+template <typename T>
+struct GeScalarOp {
+  T s;  // NaN >= s is false: 0
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x >= s ? T(1) : T(0); }
+};
+
+// ---- binary: y = f(a, b) ----
+struct AddOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a + b; }
+};
+struct SubOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a - b; }
+};
+struct MulOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a * b; }
+};
+struct DivOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a / b; }
+};
+struct PowOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return math::pow(a, b); }
+};
+// g * (x > 0), but 0 where x <= 0 even for an infinite or NaN g.
+struct ReluBackwardOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T g, T x) const { return x > 0 ? g : T(0); }
+};
+// g * (1 - y * y), y the tanh output.
+struct TanhBackwardOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T g, T y) const { return g * (T(1) - y * y); }
+};
+// g * y * (1 - y), y the sigmoid output.
+struct SigmoidBackwardOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T g, T y) const { return g * y * (T(1) - y); }
+};
+// a + alpha * b: two roundings (no fused multiply-add), as every level computes it.
+template <typename T>
+struct AxpyOp {
+  T alpha;
+  SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a + alpha * b; }
+};
+
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_ELEMENTWISE_OPS_H_

@@ -1,0 +1,272 @@
+// Every instruction-set level this machine has (kernels/cpu/loops.h) gives the element-wise
+// kernels the same bits as applying the kernels/elementwise_ops.h functor to each element
+// in plain scalar code: odd lengths 0..67 and large ones, unaligned starts, in place (out
+// is a, b or both), strided and broadcast operands, float32 and float64, inputs with NaN,
+// infinities, signed zeros and subnormals. elementwise_test checks the functors' math
+// against independent formulas; this test checks the vector loops around them.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "kernels/elementwise_ops.h"
+#include "kernels/kernels.h"
+#include "tests/kernels/level_test_util.h"
+
+namespace streamgrad {
+namespace {
+
+namespace k = kernels;
+using k::Binary;
+using k::Unary;
+using k::UnaryScalar;
+using testing::Buffer;
+using testing::Shape;
+
+template <typename T>
+std::function<T(T)> unary_fn(Unary op) {
+  switch (op) {
+    case Unary::kNeg: return k::NegOp{};
+    case Unary::kExp: return k::ExpOp{};
+    case Unary::kLog: return k::LogOp{};
+    case Unary::kSqrt: return k::SqrtOp{};
+    case Unary::kTanh: return k::TanhOp{};
+    case Unary::kSigmoid: return k::SigmoidOp{};
+    case Unary::kRelu: return k::ReluOp{};
+    case Unary::kAbs: return k::AbsOp{};
+    case Unary::kSign: return k::SignOp{};
+    case Unary::kReciprocal: return k::ReciprocalOp{};
+    case Unary::kSquare: return k::SquareOp{};
+  }
+  return {};
+}
+
+template <typename T>
+std::function<T(T)> scalar_fn(UnaryScalar op, T s) {
+  switch (op) {
+    case UnaryScalar::kAdd: return k::AddScalarOp<T>{s};
+    case UnaryScalar::kMul: return k::MulScalarOp<T>{s};
+    case UnaryScalar::kPow: return k::PowScalarOp<T>{s};
+    case UnaryScalar::kRSub: return k::RSubScalarOp<T>{s};
+    case UnaryScalar::kRDiv: return k::RDivScalarOp<T>{s};
+    case UnaryScalar::kGe: return k::GeScalarOp<T>{s};
+  }
+  return {};
+}
+
+template <typename T>
+std::function<T(T, T)> binary_fn(Binary op) {
+  switch (op) {
+    case Binary::kAdd: return k::AddOp{};
+    case Binary::kSub: return k::SubOp{};
+    case Binary::kMul: return k::MulOp{};
+    case Binary::kDiv: return k::DivOp{};
+    case Binary::kPow: return k::PowOp{};
+    case Binary::kReluBackward: return k::ReluBackwardOp{};
+    case Binary::kTanhBackward: return k::TanhBackwardOp{};
+    case Binary::kSigmoidBackward: return k::SigmoidBackwardOp{};
+  }
+  return {};
+}
+
+// The lengths a case runs: all of 0..67 (every vector tail at every width) for the main
+// placements, a sample of them for the others; the bias of the MLP's hidden layer; and,
+// for the main placements, a long one (parallel_test covers lengths above the parallel
+// threshold, where the split is the same code at every level).
+std::vector<int64_t> lengths(bool all = true) {
+  std::vector<int64_t> n;
+  for (int64_t i = 0; i <= 67; ++i) {
+    if (all || i < 2 || i % 16 <= 1 || i == 67) n.push_back(i);
+  }
+  n.push_back(256);
+  if (all) n.push_back(40001);
+  return n;
+}
+
+// One operand layout of a 1-D case: where each view starts and steps in a buffer.
+struct Placement {
+  const char* what;
+  int64_t out_offset, out_stride;
+  int64_t in_offset, in_stride;  // in a separate buffer unless `in_place`
+  bool in_place;
+  bool all_lengths;
+};
+
+const Placement kUnaryPlacements[] = {
+    {"contiguous, aligned", 0, 1, 0, 1, false, false},
+    {"contiguous, unaligned", 1, 1, 3, 1, false, true},
+    {"in place, unaligned", 1, 1, 1, 1, true, true},
+    {"strided", 2, 3, 1, 2, false, false},
+    {"broadcast input", 0, 1, 5, 0, false, false},
+};
+
+TEMPLATE_TEST_CASE("unary ops: every level gives the functor's bits", "[levels]", float,
+                   double) {
+  using T = TestType;
+  const Unary op = GENERATE(Unary::kNeg, Unary::kExp, Unary::kLog, Unary::kSqrt, Unary::kTanh,
+                            Unary::kSigmoid, Unary::kRelu, Unary::kAbs, Unary::kSign,
+                            Unary::kReciprocal, Unary::kSquare);
+  const auto fn = unary_fn<T>(op);
+  const Device cpu("cpu");
+  const Stream s(cpu);
+  for (const Placement& p : kUnaryPlacements) {
+    for (int64_t n : lengths(p.all_lengths)) {
+      INFO("op " << static_cast<int>(op) << ", " << p.what << ", n " << n);
+      const size_t size = static_cast<size_t>(8 + 3 * n);
+      const std::vector<T> input = testing::mixed_values<T>(size, 11 + n);
+      const Shape os({n}, {p.out_stride}, p.out_offset);
+      const Shape is({n}, {p.in_stride}, p.in_offset);
+      // The expected buffer: the sentinel (or, in place, the input) outside out's elements.
+      std::vector<T> want = p.in_place ? input : std::vector<T>(size, T(-777));
+      const std::vector<int64_t> out_at = os.offsets(), in_at = is.offsets();
+      for (size_t i = 0; i < out_at.size(); ++i) want[out_at[i]] = fn(input[in_at[i]]);
+      const Buffer<T> in(cpu, input);
+      testing::expect_bits_at_every_level<T>(
+          p.in_place ? input : std::vector<T>(size, T(-777)), want, [&](const Buffer<T>& out) {
+            k::unary(s, op, out.view(os), p.in_place ? out.view(is) : in.view(is));
+          });
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("unary_scalar ops: every level gives the functor's bits", "[levels]",
+                   float, double) {
+  using T = TestType;
+  const UnaryScalar op = GENERATE(UnaryScalar::kAdd, UnaryScalar::kMul, UnaryScalar::kPow,
+                                  UnaryScalar::kRSub, UnaryScalar::kRDiv, UnaryScalar::kGe);
+  const double scalar = GENERATE(2.0, -0.3);
+  const T st = static_cast<T>(scalar);
+  // x ^ 2 is the square (one rounding), as kernels.h's unary_scalar computes it.
+  const auto fn = op == UnaryScalar::kPow && st == T(2) ? std::function<T(T)>(k::SquareOp{})
+                                                         : scalar_fn<T>(op, st);
+  const Device cpu("cpu");
+  const Stream s(cpu);
+  for (const Placement& p : kUnaryPlacements) {
+    for (int64_t n : lengths(p.all_lengths)) {
+      INFO("op " << static_cast<int>(op) << " " << scalar << ", " << p.what << ", n " << n);
+      const size_t size = static_cast<size_t>(8 + 3 * n);
+      const std::vector<T> input = testing::mixed_values<T>(size, 23 + n);
+      const Shape os({n}, {p.out_stride}, p.out_offset);
+      const Shape is({n}, {p.in_stride}, p.in_offset);
+      std::vector<T> want = p.in_place ? input : std::vector<T>(size, T(-777));
+      const std::vector<int64_t> out_at = os.offsets(), in_at = is.offsets();
+      for (size_t i = 0; i < out_at.size(); ++i) want[out_at[i]] = fn(input[in_at[i]]);
+      const Buffer<T> in(cpu, input);
+      testing::expect_bits_at_every_level<T>(
+          p.in_place ? input : std::vector<T>(size, T(-777)), want, [&](const Buffer<T>& out) {
+            k::unary_scalar(s, op, out.view(os), p.in_place ? out.view(is) : in.view(is),
+                            scalar);
+          });
+    }
+  }
+}
+
+// Where the two inputs of a binary case live: in their own buffers, or in out's.
+struct Placement2 {
+  const char* what;
+  Shape out, a, b;
+  bool a_is_out, b_is_out;
+  bool all_lengths = false;
+};
+
+std::vector<Placement2> placements2(int64_t n) {
+  return {
+      {"contiguous, unaligned", Shape({n}, {1}, 1), Shape({n}, {1}, 3), Shape({n}, {1}, 2),
+       false, false, true},
+      {"out is a", Shape({n}, {1}, 1), Shape({n}, {1}, 1), Shape({n}, {1}, 0), true, false,
+       true},
+      {"out is b", Shape({n}, {1}, 2), Shape({n}, {1}, 0), Shape({n}, {1}, 2), false, true},
+      {"out is a and b", Shape({n}, {1}, 1), Shape({n}, {1}, 1), Shape({n}, {1}, 1), true,
+       true},
+      {"b broadcast", Shape({n}, {1}, 0), Shape({n}, {1}, 1), Shape({n}, {0}, 4), false, false},
+      {"b broadcast, out is a", Shape({n}, {1}, 3), Shape({n}, {1}, 3), Shape({n}, {0}, 1),
+       true, false},
+      {"a broadcast", Shape({n}, {1}, 2), Shape({n}, {0}, 7), Shape({n}, {1}, 0), false, false},
+      {"a broadcast, out is b", Shape({n}, {1}, 0), Shape({n}, {0}, 2), Shape({n}, {1}, 0),
+       false, true},
+      {"strided", Shape({n}, {3}, 1), Shape({n}, {2}, 0), Shape({n}, {1}, 5), false, false},
+  };
+}
+
+template <typename T>
+void check_binary_case(const std::function<void(const Stream&, const k::View&, const k::View&,
+                                                const k::View&)>& kernel,
+                       const std::function<T(T, T)>& fn, uint32_t seed) {
+  const Device cpu("cpu");
+  const Stream s(cpu);
+  for (int64_t n : lengths()) {
+    const bool sample = n < 2 || n % 16 <= 1 || n == 67 || n == 256;
+    for (const Placement2& p : placements2(n)) {
+      if (!p.all_lengths && !sample) continue;
+      INFO(p.what << ", n " << n);
+      const size_t size = static_cast<size_t>(8 + 3 * n);
+      const std::vector<T> va = testing::mixed_values<T>(size, seed + n);
+      const std::vector<T> vb = testing::mixed_values<T>(size, seed + 1000 + n);
+      // Out's buffer starts as a's data when out is a (as b's when out is only b).
+      const std::vector<T> start =
+          p.a_is_out ? va : p.b_is_out ? vb : std::vector<T>(size, T(-777));
+      std::vector<T> want = start;
+      const std::vector<T>& ha = p.a_is_out ? start : va;
+      const std::vector<T>& hb = p.b_is_out ? start : vb;
+      const std::vector<int64_t> o = p.out.offsets(), ia = p.a.offsets(), ib = p.b.offsets();
+      std::vector<T> results(o.size());
+      for (size_t i = 0; i < o.size(); ++i) results[i] = fn(ha[ia[i]], hb[ib[i]]);
+      for (size_t i = 0; i < o.size(); ++i) want[o[i]] = results[i];
+      const Buffer<T> a(cpu, va), b(cpu, vb);
+      testing::expect_bits_at_every_level<T>(start, want, [&](const Buffer<T>& out) {
+        kernel(s, out.view(p.out), p.a_is_out ? out.view(p.a) : a.view(p.a),
+               p.b_is_out ? out.view(p.b) : b.view(p.b));
+      });
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("binary ops: every level gives the functor's bits", "[levels]", float,
+                   double) {
+  using T = TestType;
+  const Binary op = GENERATE(Binary::kAdd, Binary::kSub, Binary::kMul, Binary::kDiv,
+                             Binary::kPow, Binary::kReluBackward, Binary::kTanhBackward,
+                             Binary::kSigmoidBackward);
+  INFO("op " << static_cast<int>(op));
+  check_binary_case<T>(
+      [op](const Stream& s, const k::View& o, const k::View& a, const k::View& b) {
+        k::binary(s, op, o, a, b);
+      },
+      binary_fn<T>(op), 31);
+}
+
+TEMPLATE_TEST_CASE("axpy: every level gives a + alpha * b rounded twice", "[levels]", float,
+                   double) {
+  using T = TestType;
+  // -1e-3 rounds differently with a fused multiply-add: a level that contracted would fail.
+  const double alpha = GENERATE(1.0, -1e-3, 3.0);
+  INFO("alpha " << alpha);
+  check_binary_case<T>(
+      [alpha](const Stream& s, const k::View& o, const k::View& a, const k::View& b) {
+        k::axpy(s, o, a, b, alpha);
+      },
+      k::AxpyOp<T>{static_cast<T>(alpha)}, 47);
+}
+
+TEMPLATE_TEST_CASE("a bias broadcast over the rows of a matrix, at every level", "[levels]",
+                   float, double) {
+  using T = TestType;
+  const Device cpu("cpu");
+  const Stream s(cpu);
+  const int64_t rows = 5, cols = GENERATE(1, 7, 33, 784);
+  const Shape os({rows, cols}), as({rows, cols}), bs({rows, cols}, {0, 1});
+  const std::vector<T> va = testing::mixed_values<T>(rows * cols, 5);
+  const std::vector<T> vb = testing::mixed_values<T>(cols, 6);
+  std::vector<T> want(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) want[r * cols + c] = va[r * cols + c] + vb[c];
+  }
+  const Buffer<T> a(cpu, va), b(cpu, vb);
+  testing::expect_bits_at_every_level<T>(
+      std::vector<T>(rows * cols, T(-777)), want, [&](const Buffer<T>& out) {
+        k::binary(s, Binary::kAdd, out.view(os), a.view(as), b.view(bs));
+      });
+}
+
+}  // namespace
+}  // namespace streamgrad

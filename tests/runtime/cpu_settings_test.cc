@@ -1,0 +1,72 @@
+// The cpu kernels' settings (runtime/cpu_settings.h) with no environment variables: the
+// machine's level by default, lower levels settable and higher ones refused, thread counts
+// settable within [1, kMaxThreads], defaulting to the CPUs this process may use.
+#include <sched.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <thread>
+
+#include "runtime/runtime.h"
+
+namespace streamgrad {
+namespace {
+
+using Catch::Matchers::Contains;
+
+TEST_CASE("the level defaults to the machine's and names itself", "[cpu_settings]") {
+  CHECK(cpu_capability() == machine_cpu_capability());
+  CHECK(std::string(cpu_capability_name(CpuCapability::kDefault)) == "default");
+  CHECK(std::string(cpu_capability_name(CpuCapability::kAvx2)) == "avx2");
+  CHECK(std::string(cpu_capability_name(CpuCapability::kAvx512)) == "avx512");
+#if defined(__x86_64__)
+  // What the compiler's own CPU check says, independently of the settings' code.
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const CpuCapability want = avx512 ? CpuCapability::kAvx512
+                             : avx2 ? CpuCapability::kAvx2
+                                    : CpuCapability::kDefault;
+  CHECK(machine_cpu_capability() == want);
+#else
+  CHECK(machine_cpu_capability() == CpuCapability::kDefault);
+#endif
+  WARN("this machine: " << cpu_capability_name(machine_cpu_capability()));
+}
+
+TEST_CASE("set_cpu_capability takes levels up to the machine's", "[cpu_settings]") {
+  const CpuCapability machine = machine_cpu_capability();
+  for (int c = 0; c <= static_cast<int>(machine); ++c) {
+    set_cpu_capability(static_cast<CpuCapability>(c));
+    CHECK(cpu_capability() == static_cast<CpuCapability>(c));
+  }
+  if (machine != CpuCapability::kAvx512) {
+    const CpuCapability above = static_cast<CpuCapability>(static_cast<int>(machine) + 1);
+    CHECK_THROWS_AS(set_cpu_capability(above), ValueError);
+    CHECK_THROWS_WITH(set_cpu_capability(above), Contains("above what this CPU supports"));
+  }
+  CHECK_THROWS_AS(set_cpu_capability(static_cast<CpuCapability>(7)), ValueError);
+  CHECK(cpu_capability() == machine);  // the refused calls changed nothing
+}
+
+TEST_CASE("thread count: default, set and refused", "[cpu_settings]") {
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+  const int cpus = CPU_COUNT(&set);
+  CHECK(get_num_threads() == (cpus < kDefaultMaxThreads ? cpus : kDefaultMaxThreads));
+  set_num_threads(7);
+  CHECK(get_num_threads() == 7);
+  set_num_threads(1);
+  CHECK(get_num_threads() == 1);
+  for (int bad : {0, -1, kMaxThreads + 1}) {
+    INFO(bad);
+    CHECK_THROWS_AS(set_num_threads(bad), ValueError);
+    CHECK_THROWS_WITH(set_num_threads(bad), Contains("set_num_threads: "));
+  }
+  CHECK(get_num_threads() == 1);
+  // Visible from every thread.
+  std::thread([] { CHECK(get_num_threads() == 1); }).join();
+}
+
+}  // namespace
+}  // namespace streamgrad
