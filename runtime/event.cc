@@ -62,11 +62,81 @@ EventPool& event_pool() {
   return *pool;
 }
 
+// A few free events per thread in front of the shared pool: the common pattern, an event
+// recorded, waited on and dropped by one thread (the engine's per-edge events,
+// wait_stream), then takes no lock, which made the pool cost more than the allocation it
+// saves on sim. A thread's cache goes back to the shared pool when the thread ends.
+constexpr size_t kMaxCachedPerThread = 16;
+
+// False once this thread's cache is destroyed: an Event dying in a later thread_local
+// destructor must not touch it. (A bool needs no destructor, so it outlives the cache.)
+thread_local bool t_cache_alive = false;
+
+struct ThreadCache {
+  using FreeList = std::vector<std::unique_ptr<BackendEvent>>;
+  std::vector<FreeList> lists[kNumDeviceTypes * 2];  // [type, timing][device index]
+
+  ThreadCache() { t_cache_alive = true; }
+  ~ThreadCache() {
+    t_cache_alive = false;
+    for (int slot = 0; slot < kNumDeviceTypes * 2; ++slot) {
+      for (size_t index = 0; index < lists[slot].size(); ++index) {
+        for (auto& e : lists[slot][index]) {
+          event_pool().give(static_cast<DeviceType>(slot / 2), static_cast<int>(index),
+                            slot % 2 == 1, e.release());
+        }
+      }
+    }
+  }
+  FreeList* list(DeviceType type, int index, bool timing, bool grow) {
+    std::vector<FreeList>& l = lists[static_cast<int>(type) * 2 + (timing ? 1 : 0)];
+    if (index < 0) return nullptr;
+    if (static_cast<size_t>(index) >= l.size()) {
+      if (!grow) return nullptr;
+      l.resize(index + 1);
+    }
+    return &l[index];
+  }
+};
+
+// This thread's cache, or nullptr while it is being destroyed (or after).
+ThreadCache* thread_cache() {
+  thread_local ThreadCache cache;
+  return t_cache_alive ? &cache : nullptr;
+}
+
+std::unique_ptr<BackendEvent> take_event(DeviceType type, int index, bool timing) {
+  ThreadCache* cache = thread_cache();
+  ThreadCache::FreeList* l =
+      cache != nullptr ? cache->list(type, index, timing, /*grow=*/false) : nullptr;
+  if (l != nullptr && !l->empty()) {
+    std::unique_ptr<BackendEvent> e = std::move(l->back());
+    l->pop_back();
+    return e;
+  }
+  return event_pool().take(type, index, timing);
+}
+
+void give_event(DeviceType type, int index, bool timing, BackendEvent* event) noexcept {
+  try {
+    ThreadCache* cache = thread_cache();
+    ThreadCache::FreeList* l =
+        cache != nullptr ? cache->list(type, index, timing, /*grow=*/true) : nullptr;
+    if (l != nullptr && l->size() < kMaxCachedPerThread) {
+      l->reserve(kMaxCachedPerThread);
+      l->emplace_back(event);
+      return;
+    }
+  } catch (...) {  // out of memory: the shared pool decides
+  }
+  event_pool().give(type, index, timing, event);
+}
+
 }  // namespace
 
 namespace detail {
 void PooledEventDeleter::operator()(BackendEvent* event) const noexcept {
-  event_pool().give(type, index, timing, event);
+  give_event(type, index, timing, event);
 }
 }  // namespace detail
 
@@ -88,7 +158,7 @@ void Event::record(const Stream& stream) {
            " does not exist");
   const bool first = impl_ == nullptr;
   if (first) {
-    std::unique_ptr<BackendEvent> e = event_pool().take(d.type(), d.index(), timing_);
+    std::unique_ptr<BackendEvent> e = take_event(d.type(), d.index(), timing_);
     if (e == nullptr) {
       e = b.create_event(d.index(), timing_);
       g_created.fetch_add(1, std::memory_order_relaxed);

@@ -12,12 +12,13 @@
 // Pooling: the backend object behind an Event is taken from a per-device pool at its first
 // record() and given back when the Event is destroyed or assigned over, so a backward
 // that records many short-lived events allocates (on cuda: cudaEventCreate) only until
-// the pool is warm. A pooled object's earlier records are never observed: the Event that
+// the pool is warm. Each thread keeps a few free objects of its own in front of the
+// shared, locked pool. A pooled object's earlier records are never observed: the Event that
 // takes it counts as never recorded until its own record() overwrites them.
 // Memory ordering: after synchronize() returns (or query() returns true), the calling
 // thread sees every effect of the work enqueued before the latest record().
 // Thread-safety: not thread-safe; one thread at a time may use an Event (as in libtorch).
-// Different Events may be used, created and destroyed concurrently (the pool is locked).
+// Different Events may be used, created and destroyed concurrently, on any threads.
 // Failure: DeviceError for device mismatches; Error for elapsed_ms on events without
 // timing, not recorded, or not yet complete.
 #ifndef STREAMGRAD_RUNTIME_EVENT_H_
