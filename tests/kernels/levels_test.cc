@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/cpu/loops.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/level_test_util.h"
@@ -22,6 +23,19 @@ using k::Unary;
 using k::UnaryScalar;
 using testing::Buffer;
 using testing::Shape;
+
+TEST_CASE("the level setting picks that level's loops", "[levels]") {
+  for (CpuCapability level : testing::machine_levels()) {
+    INFO("level " << cpu_capability_name(level));
+    testing::CapabilityScope scope(level);
+    CHECK(k::cpu::loops().level == level);
+    // Each level's loops are its own code, not another level's.
+    if (level != CpuCapability::kDefault) {
+      CHECK(k::cpu::loops().binary != k::cpu::loops_for(CpuCapability::kDefault).binary);
+    }
+  }
+  WARN("levels on this machine: " << testing::machine_levels().size());
+}
 
 template <typename T>
 std::function<T(T)> unary_fn(Unary op) {

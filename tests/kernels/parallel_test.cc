@@ -145,6 +145,10 @@ TEMPLATE_TEST_CASE("kernels above the threshold give the same bits for any threa
       // Strided: every other element of a [n / 2, 2] view.
       const Shape half({n / 2}, {2}, 1);
       k::unary_scalar(s, k::UnaryScalar::kAdd, out.view(half), a.view(half), 1.5);
+      // Rows of 787 in a padded matrix: chunk edges fall inside rows.
+      const int64_t cols = 787, rows = (n - 3) / (cols + 1);
+      const Shape padded({rows, cols}, {cols + 1, 1}, 2);
+      k::binary(s, k::Binary::kSub, out.view(padded), b.view(padded), out.view(padded));
     });
   }
   SECTION("fill and copy") {
