@@ -104,22 +104,28 @@ void sgd_rows(SgdUpdate<T> op, const SgdItem& it) {
   const T* g0 = static_cast<const T*>(it.grad);
   T* b0 = static_cast<T*>(it.buf);
   cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    // A local copy with the flags set here: through the captured reference every store
+    // to p might change the update's fields, which kept the loops scalar, testing the
+    // flags per element.
+    SgdUpdate<T> f = op;
+    f.decay = kDecay;
+    f.nesterov = kNesterov;
     T* p = p0 + off[0];
     const T* g = g0 + off[1];
     if (b0 == nullptr) {
       if (st[0] == 1 && st[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i]);
+        for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i]);
       } else {
-        for (int64_t i = 0; i < n; ++i) p[i * st[0]] = op(p[i * st[0]], g[i * st[1]]);
+        for (int64_t i = 0; i < n; ++i) p[i * st[0]] = f(p[i * st[0]], g[i * st[1]]);
       }
       return;
     }
     T* b = b0 + off[2];
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i], b[i], kFresh);
+      for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i], b[i], kFresh);
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        p[i * st[0]] = op(p[i * st[0]], g[i * st[1]], b[i * st[2]], kFresh);
+        p[i * st[0]] = f(p[i * st[0]], g[i * st[1]], b[i * st[2]], kFresh);
       }
     }
   });
@@ -167,15 +173,18 @@ void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
     });
   }
   cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    AdamUpdate<T> f = op;  // a local copy with the flags set here, as in sgd_rows
+    f.decay = kDecay;
+    f.decoupled = kDecoupled;
     T* p = p0 + off[0];
     const T* g = g0 + off[1];
     T* m = m0 + off[2];
     T* v = v0 + off[3];
     if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
-      for (int64_t i = 0; i < n; ++i) p[i] = op(p[i], g[i], m[i], v[i], inv, step);
+      for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i], m[i], v[i], inv, step);
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        p[i * st[0]] = op(p[i * st[0]], g[i * st[1]], m[i * st[2]], v[i * st[3]], inv, step);
+        p[i * st[0]] = f(p[i * st[0]], g[i * st[1]], m[i * st[2]], v[i * st[3]], inv, step);
       }
     }
   });
