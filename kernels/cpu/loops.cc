@@ -2,8 +2,6 @@
 // tables that the loops_<level> libraries define.
 #include "kernels/cpu/loops.h"
 
-#include "runtime/error.h"
-
 namespace streamgrad {
 namespace kernels {
 namespace cpu {

@@ -153,7 +153,8 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
           dispatch_compare(op, [&](auto f) {
             if constexpr (std::is_floating_point<T>::value) {
               compare_scalar_loop<T>(l, o, x, static_cast<T>(scalar), f);
-            } else if (is_int64_value(scalar)) {  // runtime/dtype.h
+            } else if (is_int64_value(scalar)) {
+              // An integral scalar compares in int64: no rounding of large elements.
               compare_scalar_loop<T>(l, o, x, static_cast<int64_t>(scalar), f);
             } else {
               // A fractional scalar is below 2^52 in magnitude, so converting the elements to
