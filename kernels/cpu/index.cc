@@ -101,18 +101,11 @@ void check_one_d(const char* name, const View& out, const View& other,
            ", where the indexed side has index.numel() entries");
 }
 
-}  // namespace
-
-void index_select(const Stream& stream, const View& out, const View& in, int64_t dim,
-                  const View& index) {
-  const char* name = "index_select";
-  check_common(name, stream, out, in, "in", index, dim);
-  check_one_d(name, out, in, "in", index, dim, out);
-  const IndexCheck chk = make_check(name, index, dim, in.sizes[dim]);
-  const std::vector<int64_t> in_strides = without_dim(in, dim);
-  const std::vector<int64_t> idx_strides = index_along(index, out.dim(), dim);
-  const Layout<3> l = cpu::make_layout<3>(
-      out.sizes, {out.strides.data(), in_strides.data(), idx_strides.data()});
+// out[o] = in[o's position with index[i] along dim] over layout l (out, in without dim,
+// index): index_select's and gather's shared body. Indices are checked on the host for
+// cpu streams, in the work itself elsewhere.
+void read_indexed(const Stream& stream, const char* name, const View& out, const View& in,
+                  const View& index, int64_t dim, const IndexCheck& chk, const Layout<3>& l) {
   if (l.numel == 0) return;
   const bool host_checked = stream.device().is_cpu();
   if (host_checked) check_indices(chk);
@@ -133,6 +126,21 @@ void index_select(const Stream& stream, const View& out, const View& in, int64_t
         });
       },
       l);
+}
+
+}  // namespace
+
+void index_select(const Stream& stream, const View& out, const View& in, int64_t dim,
+                  const View& index) {
+  const char* name = "index_select";
+  check_common(name, stream, out, in, "in", index, dim);
+  check_one_d(name, out, in, "in", index, dim, out);
+  const IndexCheck chk = make_check(name, index, dim, in.sizes[dim]);
+  const std::vector<int64_t> in_strides = without_dim(in, dim);
+  const std::vector<int64_t> idx_strides = index_along(index, out.dim(), dim);
+  const Layout<3> l = cpu::make_layout<3>(
+      out.sizes, {out.strides.data(), in_strides.data(), idx_strides.data()});
+  read_indexed(stream, name, out, in, index, dim, chk, l);
 }
 
 namespace {
@@ -211,26 +219,7 @@ void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
   const std::vector<int64_t> in_strides = without_dim(in, dim);
   const Layout<3> l = cpu::make_layout<3>(
       out.sizes, {out.strides.data(), in_strides.data(), index.strides.data()});
-  if (l.numel == 0) return;
-  const bool host_checked = stream.device().is_cpu();
-  if (host_checked) check_indices(chk);
-  void* o = out.data;
-  const void* x = in.data;
-  const int64_t sd = in.strides[dim];
-  const DType dt = out.dtype;
-  cpu::launch_kernel(
-      stream, name, {&in, &index}, {&out},
-      [chk, host_checked, o, x, sd, dt](const Layout<3>& l) {
-        if (!host_checked) check_indices(chk);
-        cpu::dispatch_any(dt, [&](auto t) {
-          using T = decltype(t);
-          T* o0 = static_cast<T*>(o);
-          const T* x0 = static_cast<const T*>(x);
-          indexed_walk(l, chk.data,
-                       [&](int64_t oo, int64_t xo, int64_t i) { o0[oo] = x0[xo + i * sd]; });
-        });
-      },
-      l);
+  read_indexed(stream, name, out, in, index, dim, chk, l);
 }
 
 }  // namespace kernels
