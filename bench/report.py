@@ -165,8 +165,8 @@ def main():
           "of the per-process medians; tiny-op graphs in us per graph node, mlp/cnn/overlap "
           "in ms.")
     print("threads: libtorch's intra-op threads (torch::set_num_threads) and OpenBLAS's "
-          "(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS); streamgrad has no thread setting yet, so "
-          "for it only OpenBLAS's change.")
+          "(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS); streamgrad's kernel threads "
+          "(set_num_threads) and OpenBLAS's.")
     print("zero_grad: each side keeps its default (streamgrad sets grads to none and "
           "AccumulateGrad takes the next gradient over; libtorch 1.13 zeroes in place and "
           "accumulates into it).")

@@ -5,7 +5,7 @@
 //   bazel run -c opt //bench:sg_bench -- --case=chain --n=1000 --op=mul --numel=1
 //   bazel run -c opt //bench:sg_bench -- --list        # the cases run.sh walks
 //
-// Threads: streamgrad has no intra-op thread setting yet; OpenBLAS follows
+// Threads: --threads sets streamgrad's kernel threads (set_num_threads); OpenBLAS follows
 // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, which run.sh sets per process.
 // Exit status: 0, 1 when streamgrad threw, 2 for bad flags, 3 when the check is wrong.
 #include "bench/sg_bench.h"
@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
   const Flags f = parse_flags(argc, argv);
   Report r("streamgrad", f);
   try {
+    streamgrad::set_num_threads(f.threads);
     const std::string& c = f.case_name;
     if (c == "chain") run_chain(f, r);
     else if (c == "fanin") run_fanin(f, r);

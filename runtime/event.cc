@@ -16,44 +16,78 @@ std::atomic<uint64_t> g_records{0};
 std::atomic<uint64_t> g_waits{0};
 std::atomic<uint64_t> g_created{0};
 
-// Free backend events per (device, timing). The cap keeps a burst of live events (a wide
-// backward) from pinning their memory, or their cuda events, for the rest of the process.
+// Free backend events by (device type, timing, device index), each list at most `cap`
+// long: the shared pool and every thread's cache in front of it.
+class FreeEvents {
+ public:
+  // A free event of that kind, or nullptr when there is none.
+  std::unique_ptr<BackendEvent> take(DeviceType type, int index, bool timing) {
+    std::vector<std::unique_ptr<BackendEvent>>* l = list(type, index, timing, /*grow=*/false);
+    if (l == nullptr || l->empty()) return nullptr;
+    std::unique_ptr<BackendEvent> e = std::move(l->back());
+    l->pop_back();
+    return e;
+  }
+  // Keeps `event` and returns true, unless its list is full (may throw bad_alloc).
+  bool keep(DeviceType type, int index, bool timing, size_t cap,
+            std::unique_ptr<BackendEvent>& event) {
+    std::vector<std::unique_ptr<BackendEvent>>* l = list(type, index, timing, /*grow=*/true);
+    if (l == nullptr || l->size() >= cap) return false;
+    l->push_back(std::move(event));
+    return true;
+  }
+  // Calls fn(type, index, timing, event) for every event, emptying the lists.
+  template <typename Fn>
+  void drain(Fn&& fn) {
+    for (int slot = 0; slot < kNumDeviceTypes * 2; ++slot) {
+      for (size_t index = 0; index < lists_[slot].size(); ++index) {
+        for (auto& e : lists_[slot][index]) {
+          fn(static_cast<DeviceType>(slot / 2), static_cast<int>(index), slot % 2 == 1,
+             e.release());
+        }
+      }
+      lists_[slot].clear();
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<BackendEvent>>* list(DeviceType type, int index, bool timing,
+                                                   bool grow) {
+    std::vector<std::vector<std::unique_ptr<BackendEvent>>>& l =
+        lists_[static_cast<int>(type) * 2 + (timing ? 1 : 0)];
+    if (index < 0) return nullptr;
+    if (static_cast<size_t>(index) >= l.size()) {
+      if (!grow) return nullptr;
+      l.resize(index + 1);
+    }
+    return &l[index];
+  }
+  std::vector<std::vector<std::unique_ptr<BackendEvent>>> lists_[kNumDeviceTypes * 2];
+};
+
+// The cap keeps a burst of live events (a wide backward) from pinning their memory, or
+// their cuda events, for the rest of the process.
 constexpr size_t kMaxPooledPerDevice = 256;
 
 class EventPool {
  public:
-  // A free event of that device and timing, or nullptr when there is none.
   std::unique_ptr<BackendEvent> take(DeviceType type, int index, bool timing) {
     std::lock_guard<std::mutex> lk(mu_);
-    std::vector<FreeList>& lists = lists_[slot(type, timing)];
-    if (index < 0 || static_cast<size_t>(index) >= lists.size() || lists[index].empty()) {
-      return nullptr;
-    }
-    std::unique_ptr<BackendEvent> e = std::move(lists[index].back());
-    lists[index].pop_back();
-    return e;
+    return free_.take(type, index, timing);
   }
-
   void give(DeviceType type, int index, bool timing, BackendEvent* event) noexcept {
     // Declared before the lock: an event that is not kept is deleted after the unlock.
     std::unique_ptr<BackendEvent> owned(event);
-    if (index < 0) return;
     try {
       std::lock_guard<std::mutex> lk(mu_);
-      std::vector<FreeList>& lists = lists_[slot(type, timing)];
-      if (static_cast<size_t>(index) >= lists.size()) lists.resize(index + 1);
-      if (lists[index].size() < kMaxPooledPerDevice) lists[index].push_back(std::move(owned));
+      free_.keep(type, index, timing, kMaxPooledPerDevice, owned);
     } catch (...) {  // out of memory growing the pool: delete the event instead
     }
   }
 
  private:
-  using FreeList = std::vector<std::unique_ptr<BackendEvent>>;
-  static int slot(DeviceType type, bool timing) {
-    return static_cast<int>(type) * 2 + (timing ? 1 : 0);
-  }
   std::mutex mu_;
-  std::vector<FreeList> lists_[kNumDeviceTypes * 2];  // [type, timing][device index]
+  FreeEvents free_;
 };
 
 // Never destroyed: Events may die during static destruction, after a pool would have.
@@ -73,29 +107,13 @@ constexpr size_t kMaxCachedPerThread = 16;
 thread_local bool t_cache_alive = false;
 
 struct ThreadCache {
-  using FreeList = std::vector<std::unique_ptr<BackendEvent>>;
-  std::vector<FreeList> lists[kNumDeviceTypes * 2];  // [type, timing][device index]
-
+  FreeEvents free;
   ThreadCache() { t_cache_alive = true; }
   ~ThreadCache() {
     t_cache_alive = false;
-    for (int slot = 0; slot < kNumDeviceTypes * 2; ++slot) {
-      for (size_t index = 0; index < lists[slot].size(); ++index) {
-        for (auto& e : lists[slot][index]) {
-          event_pool().give(static_cast<DeviceType>(slot / 2), static_cast<int>(index),
-                            slot % 2 == 1, e.release());
-        }
-      }
-    }
-  }
-  FreeList* list(DeviceType type, int index, bool timing, bool grow) {
-    std::vector<FreeList>& l = lists[static_cast<int>(type) * 2 + (timing ? 1 : 0)];
-    if (index < 0) return nullptr;
-    if (static_cast<size_t>(index) >= l.size()) {
-      if (!grow) return nullptr;
-      l.resize(index + 1);
-    }
-    return &l[index];
+    free.drain([](DeviceType type, int index, bool timing, BackendEvent* e) {
+      event_pool().give(type, index, timing, e);
+    });
   }
 };
 
@@ -107,29 +125,21 @@ ThreadCache* thread_cache() {
 
 std::unique_ptr<BackendEvent> take_event(DeviceType type, int index, bool timing) {
   ThreadCache* cache = thread_cache();
-  ThreadCache::FreeList* l =
-      cache != nullptr ? cache->list(type, index, timing, /*grow=*/false) : nullptr;
-  if (l != nullptr && !l->empty()) {
-    std::unique_ptr<BackendEvent> e = std::move(l->back());
-    l->pop_back();
-    return e;
-  }
-  return event_pool().take(type, index, timing);
+  std::unique_ptr<BackendEvent> e =
+      cache != nullptr ? cache->free.take(type, index, timing) : nullptr;
+  return e != nullptr ? std::move(e) : event_pool().take(type, index, timing);
 }
 
 void give_event(DeviceType type, int index, bool timing, BackendEvent* event) noexcept {
+  std::unique_ptr<BackendEvent> owned(event);
   try {
     ThreadCache* cache = thread_cache();
-    ThreadCache::FreeList* l =
-        cache != nullptr ? cache->list(type, index, timing, /*grow=*/true) : nullptr;
-    if (l != nullptr && l->size() < kMaxCachedPerThread) {
-      l->reserve(kMaxCachedPerThread);
-      l->emplace_back(event);
+    if (cache != nullptr && cache->free.keep(type, index, timing, kMaxCachedPerThread, owned)) {
       return;
     }
   } catch (...) {  // out of memory: the shared pool decides
   }
-  event_pool().give(type, index, timing, event);
+  event_pool().give(type, index, timing, owned.release());
 }
 
 }  // namespace

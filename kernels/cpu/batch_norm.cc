@@ -3,14 +3,12 @@
 // One channel at a time: its N rows of S contiguous values are read twice for the
 // statistics (mean, then the centred sum of squares, as the composite op computed them)
 // and once more to write. float32 sums accumulate in double, as reduce() does.
-#include <vector>
-
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/norm_ops.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -128,39 +126,33 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
   SG_CHECK(d.n * d.s > 0 || d.c == 0, ValueError, name, ": no values per channel in ",
            cpu::describe(in));
   if (d.c == 0) return;
-  std::vector<MemRange> reads{in.byte_range()};
-  if (weight != nullptr) reads.push_back(weight->byte_range());
-  if (bias != nullptr) reads.push_back(bias->byte_range());
-  const MemRange writes[] = {out.byte_range(), mean.byte_range(), var.byte_range()};
-  const View w = weight ? *weight : View(), b = bias ? *bias : View();
-  const bool has_w = weight != nullptr, has_b = bias != nullptr;
-  launch(stream, {name, reads, writes},
-         [d, o = out.data, mn = mean.data, vr = var.data, x = in.data, w, b, has_w, has_b, eps,
-          dt = in.dtype] {
-           cpu::dispatch_floating(dt, [&](auto t) {
-             using T = decltype(t);
-             for (int64_t c = 0; c < d.c; ++c) {
-               forward_channel<T>(d, c, static_cast<T*>(o), static_cast<T*>(mn),
-                                  static_cast<T*>(vr), static_cast<const T*>(x),
-                                  has_w ? static_cast<const T*>(w.data) : nullptr,
-                                  has_b ? static_cast<const T*>(b.data) : nullptr, eps);
-             }
-           });
-         });
+  cpu::launch_kernel(
+      stream, name, {&in, weight, bias}, {&out, &mean, &var},
+      [d, o = out.data, mn = mean.data, vr = var.data, x = in.data,
+       w = data_or_null<void>(weight), b = data_or_null<void>(bias), eps, dt = in.dtype] {
+        cpu::dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          for (int64_t c = 0; c < d.c; ++c) {
+            forward_channel<T>(d, c, static_cast<T*>(o), static_cast<T*>(mn),
+                               static_cast<T*>(vr), static_cast<const T*>(x),
+                               static_cast<const T*>(w), static_cast<const T*>(b), eps);
+          }
+        });
+      });
 }
 
 void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
-                         const View* grad_bias, const View& grad_out, const View& in,
-                         const View& mean, const View& var, const View* weight, double eps) {
+                      const View* grad_bias, const View& grad_out, const View& in,
+                      const View& mean, const View& var, const View* weight, double eps) {
   const char* name = "batch_norm_backward";
   const NcsDims d = check_input(name, stream, in);
   check_nc_s(name, "grad_out", grad_out, d);
   cpu::check_same_dtype(name, "grad_out", grad_out, "in", in);
   if (grad_in != nullptr) {
-    check_nc_s(name, "grad_in", *grad_in, d);
-    cpu::check_same_dtype(name, "grad_in", *grad_in, "in", in);
-    cpu::check_disjoint(name, "grad_in", *grad_in, "in", in);
-    cpu::check_disjoint(name, "grad_in", *grad_in, "grad_out", grad_out);
+ check_nc_s(name, "grad_in", *grad_in, d);
+ cpu::check_same_dtype(name, "grad_in", *grad_in, "in", in);
+ cpu::check_disjoint(name, "grad_in", *grad_in, "in", in);
+ cpu::check_disjoint(name, "grad_in", *grad_in, "grad_out", grad_out);
   }
   check_channels(name, "grad_weight", grad_weight, in, d);
   check_channels(name, "grad_bias", grad_bias, in, d);
@@ -168,27 +160,21 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
   check_channels(name, "var", &var, in, d);
   check_channels(name, "weight", weight, in, d);
   if (d.c == 0) return;
-  std::vector<MemRange> reads{grad_out.byte_range(), in.byte_range(), mean.byte_range(),
-                              var.byte_range()};
-  if (weight != nullptr) reads.push_back(weight->byte_range());
-  std::vector<MemRange> writes;
-  for (const View* v : {grad_in, grad_weight, grad_bias}) {
-    if (v != nullptr) writes.push_back(v->byte_range());
-  }
-  launch(stream, {name, reads, writes},
-         [d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
-          gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
-          vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype] {
-           cpu::dispatch_floating(dt, [&](auto t) {
-             using T = decltype(t);
-             for (int64_t c = 0; c < d.c; ++c) {
-               backward_channel<T>(d, c, static_cast<T*>(gi), static_cast<T*>(gw),
-                                   static_cast<T*>(gb), static_cast<const T*>(g),
-                                   static_cast<const T*>(x), static_cast<const T*>(mn),
-                                   static_cast<const T*>(vr), static_cast<const T*>(w), eps);
-             }
-           });
-         });
+  cpu::launch_kernel(
+      stream, name, {&grad_out, &in, &mean, &var, weight}, {grad_in, grad_weight, grad_bias},
+      [d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
+       gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
+       vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype] {
+        cpu::dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          for (int64_t c = 0; c < d.c; ++c) {
+            backward_channel<T>(d, c, static_cast<T*>(gi), static_cast<T*>(gw),
+                                static_cast<T*>(gb), static_cast<const T*>(g),
+                                static_cast<const T*>(x), static_cast<const T*>(mn),
+                                static_cast<const T*>(vr), static_cast<const T*>(w), eps);
+          }
+        });
+      });
 }
 
 }  // namespace kernels

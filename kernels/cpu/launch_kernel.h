@@ -39,7 +39,7 @@ namespace cpu {
 
 using Views = std::initializer_list<const View*>;
 
-constexpr size_t kMaxLaunchViews = 4;
+constexpr size_t kMaxLaunchViews = 6;  // batch_norm_backward reads five
 
 template <typename Fn, typename... Args>
 void launch_kernel(const Stream& stream, const char* name, Views reads, Views writes, Fn fn,
