@@ -1,8 +1,9 @@
 // max_pool2d and avg_pool2d.
 //
-// Max pooling finds the arg-max positions with a kernel (no history), then picks the
-// values with gather, so its backward (scatter_add to those positions) and double
-// backward come from gather's. Average pooling is the mean of unfold's columns (zero
+// Max pooling is one kernel each way: the forward writes the values and their arg-max
+// positions, the backward adds the gradient at those positions. Under create_graph the
+// backward is scatter_add to the positions instead, whose own backward (gather) makes it
+// differentiable again. Average pooling is the mean of unfold's columns (zero
 // padding counted), or their sum over the number of real taps (count_include_pad false).
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
@@ -49,6 +50,32 @@ std::array<int64_t, 2> pool_positions(const char* op, const Tensor& input,
   return {oh, ow};
 }
 
+// Gradients of max pooling over planes [P, H, W] reshaped from the input.
+struct MaxPool2dBackward final : Node {
+  std::string name() const override { return "MaxPool2dBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    if (!g.defined()) return {Tensor()};
+    const Tensor idx = indices.unpack("MaxPool2dBackward");  // [P, oH, oW]
+    const int64_t planes = idx.size(0), area = height * width;
+    if (grad_mode_enabled()) {
+      const int64_t per_plane = idx.size(1) * idx.size(2);
+      const Tensor zero = zeros({planes, area}, TensorOptions().dtype(g.dtype()).device(g.device()));
+      const Tensor gin = scatter_add(zero, 1, reshape(idx, {planes, per_plane}),
+                                     reshape(g, {planes, per_plane}));
+      return {grad_for(reshape(gin, input.sizes), input)};
+    }
+    const Tensor g3 = contiguous(reshape(g, idx.sizes()));
+    Tensor gin = new_output({planes, height, width}, g.dtype(), g.device());
+    kernels::max_pool2d_backward(stream_of(gin), gin.view(), g3.view(), idx.view());
+    return {grad_for(reshape(gin, input.sizes), input)};
+  }
+  void release_variables() override { indices.reset(); }
+  SavedTensor indices;
+  InputInfo input;
+  int64_t height = 0, width = 0;
+};
+
 Conv2dParams as_conv(const kernels::Window2d& w) {
   Conv2dParams c;
   for (int d = 0; d < 2; ++d) {
@@ -70,15 +97,22 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Poo
   out_shape[out_shape.size() - 2] = o[0];
   out_shape[out_shape.size() - 1] = o[1];
   Tensor indices = new_output({planes, o[0], o[1]}, DType::kInt64, input.device());
+  Tensor values = new_output(out_shape, input.dtype(), input.device());
   {
     NoGradGuard no_grad;
     const Tensor x = reshape(contiguous(input), {planes, h, wd});
-    Tensor values = new_output({planes, o[0], o[1]}, input.dtype(), input.device());
-    kernels::max_pool2d(stream_of(values), values.view(), indices.view(), x.view(), w);
+    kernels::max_pool2d(stream_of(values), contiguous_view_as(values, {planes, o[0], o[1]}),
+                        indices.view(), x.view(), w);
   }
-  const Tensor flat_index = reshape(indices, {planes, o[0] * o[1]});
-  const Tensor values = gather(reshape(input, {planes, h * wd}), 1, flat_index);
-  return {reshape(values, out_shape), reshape(indices, out_shape)};
+  if (any_requires_grad({input})) {
+    auto node = std::make_shared<MaxPool2dBackward>();
+    node->indices = SavedTensor(indices);
+    node->input = meta_of(input);
+    node->height = h;
+    node->width = wd;
+    wire(node, {input}, {values});
+  }
+  return {values, reshape(indices, out_shape)};
 }
 
 Tensor max_pool2d(const Tensor& input, const Pool2dParams& params) {

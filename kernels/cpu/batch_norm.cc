@@ -2,7 +2,8 @@
 //
 // One channel at a time: its N rows of S contiguous values are read twice for the
 // statistics (mean, then the centred sum of squares, as the composite op computed them)
-// and once more to write. float32 sums accumulate in double, as reduce() does.
+// and once more to write, each pass a loop of the level in use (loops_nn.cc). Sums
+// accumulate in double, in fixed lanes, so every level gives the same bits.
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
@@ -13,9 +14,6 @@
 namespace streamgrad {
 namespace kernels {
 namespace {
-
-template <typename T>
-using Acc = std::conditional_t<std::is_same<T, float>::value, double, T>;
 
 struct NcsDims {
   int64_t n, c, s;
@@ -47,61 +45,68 @@ NcsDims check_input(const char* kernel, const Stream& stream, const View& in) {
   return NcsDims{in.sizes[0], in.sizes[1], in.sizes[2]};
 }
 
-// Calls fn(row) for each of channel c's N rows of S values.
-template <typename T, typename Fn>
-void for_rows(T* base, const NcsDims& d, int64_t c, Fn&& fn) {
-  for (int64_t i = 0; i < d.n; ++i) fn(base + (i * d.c + c) * d.s);
+// The level's loops, captured at launch: a sim stream runs the level it was launched with.
+struct Levels {
+  const cpu::Loops* loops;
+  const cpu::NnLoops* nn;
+};
+
+Levels levels_now() { return {&cpu::loops(), &cpu::nn_loops()}; }
+
+// The sum of n contiguous elements in kSumBlock blocks, added in order (as reduce() sums
+// a row).
+template <typename T>
+double row_sum(const cpu::Loops& lp, DType dt, const T* p, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i += cpu::kSumBlock) {
+    s += lp.sum_block(dt, p + i, n - i < cpu::kSumBlock ? n - i : cpu::kSumBlock);
+  }
+  return s;
 }
 
 template <typename T>
-void forward_channel(const NcsDims& d, int64_t c, T* out, T* mean, T* var, const T* in,
-                     const T* weight, const T* bias, double eps) {
+void forward_channel(const Levels& lv, DType dt, const NcsDims& d, int64_t c, T* out, T* mean,
+                     T* var, const T* in, const T* weight, const T* bias, double eps) {
   const double m = static_cast<double>(d.n * d.s);
-  Acc<T> sum = 0;
-  for_rows(in, d, c, [&](const T* r) {
-    for (int64_t j = 0; j < d.s; ++j) sum += r[j];
-  });
+  const int64_t row_step = d.c * d.s;
+  const T* first = in + c * d.s;
+  double sum = 0;
+  for (int64_t i = 0; i < d.n; ++i) sum += row_sum(*lv.loops, dt, first + i * row_step, d.s);
   const T mu = static_cast<T>(sum / m);
-  Acc<T> sq = 0;
-  for_rows(in, d, c, [&](const T* r) {
-    for (int64_t j = 0; j < d.s; ++j) sq += static_cast<Acc<T>>(r[j] - mu) * (r[j] - mu);
-  });
+  double sq = 0;
+  for (int64_t i = 0; i < d.n; ++i) sq += lv.nn->centred_squares(dt, first + i * row_step, d.s, mu);
   const T v = static_cast<T>(sq / m);
   mean[c] = mu;
   var[c] = v;
-  const BatchNormApply<T> f{mu, batch_norm_invstd(v, eps), weight ? weight[c] : T(1),
+  const double coeffs[4] = {mu, batch_norm_invstd(v, eps), weight ? weight[c] : T(1),
                             bias ? bias[c] : T(0)};
   for (int64_t i = 0; i < d.n; ++i) {
-    const T* x = in + (i * d.c + c) * d.s;
-    T* y = out + (i * d.c + c) * d.s;
-    for (int64_t j = 0; j < d.s; ++j) y[j] = f(x[j]);
+    const int64_t at = c * d.s + i * row_step;
+    lv.nn->batch_norm_apply(dt, out + at, in + at, d.s, coeffs);
   }
 }
 
 template <typename T>
-void backward_channel(const NcsDims& d, int64_t c, T* gin, T* gw, T* gb, const T* g, const T* in,
-                      const T* mean, const T* var, const T* weight, double eps) {
+void backward_channel(const Levels& lv, DType dt, const NcsDims& d, int64_t c, T* gin, T* gw,
+                      T* gb, const T* g, const T* in, const T* mean, const T* var,
+                      const T* weight, double eps) {
   const double m = static_cast<double>(d.n * d.s);
+  const int64_t row_step = d.c * d.s;
   const T mu = mean[c];
   const T invstd = batch_norm_invstd(var[c], eps);
-  Acc<T> sum_g = 0, sum_gc = 0;
+  double sum_g = 0, sum_gc = 0;
   for (int64_t i = 0; i < d.n; ++i) {
-    const T* gr = g + (i * d.c + c) * d.s;
-    const T* xr = in + (i * d.c + c) * d.s;
-    for (int64_t j = 0; j < d.s; ++j) {
-      sum_g += gr[j];
-      sum_gc += static_cast<Acc<T>>(gr[j]) * (xr[j] - mu);
-    }
+    const int64_t at = c * d.s + i * row_step;
+    lv.nn->grad_sums(dt, g + at, in + at, d.s, mu, &sum_g, &sum_gc);
   }
   if (gb != nullptr) gb[c] = static_cast<T>(sum_g);
   if (gw != nullptr) gw[c] = static_cast<T>(sum_gc * invstd);
   if (gin == nullptr) return;
-  const BatchNormInputGrad<T> f{mu, invstd, weight ? weight[c] : T(1),
-                                static_cast<T>(sum_g / m),
-                                static_cast<T>(sum_gc / m * invstd * invstd)};
+  const double coeffs[5] = {mu, invstd, weight ? weight[c] : T(1), static_cast<T>(sum_g / m),
+                            static_cast<T>(sum_gc / m * invstd * invstd)};
   for (int64_t i = 0; i < d.n; ++i) {
-    const int64_t at = (i * d.c + c) * d.s;
-    for (int64_t j = 0; j < d.s; ++j) gin[at + j] = f(g[at + j], in[at + j]);
+    const int64_t at = c * d.s + i * row_step;
+    lv.nn->batch_norm_input_grad(dt, gin + at, g + at, in + at, d.s, coeffs);
   }
 }
 
@@ -129,11 +134,12 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
   cpu::launch_kernel(
       stream, name, {&in, weight, bias}, {&out, &mean, &var},
       [d, o = out.data, mn = mean.data, vr = var.data, x = in.data,
-       w = data_or_null<void>(weight), b = data_or_null<void>(bias), eps, dt = in.dtype] {
+       w = data_or_null<void>(weight), b = data_or_null<void>(bias), eps, dt = in.dtype,
+       lv = levels_now()] {
         cpu::dispatch_floating(dt, [&](auto t) {
           using T = decltype(t);
           for (int64_t c = 0; c < d.c; ++c) {
-            forward_channel<T>(d, c, static_cast<T*>(o), static_cast<T*>(mn),
+            forward_channel<T>(lv, dt, d, c, static_cast<T*>(o), static_cast<T*>(mn),
                                static_cast<T*>(vr), static_cast<const T*>(x),
                                static_cast<const T*>(w), static_cast<const T*>(b), eps);
           }
@@ -164,11 +170,11 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
       stream, name, {&grad_out, &in, &mean, &var, weight}, {grad_in, grad_weight, grad_bias},
       [d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
        gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
-       vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype] {
+       vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype, lv = levels_now()] {
         cpu::dispatch_floating(dt, [&](auto t) {
           using T = decltype(t);
           for (int64_t c = 0; c < d.c; ++c) {
-            backward_channel<T>(d, c, static_cast<T*>(gi), static_cast<T*>(gw),
+            backward_channel<T>(lv, dt, d, c, static_cast<T*>(gi), static_cast<T*>(gw),
                                 static_cast<T*>(gb), static_cast<const T*>(g),
                                 static_cast<const T*>(x), static_cast<const T*>(mn),
                                 static_cast<const T*>(vr), static_cast<const T*>(w), eps);

@@ -55,6 +55,12 @@ void check_view(const char* kernel, const char* what, const View& v) {
            describe(v), " has no data");
 }
 
+void check_contiguous(const char* kernel, const char* what, const View& v, int64_t rank) {
+  check_view(kernel, what, v);
+  SG_CHECK(v.dim() == rank && v.is_contiguous(), ValueError, kernel, ": ", what,
+           " must be a contiguous ", rank, "-D view, got ", describe(v));
+}
+
 void check_output(const char* kernel, const char* what, const View& v) {
   check_view(kernel, what, v);
   if (v.numel() == 0) return;  // nothing is written; contiguous strides of [2, 0] hold a 0

@@ -45,6 +45,8 @@ void check_no_partial_overlap(const char* kernel, const char* what_out, const Vi
 // The byte ranges of the two views do not intersect at all.
 void check_disjoint(const char* kernel, const char* what_out, const View& out,
                     const char* what_in, const View& in);
+// check_view, and a contiguous view of the given rank.
+void check_contiguous(const char* kernel, const char* what, const View& v, int64_t rank);
 // A dim index in [0, rank).
 void check_dim(const char* kernel, int64_t dim, const View& v);
 

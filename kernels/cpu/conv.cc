@@ -1,14 +1,9 @@
-// im2col, col2im and max_pool2d on cpu and sim streams (kernels/nn_kernels.h).
+// im2col and col2im on cpu and sim streams (kernels/nn_kernels.h).
 //
 // Loops run over (plane, kernel tap, output row) with the output column innermost, so
 // the inner loop is a strided copy the compiler vectorises when the stride is 1.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
-#include <vector>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/checks.h"
@@ -21,44 +16,6 @@ namespace streamgrad {
 namespace kernels {
 namespace {
 
-void check_contiguous(const char* kernel, const char* what, const View& v, int64_t rank) {
-  cpu::check_view(kernel, what, v);
-  SG_CHECK(v.dim() == rank && v.is_contiguous(), ValueError, kernel, ": ", what,
-           " must be a contiguous ", rank, "-D view, got ", cpu::describe(v));
-}
-
-// The taps of output position o's window along dim d that fall inside [0, in): the range
-// [first_tap, end_tap), so that the inner loops need no bounds checks.
-int64_t first_tap(int64_t o, const Window2d& w, int d) {
-  int64_t k = 0;
-  while (k < w.kernel[d] &&
-         window_input_index(o, k, w.stride[d], w.padding[d], w.dilation[d]) < 0) {
-    ++k;
-  }
-  return k;
-}
-int64_t end_tap(int64_t o, const Window2d& w, int d, int64_t in) {
-  int64_t k = w.kernel[d];
-  while (k > 0 && window_input_index(o, k - 1, w.stride[d], w.padding[d], w.dilation[d]) >= in) {
-    --k;
-  }
-  return k;
-}
-
-// take ? a : b through bit masks, so that the compiler emits no branch for it.
-template <typename T>
-T select(bool take, T a, T b) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  Bits x, y;
-  std::memcpy(&x, &a, sizeof(T));
-  std::memcpy(&y, &b, sizeof(T));
-  const Bits mask = static_cast<Bits>(0) - static_cast<Bits>(take);
-  const Bits r = (x & mask) | (y & ~mask);
-  T out;
-  std::memcpy(&out, &r, sizeof(T));
-  return out;
-}
-
 // The window's output size along dim d (0: rows, 1: columns) for an input of size `in`.
 int64_t out_size(const Window2d& w, int d, int64_t in) {
   return window_output_size(in, w.kernel[d], w.stride[d], w.padding[d], w.dilation[d]);
@@ -66,8 +23,8 @@ int64_t out_size(const Window2d& w, int d, int64_t in) {
 
 // Checks cols [B, C*kH*kW, oH*oW] against image [B, C, H, W].
 void check_columns(const char* kernel, const View& cols, const View& image, const Window2d& w) {
-  check_contiguous(kernel, "columns", cols, 3);
-  check_contiguous(kernel, "image", image, 4);
+  cpu::check_contiguous(kernel, "columns", cols, 3);
+  cpu::check_contiguous(kernel, "image", image, 4);
   cpu::check_floating(kernel, "image", image);
   cpu::check_same_dtype(kernel, "columns", cols, "image", image);
   const int64_t oh = out_size(w, 0, image.sizes[2]), ow = out_size(w, 1, image.sizes[3]);
@@ -125,6 +82,13 @@ struct ColumnWalk {
     }
   }
 };
+
+// dst[j] += src[j]: the two are disjoint (check_columns), which the compiler is told so
+// that the loop is vector code without an alias check.
+template <typename T>
+void add_row(T* __restrict dst, const T* __restrict src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+}
 
 ColumnWalk walk_of(const View& image, const View& cols, const Window2d& w) {
   const int64_t oh = out_size(w, 0, image.sizes[2]);
@@ -193,77 +157,12 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
         T* dst = img + plane + ih * walk.width +
                  window_input_index(r.begin, kj, w.stride[1], w.padding[1], w.dilation[1]);
         const int64_t step = w.stride[1];
-        for (int64_t oj = r.begin; oj < r.end; ++oj) dst[(oj - r.begin) * step] += src[oj];
-      });
-    });
-  });
-}
-
-void max_pool2d(const Stream& stream, const View& values, const View& indices, const View& in,
-                const Window2d& w) {
-  const char* name = "max_pool2d";
-  cpu::check_stream(name, stream);
-  check_contiguous(name, "in", in, 3);
-  check_contiguous(name, "values", values, 3);
-  check_contiguous(name, "indices", indices, 3);
-  cpu::check_floating(name, "in", in);
-  cpu::check_same_dtype(name, "values", values, "in", in);
-  cpu::check_dtype(name, "indices", indices, DType::kInt64);
-  cpu::check_same_sizes(name, "values", values, "indices", indices);
-  SG_CHECK(values.sizes[0] == in.sizes[0], ValueError, name, ": values ",
-           cpu::describe(values), " and in ", cpu::describe(in), " differ in planes");
-  cpu::check_disjoint(name, "values", values, "in", in);
-  cpu::check_disjoint(name, "indices", indices, "in", in);
-  if (values.numel() == 0) return;
-  const int64_t planes = in.sizes[0], h = in.sizes[1], wd = in.sizes[2];
-  const int64_t oh = values.sizes[1], ow = values.sizes[2];
-  void* vo = values.data;
-  void* io = indices.data;
-  const void* x = in.data;
-  cpu::launch_kernel(stream, name, {&in}, {&values, &indices}, [=, dt = in.dtype] {
-    cpu::dispatch_floating(dt, [&](auto t) {
-      using T = decltype(t);
-      T* val = static_cast<T*>(vo);
-      int64_t* idx = static_cast<int64_t*>(io);
-      const T* img = static_cast<const T*>(x);
-      // Each output row's and column's taps inside the image, found once per launch.
-      std::vector<int64_t> row_taps(2 * oh), col_taps(2 * ow);
-      for (int64_t oi = 0; oi < oh; ++oi) {
-        row_taps[2 * oi] = first_tap(oi, w, 0);
-        row_taps[2 * oi + 1] = end_tap(oi, w, 0, h);
-      }
-      for (int64_t oj = 0; oj < ow; ++oj) {
-        col_taps[2 * oj] = first_tap(oj, w, 1);
-        col_taps[2 * oj + 1] = end_tap(oj, w, 1, wd);
-      }
-      const int64_t dr = w.dilation[0] * wd, dc = w.dilation[1];
-      for (int64_t p = 0; p < planes; ++p) {
-        const T* plane = img + p * h * wd;
-        for (int64_t oi = 0; oi < oh; ++oi) {
-          const int64_t ki0 = row_taps[2 * oi], ki1 = row_taps[2 * oi + 1];
-          const int64_t row0 = window_input_index(oi, ki0, w.stride[0], w.padding[0], w.dilation[0]) * wd;
-          for (int64_t oj = 0; oj < ow; ++oj) {
-            const int64_t kj0 = col_taps[2 * oj], kj1 = col_taps[2 * oj + 1];
-            const int64_t col0 = window_input_index(oj, kj0, w.stride[1], w.padding[1], w.dilation[1]);
-            T best = -std::numeric_limits<T>::infinity();
-            int64_t at = -1;
-            for (int64_t ki = ki0, r = row0; ki < ki1; ++ki, r += dr) {
-              for (int64_t kj = kj0, i = r + col0; kj < kj1; ++kj, i += dc) {
-                const T v = plane[i];
-                // Selects rather than branches (which tap wins is data-dependent): the
-                // first tap, a larger one, or the first NaN.
-                const bool take = (at < 0) | (v > best) | ((v != v) & (best == best));
-                const int64_t mask = -static_cast<int64_t>(take);
-                at = (i & mask) | (at & ~mask);
-                best = select(take, v, best);
-              }
-            }
-            const int64_t o = (p * oh + oi) * ow + oj;
-            val[o] = best;
-            idx[o] = at;
-          }
+        if (step == 1) {
+          add_row(dst, src + r.begin, r.end - r.begin);
+        } else {
+          for (int64_t oj = r.begin; oj < r.end; ++oj) dst[(oj - r.begin) * step] += src[oj];
         }
-      }
+      });
     });
   });
 }

@@ -71,20 +71,46 @@ struct Loops {
   void (*columns)(Reduce op, DType dt, void* acc, const void* row, int64_t n);
 };
 
-// The table of cpu_capability(), or of a given level (at most the machine's).
+// The loops of the neural-network kernels (loops_nn.cc), float32 and float64 only.
+struct NnLoops {
+  // One output row of a 2x2, stride-2 max pool whose windows lie inside the image: the
+  // windows' rows are `top` and `bottom` (2 * ow values each); indices get the flat index
+  // in the plane, `first` being top[0]'s and `width` the plane's row length.
+  void (*max_pool_2x2)(DType dt, const void* top, const void* bottom, int64_t ow,
+                       void* values, int64_t* indices, int64_t first, int64_t width);
+  // The sum, in double, of (p[i] - mean)^2 over n contiguous elements (the difference
+  // taken in dt); mean is a dt value.
+  double (*centred_squares)(DType dt, const void* p, int64_t n, double mean);
+  // *sum_g += the sum of g[i], *sum_gc += the sum of g[i] * (x[i] - mean), in double.
+  void (*grad_sums)(DType dt, const void* g, const void* x, int64_t n, double mean,
+                    double* sum_g, double* sum_gc);
+  // out[i] = BatchNormApply{c[0..3]}(in[i]) and out[i] = BatchNormInputGrad{c[0..4]}(g[i],
+  // x[i]) (kernels/norm_ops.h), the coefficients being dt values; out is disjoint from
+  // the inputs.
+  void (*batch_norm_apply)(DType dt, void* out, const void* in, int64_t n, const double* c);
+  void (*batch_norm_input_grad)(DType dt, void* out, const void* g, const void* x, int64_t n,
+                                const double* c);
+};
+
+// The tables of cpu_capability(), or of a given level (at most the machine's).
 const Loops& loops();
 const Loops& loops_for(CpuCapability c);
+const NnLoops& nn_loops();
+const NnLoops& nn_loops_for(CpuCapability c);
 
-// One table per level, each defined in its own library.
+// One table of each kind per level, each defined in its own library.
 namespace level_default {
 extern const Loops kLoops;
+extern const NnLoops kNnLoops;
 }
 #if defined(__x86_64__)
 namespace level_avx2 {
 extern const Loops kLoops;
+extern const NnLoops kNnLoops;
 }
 namespace level_avx512 {
 extern const Loops kLoops;
+extern const NnLoops kNnLoops;
 }
 #endif
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "tests/ops/finite_difference.h"
 
@@ -137,6 +138,38 @@ TEST_CASE("max_pool2d propagates NaN and pads with -infinity", "[ops][pool]") {
   p.padding = {1, 1};
   const Tensor neg = from_vector<double>({-5, -6, -7, -8}, {1, 1, 2, 2}, o);
   check_close(values(max_pool2d(neg, p)), {-5, -5, -5, -5});  // never the zero padding
+}
+
+TEST_CASE("max_pool2d is one kernel each way; under create_graph its backward is scatter_add",
+          "[ops][pool]") {
+  const Device d = test_device();
+  // Stride 1: windows overlap, so one input position can win twice.
+  const Tensor x = random_input({2, 3, 4, 5}, d, 14, -2, 2, 0.01);
+  const Tensor g = random_input({2, 3, 3, 4}, d, 15);
+  Pool2dParams p;
+  p.kernel_size = {2, 2};
+  p.stride = {1, 1};
+  Tensor y, i;
+  TensorList grads;
+  {
+    KernelNames seen;
+    std::tie(y, i) = max_pool2d_with_indices(x, p);
+    CHECK(seen.names == std::vector<std::string>{"max_pool2d"});
+    seen.names.clear();
+    grads = grad({y}, {x}, {g});
+    CHECK(seen.names == std::vector<std::string>{"max_pool2d_backward"});
+  }
+  // The gradient is g summed onto the winners' positions, per plane.
+  const std::vector<double> gv = values(g);
+  const std::vector<int64_t> iv = i.to_vector<int64_t>();
+  std::vector<double> want(2 * 3 * 4 * 5, 0);
+  for (size_t k = 0; k < gv.size(); ++k) want[(k / 12) * 20 + iv[k]] += gv[k];
+  check_close(values(grads[0]), want);
+  const TensorList again = grad({max_pool2d(x, p)}, {x}, {g}, /*retain_graph=*/true,
+                                /*create_graph=*/true);
+  CHECK(again[0].requires_grad());
+  check_close(values(again[0]), want);
+  check_second_order([&](const TensorList& in) { return max_pool2d(in[0], p); }, {x});
 }
 
 TEST_CASE("avg_pool2d averages windows, with or without the padding", "[ops][pool]") {
