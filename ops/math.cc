@@ -4,6 +4,7 @@
 // own grad_fn) and recomputes what it needs with ops, so that the formulas are
 // differentiable again under create_graph. relu and abs multiply by a mask computed with
 // kernels (no history): their second derivative is zero almost everywhere.
+#include "engine/grad_mode.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -20,14 +21,7 @@ Tensor unary_forward(kernels::Unary op, const Tensor& a, const char* name) {
   return out;
 }
 
-// A tensor of `x`'s shape holding kernel-computed values of `op(x)` with no history: the
-// masks of relu and abs.
-Tensor relu_mask(const Tensor& x) {  // 1 where x > 0, else 0
-  Tensor m = full(x.sizes(), 1.0, TensorOptions().dtype(x.dtype()).device(x.device()));
-  kernels::binary(stream_of(m), kernels::Binary::kReluBackward, m.view(), m.view(), x.view());
-  return m;
-}
-
+// The sign of `x` with no history: abs's gradient mask.
 Tensor sign_of(const Tensor& x) {  // -1, 0 or 1
   Tensor m = new_output(x.sizes(), x.dtype(), x.device());
   kernels::unary(stream_of(m), kernels::Unary::kSign, m.view(), x.view());
@@ -92,7 +86,15 @@ struct SigmoidBackward final : UnaryBackward {  // g s (1 - s)
 
 struct ReluBackward final : UnaryBackward {  // g (x > 0)
   explicit ReluBackward(const Tensor& x) : UnaryBackward(x, "ReluBackward") {}
-  Tensor grad(const Tensor& g, const Tensor& x) const override { return mul(g, relu_mask(x)); }
+  // One kernel, g where x > 0 and 0 elsewhere; under create_graph a product with the
+  // mask, which records g's history (both give 0 where x <= 0, whatever g is).
+  Tensor grad(const Tensor& g, const Tensor& x) const override {
+    if (grad_mode_enabled()) return where(gt(x, 0.0), g, zeros_like(g));
+    Tensor out = new_output(x.sizes(), x.dtype(), x.device());
+    kernels::binary(stream_of(out), kernels::Binary::kReluBackward, out.view(), g.view(),
+                    x.view());
+    return out;
+  }
 };
 
 struct AbsBackward final : UnaryBackward {  // g sign(x)

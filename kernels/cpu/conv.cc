@@ -2,8 +2,8 @@
 //
 // Loops run over (plane, kernel tap, output row) with the output column innermost, so
 // the inner loop is a strided copy the compiler vectorises when the stride is 1.
-#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/checks.h"
@@ -38,48 +38,64 @@ void check_columns(const char* kernel, const View& cols, const View& image, cons
   cpu::check_disjoint(kernel, "columns", cols, "image", image);
 }
 
-// Calls fn(plane_image_offset, column_row, ih, iw_base, oi) for every (image plane,
-// kernel tap, output row) whose input row lies inside the image; the caller walks the
-// output columns.
-struct ColumnRange {
-  int64_t begin, end;
+// One output row of columns for one (channel, tap): its first `begin` and its last
+// (ow - end) columns read the padding; columns [begin, end) read the image row from
+// column `first` on, `step` apart. `inside` is false when the whole row is padding.
+struct ColumnRow {
+  int64_t dst;  // offset of the row in the columns
+  int64_t src;  // offset of the first image element read
+  int64_t begin, end, step;
+  bool inside;
 };
 
+// Calls fn(row) for every (image plane, kernel tap, output row), in that order. The taps'
+// column ranges and input rows are worked out once per launch, so that the per-row work
+// is a short loop with no bounds checks (tools/train's cnn has rows of 14 and 28: the
+// per-row overhead is most of the cost).
 struct ColumnWalk {
   int64_t batch, channels, height, width, oh, ow;
   Window2d w;
-  // The output columns whose input column for tap kj lies inside the image (padding
-  // reads zeros): computed once per row so that the copies need no per-element checks.
-  ColumnRange columns_inside(int64_t kj) const {
-    int64_t begin = 0;
-    while (begin < ow &&
-           window_input_index(begin, kj, w.stride[1], w.padding[1], w.dilation[1]) < 0) {
-      ++begin;
-    }
-    int64_t end = ow;
-    while (end > begin &&
-           window_input_index(end - 1, kj, w.stride[1], w.padding[1], w.dilation[1]) >= width) {
-      --end;
-    }
-    return {begin, end};
-  }
+
   template <typename Fn>
   void operator()(Fn fn) const {
-    const int64_t taps = w.kernel[0] * w.kernel[1];
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t c = 0; c < channels; ++c) {
-        const int64_t plane = (b * channels + c) * height * width;
-        for (int64_t ki = 0; ki < w.kernel[0]; ++ki) {
-          for (int64_t kj = 0; kj < w.kernel[1]; ++kj) {
-            const int64_t row = (b * channels * taps + c * taps + ki * w.kernel[1] + kj) * oh * ow;
-            for (int64_t oi = 0; oi < oh; ++oi) {
-              const int64_t ih = window_input_index(oi, ki, w.stride[0], w.padding[0], w.dilation[0]);
-              fn(plane, row + oi * ow, ih, kj, ih >= 0 && ih < height);
-            }
+    const int64_t kh = w.kernel[0], kw = w.kernel[1];
+    std::vector<int64_t> col_begin(kw), col_end(kw), col_first(kw), row_in(kh * oh);
+    for (int64_t kj = 0; kj < kw; ++kj) {
+      int64_t begin = 0, end = ow;
+      while (begin < ow && column(begin, kj) < 0) ++begin;
+      while (end > begin && column(end - 1, kj) >= width) --end;
+      col_begin[kj] = begin;
+      col_end[kj] = end;
+      col_first[kj] = begin < end ? column(begin, kj) : 0;
+    }
+    for (int64_t ki = 0; ki < kh; ++ki) {
+      for (int64_t oi = 0; oi < oh; ++oi) {
+        row_in[ki * oh + oi] = window_input_index(oi, ki, w.stride[0], w.padding[0], w.dilation[0]);
+      }
+    }
+    ColumnRow r;
+    r.step = w.stride[1];
+    r.dst = 0;
+    for (int64_t plane = 0; plane < batch * channels; ++plane) {
+      const int64_t image = plane * height * width;
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        for (int64_t kj = 0; kj < kw; ++kj) {
+          r.begin = col_begin[kj];
+          r.end = col_end[kj];
+          for (int64_t oi = 0; oi < oh; ++oi, r.dst += ow) {
+            const int64_t ih = row_in[ki * oh + oi];
+            r.inside = ih >= 0 && ih < height && r.begin < r.end;
+            r.src = image + ih * width + col_first[kj];
+            fn(r);
           }
         }
       }
     }
+  }
+
+ private:
+  int64_t column(int64_t oj, int64_t kj) const {
+    return window_input_index(oj, kj, w.stride[1], w.padding[1], w.dilation[1]);
   }
 };
 
@@ -88,6 +104,16 @@ struct ColumnWalk {
 template <typename T>
 void add_row(T* __restrict dst, const T* __restrict src, int64_t n) {
   for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+}
+
+template <typename T>
+void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
+}
+
+template <typename T>
+void zero_row(T* dst, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = T(0);
 }
 
 ColumnWalk walk_of(const View& image, const View& cols, const Window2d& w) {
@@ -111,23 +137,20 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
       using T = decltype(t);
       T* out = static_cast<T*>(o);
       const T* img = static_cast<const T*>(x);
-      const Window2d& w = walk.w;
-      walk([&](int64_t plane, int64_t at, int64_t ih, int64_t kj, bool row_inside) {
-        T* dst = out + at;
-        const ColumnRange r = walk.columns_inside(kj);
-        if (!row_inside || r.begin >= r.end) {
-          std::fill(dst, dst + walk.ow, T(0));
+      const int64_t ow = walk.ow;
+      walk([&](const ColumnRow& r) {
+        T* dst = out + r.dst;
+        if (!r.inside) {
+          zero_row(dst, ow);
           return;
         }
-        std::fill(dst, dst + r.begin, T(0));
-        std::fill(dst + r.end, dst + walk.ow, T(0));
-        const T* src = img + plane + ih * walk.width +
-                       window_input_index(r.begin, kj, w.stride[1], w.padding[1], w.dilation[1]);
-        const int64_t step = w.stride[1];
-        if (step == 1) {
-          std::copy(src, src + (r.end - r.begin), dst + r.begin);
+        zero_row(dst, r.begin);
+        zero_row(dst + r.end, ow - r.end);
+        const T* src = img + r.src;
+        if (r.step == 1) {
+          copy_row(dst + r.begin, src, r.end - r.begin);
         } else {
-          for (int64_t oj = r.begin; oj < r.end; ++oj) dst[oj] = src[(oj - r.begin) * step];
+          for (int64_t oj = r.begin; oj < r.end; ++oj) dst[oj] = src[(oj - r.begin) * r.step];
         }
       });
     });
@@ -148,19 +171,15 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
       using T = decltype(t);
       T* img = static_cast<T*>(o);
       const T* in = static_cast<const T*>(x);
-      const Window2d& w = walk.w;
       // One thread in a fixed order: overlapping windows sum deterministically.
-      walk([&](int64_t plane, int64_t at, int64_t ih, int64_t kj, bool row_inside) {
-        const ColumnRange r = walk.columns_inside(kj);
-        if (!row_inside || r.begin >= r.end) return;
-        const T* src = in + at;
-        T* dst = img + plane + ih * walk.width +
-                 window_input_index(r.begin, kj, w.stride[1], w.padding[1], w.dilation[1]);
-        const int64_t step = w.stride[1];
-        if (step == 1) {
-          add_row(dst, src + r.begin, r.end - r.begin);
+      walk([&](const ColumnRow& r) {
+        if (!r.inside) return;
+        const T* src = in + r.dst + r.begin;
+        T* dst = img + r.src;
+        if (r.step == 1) {
+          add_row(dst, src, r.end - r.begin);
         } else {
-          for (int64_t oj = r.begin; oj < r.end; ++oj) dst[(oj - r.begin) * step] += src[oj];
+          for (int64_t oj = 0; oj < r.end - r.begin; ++oj) dst[oj * r.step] += src[oj];
         }
       });
     });

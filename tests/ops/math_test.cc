@@ -1,6 +1,9 @@
 // exp, log, sqrt, pow, tanh, sigmoid, relu, abs: values, gradients (first and second
 // order, non-contiguous inputs), errors.
 #include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "tests/ops/finite_difference.h"
 
@@ -83,6 +86,27 @@ TEST_CASE("math gradients", "[ops][math][grad]") {
     Tensor g3 = grad({sum(g2)}, {leaf})[0];
     check_values(g3, {std::exp(0.3), std::exp(-0.2)});
   }
+}
+
+TEST_CASE("relu's backward is one kernel and passes nothing where x <= 0, even inf or NaN",
+          "[ops][math][grad]") {
+  const Device d = test_device();
+  const Tensor x = input({-1, 0, 2, 3}, {4}, d);
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor g = input({inf, std::nan(""), 5, -inf}, {4}, d, false);
+  const std::vector<double> want = {0, 0, 5, -inf};
+  {
+    KernelNames seen;
+    const TensorList gx = grad({relu(x)}, {x}, {g});
+    seen.names.erase(seen.names.begin());  // relu's own forward
+    CHECK(seen.names == std::vector<std::string>{"relu_backward"});
+    CHECK(values(gx[0]) == want);
+  }
+  // Under create_graph: the same values, differentiable in g.
+  const Tensor gg = input({inf, std::nan(""), 5, -inf}, {4}, d);
+  const TensorList gx = grad({relu(x)}, {x}, {gg}, /*retain_graph=*/true, /*create_graph=*/true);
+  CHECK(gx[0].requires_grad());
+  CHECK(values(gx[0]) == want);
 }
 
 TEST_CASE("math errors", "[ops][math][errors]") {
