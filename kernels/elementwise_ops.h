@@ -1,7 +1,8 @@
 // The per-element math of the element-wise kernels (unary, unary_scalar, binary and axpy in
 // kernels.h) as SG_HOST_DEVICE functors: the cpu loops (kernels/cpu/loops_elementwise.cc,
 // compiled once per instruction-set level) call them, and a CUDA kernel is meant to call
-// the same functors so that every device and level computes each element alike.
+// the same functors (with_unary, with_unary_scalar and with_binary map an op code to its
+// functor for both) so that every device and level computes each element alike.
 //
 // Every functor is one IEEE expression on its operands. Transcendental functions go
 // through `math::` to the C library's scalar function (expf, tanh, ...) on every level and
@@ -17,6 +18,7 @@
 #include <math.h>
 
 #include "kernels/host_device.h"
+#include "kernels/op_codes.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -169,6 +171,55 @@ struct AxpyOp {
   T alpha;
   SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a + alpha * b; }
 };
+
+// ---- op code to functor: fn(functor) with the functor of `op`, so that every device
+// maps a code to the same math (the cpu levels and kernels/cuda call these). Host code:
+// the switch runs once per launch, fn is instantiated once per functor.
+template <typename Fn>
+SG_INLINE void with_unary(Unary op, Fn&& fn) {
+  switch (op) {
+    case Unary::kNeg: return fn(NegOp{});
+    case Unary::kExp: return fn(ExpOp{});
+    case Unary::kLog: return fn(LogOp{});
+    case Unary::kSqrt: return fn(SqrtOp{});
+    case Unary::kTanh: return fn(TanhOp{});
+    case Unary::kSigmoid: return fn(SigmoidOp{});
+    case Unary::kRelu: return fn(ReluOp{});
+    case Unary::kAbs: return fn(AbsOp{});
+    case Unary::kSign: return fn(SignOp{});
+    case Unary::kReciprocal: return fn(ReciprocalOp{});
+    case Unary::kSquare: return fn(SquareOp{});
+  }
+}
+
+// s is already rounded to T. x ^ 2 is x * x (as PyTorch computes it), not a pow call.
+template <typename T, typename Fn>
+SG_INLINE void with_unary_scalar(UnaryScalar op, T s, Fn&& fn) {
+  switch (op) {
+    case UnaryScalar::kAdd: return fn(AddScalarOp<T>{s});
+    case UnaryScalar::kMul: return fn(MulScalarOp<T>{s});
+    case UnaryScalar::kPow:
+      if (s == T(2)) return fn(SquareOp{});
+      return fn(PowScalarOp<T>{s});
+    case UnaryScalar::kRSub: return fn(RSubScalarOp<T>{s});
+    case UnaryScalar::kRDiv: return fn(RDivScalarOp<T>{s});
+    case UnaryScalar::kGe: return fn(GeScalarOp<T>{s});
+  }
+}
+
+template <typename Fn>
+SG_INLINE void with_binary(Binary op, Fn&& fn) {
+  switch (op) {
+    case Binary::kAdd: return fn(AddOp{});
+    case Binary::kSub: return fn(SubOp{});
+    case Binary::kMul: return fn(MulOp{});
+    case Binary::kDiv: return fn(DivOp{});
+    case Binary::kPow: return fn(PowOp{});
+    case Binary::kReluBackward: return fn(ReluBackwardOp{});
+    case Binary::kTanhBackward: return fn(TanhBackwardOp{});
+    case Binary::kSigmoidBackward: return fn(SigmoidBackwardOp{});
+  }
+}
 
 }  // namespace kernels
 }  // namespace streamgrad

@@ -42,47 +42,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/op_codes.h"
 #include "kernels/view.h"
 #include "runtime/stream.h"
 
 namespace streamgrad {
 namespace kernels {
-
-enum class Unary {
-  kNeg,
-  kExp,
-  kLog,
-  kSqrt,
-  kTanh,
-  kSigmoid,
-  kRelu,        // max(x, 0); NaN stays NaN
-  kAbs,
-  kSign,        // -1, 0 or 1; NaN stays NaN
-  kReciprocal,  // 1 / x
-  kSquare,
-};
-
-// y = f(x, s) for a scalar s, rounded to the tensor's dtype first.
-enum class UnaryScalar {
-  kAdd,   // x + s
-  kMul,   // x * s
-  kPow,   // x ^ s
-  kRSub,  // s - x
-  kRDiv,  // s / x
-  kGe,    // 1 where x >= s, else 0 (NaN gives 0): masks, e.g. dropout's
-};
-
-enum class Binary {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,               // a ^ b
-  kReluBackward,      // a * (b > 0)        (a: gradient, b: input; 0 where b <= 0 even
-                      //                     for an infinite or NaN a)
-  kTanhBackward,      // a * (1 - b * b)    (b: tanh output)
-  kSigmoidBackward,   // a * b * (1 - b)    (b: sigmoid output)
-};
 
 enum class Reduce { kSum, kMax, kMin };
 

@@ -37,9 +37,15 @@ std::string describe(const View& v) {
   return s;
 }
 
-void check_stream(const char* kernel, const Stream& stream) {
-  SG_CHECK(stream.device().type() != DeviceType::kCuda, DeviceError, kernel,
-           ": no cuda implementation yet; use a sim or cpu device");
+void check_stream(const char* kernel, const Stream& stream, bool has_cuda) {
+  if (stream.device().type() != DeviceType::kCuda) return;
+#if defined(SG_CUDA_KERNELS)
+  if (has_cuda) return;
+#endif
+  SG_CHECK(false, DeviceError, kernel,
+           has_cuda ? ": this build has no cuda kernels (nvcc was not found when it was built); "
+                      "rebuild where the CUDA toolkit is installed, or use a sim or cpu device"
+                    : ": no cuda implementation yet; use a sim or cpu device");
 }
 
 void check_view(const char* kernel, const char* what, const View& v) {
@@ -116,8 +122,8 @@ void check_dim(const char* kernel, int64_t dim, const View& v) {
 }
 
 void check_floating_out_a_b(const char* kernel, const Stream& stream, const View& out,
-                            const View& a, const View& b) {
-  check_stream(kernel, stream);
+                            const View& a, const View& b, bool has_cuda) {
+  check_stream(kernel, stream, has_cuda);
   check_output(kernel, "out", out);
   check_view(kernel, "a", a);
   check_view(kernel, "b", b);

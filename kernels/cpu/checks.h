@@ -20,12 +20,13 @@ namespace cpu {
 // "float32 [2, 3]", with the strides appended when the view is not contiguous.
 std::string describe(const View& v);
 
-// cuda streams have no implementation yet.
-void check_stream(const char* kernel, const Stream& stream);
+// A DeviceError for a cuda stream, unless the kernel has a cuda implementation
+// (kernels/cuda_kernels.h: has_cuda) and this build compiled it (nvcc was found).
+void check_stream(const char* kernel, const Stream& stream, bool has_cuda = false);
 // The checks every floating kernel `out = f(a, b)` starts with: stream, well-formed views,
 // a writable out, one floating dtype for all three.
 void check_floating_out_a_b(const char* kernel, const Stream& stream, const View& out,
-                            const View& a, const View& b);
+                            const View& a, const View& b, bool has_cuda = false);
 // One stride per size, rank <= kMaxDims, sizes and strides >= 0, data when non-empty.
 void check_view(const char* kernel, const char* what, const View& v);
 // check_view, and no two elements share an address (a stride of 0 on a dim of size > 1

@@ -1,5 +1,6 @@
-// Internal to the cpu kernels: the element conversion of copy and fill (kernels.h), one
-// always-inlined function used by every level's loops and by the transposing copy.
+// Internal to the kernels: the element conversion of copy and fill (kernels.h), one
+// always-inlined function used by every level's loops, by the transposing copy and by the
+// cuda copy kernel (kernels/cuda), so that every device converts alike.
 //
 // Every conversion is defined: bool is a byte and becomes 0/1; to bool is x != 0; floating
 // to int64 truncates toward zero, saturates at the int64 range and maps NaN to 0 (C++
@@ -22,7 +23,7 @@ namespace cpu {
 // INT64_MIN/MAX rather than std::numeric_limits: a non-optimised build would emit the
 // latter's functions once per level (see SG_INLINE).
 template <typename To, typename From>
-SG_INLINE To convert(From v) {
+SG_HOST_DEVICE SG_INLINE To convert(From v) {
   if constexpr (std::is_same<To, uint8_t>::value) {
     return v != From(0) ? 1 : 0;
   } else if constexpr (std::is_same<From, uint8_t>::value) {

@@ -1,9 +1,11 @@
 // unary, unary_scalar, binary and axpy: checks here, then the loops of the level in use
 // (kernels/cpu/loops_elementwise.cc, the math in kernels/elementwise_ops.h), split over
-// threads above kParallelGrain elements.
+// threads above kParallelGrain elements; on cuda streams the kernels of
+// kernels/cuda_kernels.h, with the same math.
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 
 namespace streamgrad {
@@ -57,7 +59,7 @@ const char* name_of(Binary op) {
 
 // The checks shared by every element-wise kernel with one input.
 Layout<2> check_map1(const char* name, const Stream& stream, const View& out, const View& in) {
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   cpu::check_view(name, "in", in);
   cpu::check_floating(name, "out", out);
@@ -69,7 +71,7 @@ Layout<2> check_map1(const char* name, const Stream& stream, const View& out, co
 
 Layout<3> check_map2(const char* name, const Stream& stream, const View& out, const View& a,
                      const View& b) {
-  cpu::check_floating_out_a_b(name, stream, out, a, b);
+  cpu::check_floating_out_a_b(name, stream, out, a, b, /*has_cuda=*/true);
   cpu::check_same_sizes(name, "out", out, "a", a);
   cpu::check_same_sizes(name, "out", out, "b", b);
   cpu::check_no_partial_overlap(name, "out", out, "a", a);
@@ -87,9 +89,12 @@ void unary(const Stream& stream, Unary op, const View& out, const View& in) {
   void* o = out.data;
   const void* x = in.data;
   const DType dt = out.dtype;
-  cpu::launch_loop(stream, name, {&in}, {&out}, l,
-                   [op, dt, o, x](const cpu::Loops& loops, const Layout<2>& l, int64_t b,
-                                  int64_t e) { loops.unary(op, dt, l, o, x, b, e); });
+  cpu::launch_loop_or_cuda(
+      stream, name, {&in}, {&out}, l,
+      [op, dt, o, x](const cpu::Loops& loops, const Layout<2>& l, int64_t b, int64_t e) {
+        loops.unary(op, dt, l, o, x, b, e);
+      },
+      [stream, op, dt, o, x](const Layout<2>& l) { cuda::unary(stream, op, dt, l, o, x); });
 }
 
 void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const View& in,
@@ -100,11 +105,13 @@ void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const V
   void* o = out.data;
   const void* x = in.data;
   const DType dt = out.dtype;
-  cpu::launch_loop(stream, name, {&in}, {&out}, l,
-                   [op, dt, o, x, scalar](const cpu::Loops& loops, const Layout<2>& l,
-                                          int64_t b, int64_t e) {
-                     loops.unary_scalar(op, dt, l, o, x, scalar, b, e);
-                   });
+  cpu::launch_loop_or_cuda(
+      stream, name, {&in}, {&out}, l,
+      [op, dt, o, x, scalar](const cpu::Loops& loops, const Layout<2>& l, int64_t b,
+                             int64_t e) { loops.unary_scalar(op, dt, l, o, x, scalar, b, e); },
+      [stream, op, dt, o, x, scalar](const Layout<2>& l) {
+        cuda::unary_scalar(stream, op, dt, l, o, x, scalar);
+      });
 }
 
 void binary(const Stream& stream, Binary op, const View& out, const View& a, const View& b) {
@@ -115,11 +122,13 @@ void binary(const Stream& stream, Binary op, const View& out, const View& a, con
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = out.dtype;
-  cpu::launch_loop(stream, name, {&a, &b}, {&out}, l,
-                   [op, dt, o, pa, pb](const cpu::Loops& loops, const Layout<3>& l,
-                                       int64_t begin, int64_t end) {
-                     loops.binary(op, dt, l, o, pa, pb, begin, end);
-                   });
+  cpu::launch_loop_or_cuda(
+      stream, name, {&a, &b}, {&out}, l,
+      [op, dt, o, pa, pb](const cpu::Loops& loops, const Layout<3>& l, int64_t begin,
+                          int64_t end) { loops.binary(op, dt, l, o, pa, pb, begin, end); },
+      [stream, op, dt, o, pa, pb](const Layout<3>& l) {
+        cuda::binary(stream, op, dt, l, o, pa, pb);
+      });
 }
 
 void axpy(const Stream& stream, const View& out, const View& a, const View& b, double alpha) {
@@ -130,11 +139,13 @@ void axpy(const Stream& stream, const View& out, const View& a, const View& b, d
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = out.dtype;
-  cpu::launch_loop(stream, name, {&a, &b}, {&out}, l,
-                   [dt, o, pa, pb, alpha](const cpu::Loops& loops, const Layout<3>& l,
-                                          int64_t begin, int64_t end) {
-                     loops.axpy(dt, l, o, pa, pb, alpha, begin, end);
-                   });
+  cpu::launch_loop_or_cuda(
+      stream, name, {&a, &b}, {&out}, l,
+      [dt, o, pa, pb, alpha](const cpu::Loops& loops, const Layout<3>& l, int64_t begin,
+                             int64_t end) { loops.axpy(dt, l, o, pa, pb, alpha, begin, end); },
+      [stream, dt, o, pa, pb, alpha](const Layout<3>& l) {
+        cuda::axpy(stream, dt, l, o, pa, pb, alpha);
+      });
 }
 
 }  // namespace kernels

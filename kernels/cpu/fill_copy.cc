@@ -9,6 +9,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -51,7 +52,7 @@ Layout<1> out_layout(const View& out) {
 
 void fill(const Stream& stream, const View& out, double value) {
   const char* name = "fill";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   if (out.dtype == DType::kInt64) {
     SG_CHECK(in_int64_range(value), ValueError, name,
@@ -61,14 +62,17 @@ void fill(const Stream& stream, const View& out, double value) {
   if (l.numel == 0) return;
   void* o = out.data;
   const DType dt = out.dtype;
-  cpu::launch_loop(stream, name, {}, {&out}, l,
-                   [dt, o, value](const cpu::Loops& loops, const Layout<1>& l, int64_t b,
-                                  int64_t e) { loops.fill(dt, l, o, value, b, e); });
+  cpu::launch_loop_or_cuda(
+      stream, name, {}, {&out}, l,
+      [dt, o, value](const cpu::Loops& loops, const Layout<1>& l, int64_t b, int64_t e) {
+        loops.fill(dt, l, o, value, b, e);
+      },
+      [stream, dt, o, value](const Layout<1>& l) { cuda::fill(stream, dt, l, o, value); });
 }
 
 void copy(const Stream& stream, const View& out, const View& in) {
   const char* name = "copy";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   cpu::check_view(name, "in", in);
   cpu::check_same_sizes(name, "out", out, "in", in);
@@ -78,7 +82,7 @@ void copy(const Stream& stream, const View& out, const View& in) {
   void* o = out.data;
   const void* x = in.data;
   const DType dto = out.dtype, dti = in.dtype;
-  if (is_transpose(l)) {
+  if (is_transpose(l) && stream.device().type() != DeviceType::kCuda) {
     cpu::launch_kernel(
         stream, name, {&in}, {&out},
         [o, x, dto, dti](const Layout<2>& l) {
@@ -90,9 +94,12 @@ void copy(const Stream& stream, const View& out, const View& in) {
         l);
     return;
   }
-  cpu::launch_loop(stream, name, {&in}, {&out}, l,
-                   [dto, dti, o, x](const cpu::Loops& loops, const Layout<2>& l, int64_t b,
-                                    int64_t e) { loops.copy(dto, dti, l, o, x, b, e); });
+  cpu::launch_loop_or_cuda(
+      stream, name, {&in}, {&out}, l,
+      [dto, dti, o, x](const cpu::Loops& loops, const Layout<2>& l, int64_t b, int64_t e) {
+        loops.copy(dto, dti, l, o, x, b, e);
+      },
+      [stream, dto, dti, o, x](const Layout<2>& l) { cuda::copy(stream, dto, dti, l, o, x); });
 }
 
 void arange(const Stream& stream, const View& out, double start, double step) {

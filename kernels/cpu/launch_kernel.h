@@ -16,7 +16,8 @@
 // task that the stream runs later.
 // launch_loop adds what the element-wise kernels share: the loop table of the level in use
 // at launch (loops.h) and a parallel split of the layout's flat range above
-// kParallelGrain elements (parallel.h).
+// kParallelGrain elements (parallel.h); launch_loop_or_cuda hands a cuda stream's launch to
+// the kernel's cuda implementation (kernels/cuda_kernels.h) instead.
 //
 // Thread-safety: as launch(). Failure: as launch(); checks belong to the callers, before.
 #ifndef STREAMGRAD_KERNELS_CPU_LAUNCH_KERNEL_H_
@@ -73,6 +74,19 @@ void launch_loop(const Stream& stream, const char* name, Views reads, Views writ
                      [&](int64_t b, int64_t e) { body(*table, l, b, e); });
       },
       layout);
+}
+
+// launch_loop on cpu and sim streams; on a cuda stream on_cuda(layout) runs inside launch()
+// instead, to enqueue the kernel of kernels/cuda_kernels.h (callers have passed
+// check_stream with has_cuda).
+template <int N, typename Body, typename OnCuda>
+void launch_loop_or_cuda(const Stream& stream, const char* name, Views reads, Views writes,
+                         const Layout<N>& layout, Body body, OnCuda on_cuda) {
+  if (stream.device().type() == DeviceType::kCuda) {
+    launch_kernel(stream, name, reads, writes, on_cuda, layout);
+    return;
+  }
+  launch_loop(stream, name, reads, writes, layout, body);
 }
 
 }  // namespace cpu

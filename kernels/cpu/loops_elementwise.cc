@@ -217,49 +217,19 @@ void map2(const Layout<3>& l, void* out, const void* a, const void* b, int64_t b
 
 template <typename T>
 void run_unary(Unary op, const Layout<2>& l, void* o, const void* x, int64_t b, int64_t e) {
-  switch (op) {
-    case Unary::kNeg: return map1<T>(l, o, x, b, e, NegOp{});
-    case Unary::kExp: return map1<T>(l, o, x, b, e, ExpOp{});
-    case Unary::kLog: return map1<T>(l, o, x, b, e, LogOp{});
-    case Unary::kSqrt: return map1<T>(l, o, x, b, e, SqrtOp{});
-    case Unary::kTanh: return map1<T>(l, o, x, b, e, TanhOp{});
-    case Unary::kSigmoid: return map1<T>(l, o, x, b, e, SigmoidOp{});
-    case Unary::kRelu: return map1<T>(l, o, x, b, e, ReluOp{});
-    case Unary::kAbs: return map1<T>(l, o, x, b, e, AbsOp{});
-    case Unary::kSign: return map1<T>(l, o, x, b, e, SignOp{});
-    case Unary::kReciprocal: return map1<T>(l, o, x, b, e, ReciprocalOp{});
-    case Unary::kSquare: return map1<T>(l, o, x, b, e, SquareOp{});
-  }
+  with_unary(op, [&](auto f) { map1<T>(l, o, x, b, e, f); });
 }
 
 template <typename T>
 void run_unary_scalar(UnaryScalar op, const Layout<2>& l, void* o, const void* x, T s,
                       int64_t b, int64_t e) {
-  switch (op) {
-    case UnaryScalar::kAdd: return map1<T>(l, o, x, b, e, AddScalarOp<T>{s});
-    case UnaryScalar::kMul: return map1<T>(l, o, x, b, e, MulScalarOp<T>{s});
-    case UnaryScalar::kPow:
-      if (s == T(2)) return map1<T>(l, o, x, b, e, SquareOp{});
-      return map1<T>(l, o, x, b, e, PowScalarOp<T>{s});
-    case UnaryScalar::kRSub: return map1<T>(l, o, x, b, e, RSubScalarOp<T>{s});
-    case UnaryScalar::kRDiv: return map1<T>(l, o, x, b, e, RDivScalarOp<T>{s});
-    case UnaryScalar::kGe: return map1<T>(l, o, x, b, e, GeScalarOp<T>{s});
-  }
+  with_unary_scalar(op, s, [&](auto f) { map1<T>(l, o, x, b, e, f); });
 }
 
 template <typename T>
 void run_binary(Binary op, const Layout<3>& l, void* o, const void* pa, const void* pb,
                 int64_t b, int64_t e) {
-  switch (op) {
-    case Binary::kAdd: return map2<T>(l, o, pa, pb, b, e, AddOp{});
-    case Binary::kSub: return map2<T>(l, o, pa, pb, b, e, SubOp{});
-    case Binary::kMul: return map2<T>(l, o, pa, pb, b, e, MulOp{});
-    case Binary::kDiv: return map2<T>(l, o, pa, pb, b, e, DivOp{});
-    case Binary::kPow: return map2<T>(l, o, pa, pb, b, e, PowOp{});
-    case Binary::kReluBackward: return map2<T>(l, o, pa, pb, b, e, ReluBackwardOp{});
-    case Binary::kTanhBackward: return map2<T>(l, o, pa, pb, b, e, TanhBackwardOp{});
-    case Binary::kSigmoidBackward: return map2<T>(l, o, pa, pb, b, e, SigmoidBackwardOp{});
-  }
+  with_binary(op, [&](auto f) { map2<T>(l, o, pa, pb, b, e, f); });
 }
 
 void unary(Unary op, DType dt, const Layout<2>& l, void* out, const void* in, int64_t b,

@@ -1,0 +1,44 @@
+// The cuda kernels of kernels/cuda_kernels.h in a build without nvcc: never reached
+// (cpu::check_stream refuses cuda streams first), defined so that the kernels link.
+#if !defined(SG_CUDA_KERNELS)
+
+#include "kernels/cuda_kernels.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cuda {
+namespace {
+
+[[noreturn]] void no_cuda(const char* kernel) {
+  throw DeviceError(std::string(kernel) +
+                    ": this build has no cuda kernels (nvcc was not found when it was "
+                    "built); rebuild where the CUDA toolkit is installed");
+}
+
+}  // namespace
+
+void unary(const Stream&, Unary, DType, const cpu::Layout<2>&, void*, const void*) {
+  no_cuda("unary");
+}
+void unary_scalar(const Stream&, UnaryScalar, DType, const cpu::Layout<2>&, void*, const void*,
+                  double) {
+  no_cuda("unary_scalar");
+}
+void binary(const Stream&, Binary, DType, const cpu::Layout<3>&, void*, const void*,
+            const void*) {
+  no_cuda("binary");
+}
+void axpy(const Stream&, DType, const cpu::Layout<3>&, void*, const void*, const void*, double) {
+  no_cuda("axpy");
+}
+void fill(const Stream&, DType, const cpu::Layout<1>&, void*, double) { no_cuda("fill"); }
+void copy(const Stream&, DType, DType, const cpu::Layout<2>&, void*, const void*) {
+  no_cuda("copy");
+}
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // !SG_CUDA_KERNELS

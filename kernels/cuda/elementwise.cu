@@ -1,0 +1,220 @@
+// The strided element-wise kernel template and the element-wise ops on it
+// (kernels/cuda_kernels.h). Every line here is GPU-specific; the math is not (it is
+// the functors' that the cpu loops run).
+#include "kernels/cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/elementwise_ops.h"
+#include "runtime/cuda/cuda_stream.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Enough blocks to fill any current GPU several times over; a grid-stride loop covers the
+// rest, and the cap keeps `i + step` far from the 32-bit limit.
+constexpr int64_t kMaxBlocks = 1 << 16;
+// The 32-bit path: every index and offset below 2^30, so i + step (at most 2^24) cannot
+// overflow an int32.
+constexpr int64_t kMax32 = int64_t(1) << 30;
+
+// The layout's merged dims and each operand's strides (in elements), as Index.
+template <int N, typename Index>
+struct Indexer {
+  int ndim;
+  Index sizes[cpu::kMaxDims];
+  Index strides[N][cpu::kMaxDims];
+
+  // Operand offsets of flat row-major index i (the last dim fastest).
+  __device__ __forceinline__ void offsets(Index i, Index (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const Index q = i / sizes[d];
+      const Index r = i - q * sizes[d];
+      i = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += r * strides[k][d];
+    }
+  }
+};
+
+template <int N, typename Index, typename Body>
+__global__ void __launch_bounds__(kThreads)
+    strided_kernel(Indexer<N, Index> ix, Index numel, Body body) {
+  const Index step = static_cast<Index>(gridDim.x) * kThreads;
+  for (Index i = static_cast<Index>(blockIdx.x) * kThreads + static_cast<Index>(threadIdx.x);
+       i < numel; i += step) {
+    Index off[N];
+    ix.offsets(i, off);
+    body(off);
+  }
+}
+
+// Whether index arithmetic of `l` fits the 32-bit path: numel and every operand's largest
+// offset below 2^30.
+template <int N>
+bool fits_32(const cpu::Layout<N>& l) {
+  if (l.numel >= kMax32) return false;
+  for (int k = 0; k < N; ++k) {
+    int64_t last = 0;
+    for (int d = 0; d < l.ndim; ++d) last += (l.sizes[d] - 1) * l.strides[k][d];
+    if (last >= kMax32) return false;
+  }
+  return true;
+}
+
+template <typename Index, int N, typename Body>
+void launch_as(const Stream& stream, const char* name, const cpu::Layout<N>& l,
+               const Body& body) {
+  Indexer<N, Index> ix{};
+  ix.ndim = l.ndim;
+  for (int d = 0; d < l.ndim; ++d) {
+    ix.sizes[d] = static_cast<Index>(l.sizes[d]);
+    for (int k = 0; k < N; ++k) ix.strides[k][d] = static_cast<Index>(l.strides[k][d]);
+  }
+  int64_t blocks = (l.numel + kThreads - 1) / kThreads;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  strided_kernel<N, Index, Body><<<static_cast<unsigned>(blocks), kThreads, 0,
+                                   raw_cuda_stream(stream)>>>(ix, static_cast<Index>(l.numel),
+                                                              body);
+  check_cuda(cudaGetLastError(), name);
+}
+
+template <int N, typename Body>
+void launch(const Stream& stream, const char* name, const cpu::Layout<N>& l, const Body& body) {
+  if (l.numel == 0) return;
+  if (fits_32(l)) {
+    launch_as<int32_t>(stream, name, l, body);
+  } else {
+    launch_as<int64_t>(stream, name, l, body);
+  }
+}
+
+// The per-element bodies: operand k at offset off[k].
+template <typename T, typename Op>
+struct Map1 {
+  T* out;
+  const T* in;
+  Op op;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(const Index* off) const {
+    out[off[0]] = op(in[off[1]]);
+  }
+};
+
+template <typename T, typename Op>
+struct Map2 {
+  T* out;
+  const T* a;
+  const T* b;
+  Op op;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(const Index* off) const {
+    out[off[0]] = op(a[off[1]], b[off[2]]);
+  }
+};
+
+template <typename T>
+struct Fill {
+  T* out;
+  T value;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(const Index* off) const {
+    out[off[0]] = value;
+  }
+};
+
+template <typename To, typename From>
+struct Convert {
+  To* out;
+  const From* in;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(const Index* off) const {
+    out[off[0]] = cpu::convert<To>(in[off[1]]);
+  }
+};
+
+template <typename Fn>
+void floating(DType dt, Fn&& fn) {
+  if (dt == DType::kFloat32) {
+    fn(float{});
+  } else {
+    fn(double{});
+  }
+}
+
+}  // namespace
+
+void unary(const Stream& stream, Unary op, DType dt, const cpu::Layout<2>& l, void* out,
+           const void* in) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    with_unary(op, [&](auto f) {
+      launch(stream, "unary", l, Map1<T, decltype(f)>{static_cast<T*>(out),
+                                                      static_cast<const T*>(in), f});
+    });
+  });
+}
+
+void unary_scalar(const Stream& stream, UnaryScalar op, DType dt, const cpu::Layout<2>& l,
+                  void* out, const void* in, double scalar) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    with_unary_scalar(op, static_cast<T>(scalar), [&](auto f) {
+      launch(stream, "unary_scalar", l,
+             Map1<T, decltype(f)>{static_cast<T*>(out), static_cast<const T*>(in), f});
+    });
+  });
+}
+
+void binary(const Stream& stream, Binary op, DType dt, const cpu::Layout<3>& l, void* out,
+            const void* a, const void* b) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    with_binary(op, [&](auto f) {
+      launch(stream, "binary", l,
+             Map2<T, decltype(f)>{static_cast<T*>(out), static_cast<const T*>(a),
+                                  static_cast<const T*>(b), f});
+    });
+  });
+}
+
+void axpy(const Stream& stream, DType dt, const cpu::Layout<3>& l, void* out, const void* a,
+          const void* b, double alpha) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    launch(stream, "axpy", l,
+           Map2<T, AxpyOp<T>>{static_cast<T*>(out), static_cast<const T*>(a),
+                              static_cast<const T*>(b), AxpyOp<T>{static_cast<T>(alpha)}});
+  });
+}
+
+void fill(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double value) {
+  cpu::dispatch_any(dt, [&](auto t) {
+    using T = decltype(t);
+    launch(stream, "fill", l, Fill<T>{static_cast<T*>(out), cpu::convert<T>(value)});
+  });
+}
+
+void copy(const Stream& stream, DType to, DType from, const cpu::Layout<2>& l, void* out,
+          const void* in) {
+  cpu::dispatch_any(to, [&](auto t) {
+    using To = decltype(t);
+    cpu::dispatch_any(from, [&](auto f) {
+      using From = decltype(f);
+      launch(stream, "copy", l,
+             Convert<To, From>{static_cast<To*>(out), static_cast<const From*>(in)});
+    });
+  });
+}
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace streamgrad

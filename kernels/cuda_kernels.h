@@ -1,0 +1,47 @@
+// The element-wise kernels of kernels.h (unary, unary_scalar, binary, axpy, fill, copy) on
+// cuda streams: one strided kernel template over a cpu::Layout (any rank up to kMaxDims,
+// broadcasting as stride 0, 32-bit index arithmetic when every offset fits), its
+// per-element math the functors of kernels/elementwise_ops.h and kernels/cpu/convert.h
+// that the cpu loops run, so the cpu tests cover the math.
+//
+// Defined in kernels/cuda/elementwise.cu where nvcc exists; elsewhere kernels/cpu/
+// cuda_stubs.cc defines them to throw, and cpu::check_stream refuses cuda streams before
+// they could be called. Callers (kernels/cpu/elementwise.cc, fill_copy.cc) check the views
+// first, exactly as for cpu and sim, and call these inside launch() (cpu::launch_kernel),
+// so the trace and the stream sanitizer see each launch; these enqueue on the stream's raw
+// handle and return.
+// float32/float64 for the math, every dtype for fill and copy. The device code is compiled
+// with -fmad=false so that a + b * c rounds twice, as on every cpu level.
+//
+// Thread-safety: any thread (as launch()). Failure: DeviceError when the launch fails
+// (check_cuda); errors of the kernel itself surface at the next synchronisation, or at the
+// launch under STREAMGRAD_LAUNCH_BLOCKING=1.
+#ifndef STREAMGRAD_KERNELS_CUDA_KERNELS_H_
+#define STREAMGRAD_KERNELS_CUDA_KERNELS_H_
+
+#include "kernels/cpu/strided.h"
+#include "kernels/op_codes.h"
+#include "runtime/dtype.h"
+#include "runtime/stream.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cuda {
+
+void unary(const Stream& stream, Unary op, DType dt, const cpu::Layout<2>& l, void* out,
+           const void* in);
+void unary_scalar(const Stream& stream, UnaryScalar op, DType dt, const cpu::Layout<2>& l,
+                  void* out, const void* in, double scalar);
+void binary(const Stream& stream, Binary op, DType dt, const cpu::Layout<3>& l, void* out,
+            const void* a, const void* b);
+void axpy(const Stream& stream, DType dt, const cpu::Layout<3>& l, void* out, const void* a,
+          const void* b, double alpha);
+void fill(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double value);
+void copy(const Stream& stream, DType to, DType from, const cpu::Layout<2>& l, void* out,
+          const void* in);
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_CUDA_KERNELS_H_

@@ -1,0 +1,215 @@
+// The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
+// same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
+// of dtypes, on contiguous, transposed, sliced and broadcast (stride 0) views, and one
+// launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
+// +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
+// compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
+// log, tanh, sigmoid, pow), whose device versions round differently from glibc's.
+// Without a GPU (CI) each test case says once that it skipped and why.
+#include <cuda_runtime_api.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "runtime/runtime.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace streamgrad {
+namespace {
+
+namespace k = kernels;
+using testing::Buffer;
+using testing::Shape;
+
+bool have_gpu() {
+  if (device_count(DeviceType::kCuda) > 0) return true;
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  (void)cudaGetLastError();
+  WARN("cuda kernel tests skipped: no usable GPU (cudaGetDeviceCount: "
+       << cudaGetErrorName(err) << ", i.e. no NVIDIA driver or no GPU on this machine)");
+  return false;
+}
+
+// Within `ulps` units in the last place of want (bitwise when ulps is 0; NaN matches NaN).
+template <typename T>
+void check_ulps(const std::vector<T>& got, const std::vector<T>& want, int ulps) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": cuda " << got[i] << ", cpu " << want[i]);
+    if (std::isnan(want[i])) {
+      CHECK(std::isnan(got[i]));
+    } else if (ulps == 0 || std::isinf(want[i])) {
+      CHECK(std::memcmp(&got[i], &want[i], sizeof(T)) == 0);
+    } else {
+      const T step = std::nextafter(std::fabs(want[i]), std::numeric_limits<T>::infinity()) -
+                     std::fabs(want[i]);
+      CHECK(std::fabs(got[i] - want[i]) <= ulps * step);
+    }
+  }
+}
+
+// The views the element-wise tests read and write: [3, 4] contiguous; read transposed from
+// a [4, 3] buffer; written into every other column of a [3, 8] buffer; and a broadcast
+// row (stride 0 down the rows).
+struct Views {
+  Shape in, out;
+};
+const Views kViews[] = {
+    {Shape({3, 4}), Shape({3, 4})},
+    {Shape({4, 3}).transposed(0, 1), Shape({3, 4}, {8, 2}, 1)},
+    {Shape({3, 4}, {0, 1}, 2), Shape({3, 4})},
+};
+
+// Runs `run(stream, out, in_a, in_b)` on cpu and on cuda:0 with the same host inputs and
+// compares the outputs (the whole buffers, so untouched elements must agree too).
+template <typename T, typename Run>
+void against_cpu(const std::vector<T>& a, const std::vector<T>& b, int ulps, Run run) {
+  std::vector<T> outs[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    Buffer<T> in_a(d, a), in_b(d, b), out(d, 24, T(-7));
+    run(current_stream(d), out, in_a, in_b);
+    outs[i++] = out.read();
+  }
+  check_ulps(outs[1], outs[0], ulps);
+}
+
+bool calls_libm(k::Unary op) {
+  return op == k::Unary::kExp || op == k::Unary::kLog || op == k::Unary::kTanh ||
+         op == k::Unary::kSigmoid;
+}
+
+TEMPLATE_TEST_CASE("cuda unary and scalar ops equal the cpu kernels", "[cuda][kernels]", float,
+                   double) {
+  using T = TestType;
+  if (!have_gpu()) return;
+  std::vector<T> x = testing::random_values<T>(12, -3, 3, 1);
+  x[5] = std::numeric_limits<T>::quiet_NaN();
+  x[7] = std::numeric_limits<T>::infinity();
+  const std::vector<T> pos = testing::random_values<T>(12, 0.1, 3, 2);
+  for (const Views& v : kViews) {
+    for (int o = 0; o <= static_cast<int>(k::Unary::kSquare); ++o) {
+      const k::Unary op = static_cast<k::Unary>(o);
+      INFO("unary op " << o);
+      const bool positive = op == k::Unary::kLog || op == k::Unary::kSqrt;
+      against_cpu<T>(positive ? pos : x, x, calls_libm(op) ? 8 : 0,
+                     [&](const Stream& s, Buffer<T>& out, Buffer<T>& a, Buffer<T>&) {
+                       k::unary(s, op, out.view(v.out), a.view(v.in));
+                     });
+    }
+    for (int o = 0; o <= static_cast<int>(k::UnaryScalar::kGe); ++o) {
+      const k::UnaryScalar op = static_cast<k::UnaryScalar>(o);
+      for (const double scalar : {2.0, -0.75}) {
+        INFO("scalar op " << o << ", scalar " << scalar);
+        const bool is_pow = op == k::UnaryScalar::kPow;
+        against_cpu<T>(is_pow ? pos : x, x, is_pow && scalar != 2.0 ? 8 : 0,
+                       [&](const Stream& s, Buffer<T>& out, Buffer<T>& a, Buffer<T>&) {
+                         k::unary_scalar(s, op, out.view(v.out), a.view(v.in), scalar);
+                       });
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("cuda binary ops and axpy equal the cpu kernels, broadcasting included",
+                   "[cuda][kernels]", float, double) {
+  using T = TestType;
+  if (!have_gpu()) return;
+  const std::vector<T> a = testing::random_values<T>(12, 0.1, 3, 3);
+  const std::vector<T> b = testing::random_values<T>(12, -2, 2, 4);
+  for (const Views& v : kViews) {
+    for (int o = 0; o <= static_cast<int>(k::Binary::kSigmoidBackward); ++o) {
+      const k::Binary op = static_cast<k::Binary>(o);
+      INFO("binary op " << o);
+      // a read through the view's layout, b broadcast along the rows.
+      const Shape b_row({3, 4}, {0, 1}, 0);
+      against_cpu<T>(a, b, op == k::Binary::kPow ? 8 : 0,
+                     [&](const Stream& s, Buffer<T>& out, Buffer<T>& x, Buffer<T>& y) {
+                       k::binary(s, op, out.view(v.out), x.view(v.in), y.view(b_row));
+                     });
+    }
+    // In place: out is exactly a.
+    against_cpu<T>(a, b, 0, [&](const Stream& s, Buffer<T>& out, Buffer<T>& x, Buffer<T>& y) {
+      k::copy(s, out.view(v.out), x.view(v.in));
+      k::axpy(s, out.view(v.out), out.view(v.out), y.view(Shape({3, 4})), -0.3);
+    });
+  }
+}
+
+template <typename To, typename From>
+void check_copy() {
+  std::vector<From> src(12);
+  const double values[] = {0, 1, -2.5, 3.75, 1e30, -1e30, 7, 0.5, -0.5, 2, -9, 1};
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<From>(values[i]);
+  if constexpr (std::is_floating_point<From>::value) {
+    src[3] = std::numeric_limits<From>::quiet_NaN();
+  }
+  std::vector<To> outs[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    Buffer<From> in(d, src);
+    Buffer<To> out(d, 24, To(0));
+    k::copy(current_stream(d), out.view(Shape({3, 4}, {8, 2}, 1)),
+            in.view(Shape({4, 3}).transposed(0, 1)));
+    outs[i++] = out.read();
+  }
+  CHECK(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(To)) == 0);
+}
+
+template <typename To>
+void check_copies_to() {
+  check_copy<To, float>();
+  check_copy<To, double>();
+  check_copy<To, int64_t>();
+  check_copy<To, uint8_t>();
+}
+
+TEST_CASE("cuda copy converts every dtype pair as the cpu does; fill writes every dtype",
+          "[cuda][kernels]") {
+  if (!have_gpu()) return;
+  check_copies_to<float>();
+  check_copies_to<double>();
+  check_copies_to<int64_t>();
+  check_copies_to<uint8_t>();
+  std::vector<double> outs[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    Buffer<double> out(d, 24, -1.0);
+    k::fill(current_stream(d), out.view(Shape({3, 4}, {8, 2}, 1)), 2.5);
+    outs[i++] = out.read();
+  }
+  CHECK(outs[0] == outs[1]);
+}
+
+TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",
+          "[cuda][kernels]") {
+  if (!have_gpu()) return;
+  const Device d("cuda:0");
+  testing::LaunchLog log;
+  Buffer<float> a(d, std::vector<float>{1, 2, 3, 4}), out(d, 4, 0.0f);
+  k::binary(current_stream(d), k::Binary::kMul, out.view(), a.view(), a.view());
+  log.expect_ranges("mul", {a.view()}, {out.view()});
+  CHECK(out.read() == std::vector<float>{1, 4, 9, 16});
+  // 2^30 + 3 bool elements: past kMax32, so 64-bit indices.
+  const int64_t n = (int64_t(1) << 30) + 3;
+  Storage big = Storage::allocate(static_cast<size_t>(n), d);
+  k::View v;
+  v.data = big.data();
+  v.dtype = DType::kBool;
+  v.sizes = {n};
+  v.strides = {1};
+  k::fill(current_stream(d), v, 1.0);
+  for (const int64_t at : {int64_t(0), n / 2, n - 1}) {
+    uint8_t byte = 0;
+    copy_bytes(&byte, Device("cpu"), static_cast<char*>(big.data()) + at, d, 1);
+    CHECK(byte == 1);
+  }
+}
+
+}  // namespace
+}  // namespace streamgrad
