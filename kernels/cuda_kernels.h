@@ -1,8 +1,8 @@
-// The element-wise kernels of kernels.h (unary, unary_scalar, binary, axpy, fill, copy) on
-// cuda streams: one strided kernel template over a cpu::Layout (any rank up to kMaxDims,
+// The element-wise kernels of kernels.h (unary, unary_scalar, binary, axpy, fill, copy,
+// uniform, normal) on cuda streams: one strided kernel template over a cpu::Layout (any rank up to kMaxDims,
 // broadcasting as stride 0, 32-bit index arithmetic when every offset fits), its
-// per-element math the functors of kernels/elementwise_ops.h and kernels/cpu/convert.h
-// that the cpu loops run, so the cpu tests cover the math.
+// per-element math the functors of kernels/elementwise_ops.h, kernels/cpu/convert.h and
+// kernels/random_ops.h that the cpu loops run, so the cpu tests cover the math.
 //
 // Defined in kernels/cuda/elementwise.cu where nvcc exists; elsewhere kernels/cpu/
 // cuda_stubs.cc defines them to throw, and cpu::check_stream refuses cuda streams before
@@ -39,6 +39,11 @@ void axpy(const Stream& stream, DType dt, const cpu::Layout<3>& l, void* out, co
 void fill(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double value);
 void copy(const Stream& stream, DType to, DType from, const cpu::Layout<2>& l, void* out,
           const void* in);
+// Element i of out (row-major) from counter offset + i (kernels/random_ops.h).
+void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double low,
+             double high, uint64_t seed, uint64_t offset);
+void normal(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double mean,
+            double stddev, uint64_t seed, uint64_t offset);
 
 }  // namespace cuda
 }  // namespace kernels

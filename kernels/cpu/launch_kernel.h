@@ -16,7 +16,7 @@
 // task that the stream runs later.
 // launch_loop adds what the element-wise kernels share: the loop table of the level in use
 // at launch (loops.h) and a parallel split of the layout's flat range above
-// kParallelGrain elements (parallel.h); launch_loop_or_cuda hands a cuda stream's launch to
+// kParallelGrain elements (parallel.h). The _or_cuda variants hand a cuda stream's launch to
 // the kernel's cuda implementation (kernels/cuda_kernels.h) instead.
 //
 // Thread-safety: as launch(). Failure: as launch(); checks belong to the callers, before.
@@ -76,9 +76,20 @@ void launch_loop(const Stream& stream, const char* name, Views reads, Views writ
       layout);
 }
 
-// launch_loop on cpu and sim streams; on a cuda stream on_cuda(layout) runs inside launch()
-// instead, to enqueue the kernel of kernels/cuda_kernels.h (callers have passed
+// launch_kernel of on_host(args...) on cpu and sim streams, of on_cuda(args...) on cuda
+// streams, where it enqueues the kernel of kernels/cuda_kernels.h (callers have passed
 // check_stream with has_cuda).
+template <typename OnHost, typename OnCuda, typename... Args>
+void launch_kernel_or_cuda(const Stream& stream, const char* name, Views reads, Views writes,
+                           OnHost on_host, OnCuda on_cuda, const Args&... args) {
+  if (stream.device().type() == DeviceType::kCuda) {
+    launch_kernel(stream, name, reads, writes, on_cuda, args...);
+  } else {
+    launch_kernel(stream, name, reads, writes, on_host, args...);
+  }
+}
+
+// launch_loop, or on_cuda(layout) on a cuda stream (as launch_kernel_or_cuda).
 template <int N, typename Body, typename OnCuda>
 void launch_loop_or_cuda(const Stream& stream, const char* name, Views reads, Views writes,
                          const Layout<N>& layout, Body body, OnCuda on_cuda) {

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/convert.h"
 #include "kernels/elementwise_ops.h"
+#include "kernels/random_ops.h"
 #include "runtime/cuda/cuda_stream.h"
 
 namespace streamgrad {
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(kThreads)
        i < numel; i += step) {
     Index off[N];
     ix.offsets(i, off);
-    body(off);
+    body(i, off);
   }
 }
 
@@ -104,7 +105,7 @@ struct Map1 {
   const T* in;
   Op op;
   template <typename Index>
-  __device__ __forceinline__ void operator()(const Index* off) const {
+  __device__ __forceinline__ void operator()(Index, const Index* off) const {
     out[off[0]] = op(in[off[1]]);
   }
 };
@@ -116,7 +117,7 @@ struct Map2 {
   const T* b;
   Op op;
   template <typename Index>
-  __device__ __forceinline__ void operator()(const Index* off) const {
+  __device__ __forceinline__ void operator()(Index, const Index* off) const {
     out[off[0]] = op(a[off[1]], b[off[2]]);
   }
 };
@@ -126,7 +127,7 @@ struct Fill {
   T* out;
   T value;
   template <typename Index>
-  __device__ __forceinline__ void operator()(const Index* off) const {
+  __device__ __forceinline__ void operator()(Index, const Index* off) const {
     out[off[0]] = value;
   }
 };
@@ -136,8 +137,20 @@ struct Convert {
   To* out;
   const From* in;
   template <typename Index>
-  __device__ __forceinline__ void operator()(const Index* off) const {
+  __device__ __forceinline__ void operator()(Index, const Index* off) const {
     out[off[0]] = cpu::convert<To>(in[off[1]]);
+  }
+};
+
+// out[i] = gen(offset + i) for flat row-major index i.
+template <typename T, typename Gen>
+struct Generate {
+  T* out;
+  uint64_t offset;
+  Gen gen;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(Index i, const Index* off) const {
+    out[off[0]] = static_cast<T>(gen(offset + static_cast<uint64_t>(i)));
   }
 };
 
@@ -212,6 +225,25 @@ void copy(const Stream& stream, DType to, DType from, const cpu::Layout<2>& l, v
       launch(stream, "copy", l,
              Convert<To, From>{static_cast<To*>(out), static_cast<const From*>(in)});
     });
+  });
+}
+
+void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double low,
+             double high, uint64_t seed, uint64_t offset) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    launch(stream, "uniform", l,
+           Generate<T, UniformGen<T>>{static_cast<T*>(out), offset,
+                                      make_uniform<T>(seed, low, high)});
+  });
+}
+
+void normal(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double mean,
+            double stddev, uint64_t seed, uint64_t offset) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    launch(stream, "normal", l,
+           Generate<T, NormalGen>{static_cast<T*>(out), offset, make_normal(seed, mean, stddev)});
   });
 }
 

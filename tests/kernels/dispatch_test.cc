@@ -31,8 +31,6 @@ TEST_CASE("kernels without a cuda implementation throw DeviceError naming the ke
       {"sgd_update", [&] { k::sgd_update(cuda, {}, {}); }},
       {"adam_update", [&] { k::adam_update(cuda, {}, {}); }},
       {"arange", [&] { k::arange(cuda, v, 0, 1); }},
-      {"uniform", [&] { k::uniform(cuda, v, 0, 1, 0, 0); }},
-      {"normal", [&] { k::normal(cuda, v, 0, 1, 0, 0); }},
       {"sum", [&] { k::reduce(cuda, k::Reduce::kSum, v, v); }},
       {"argmax", [&] { k::arg_reduce(cuda, true, v, v, v, 0); }},
       {"matmul", [&] { k::matmul(cuda, v, v, v); }},
@@ -49,7 +47,7 @@ TEST_CASE("kernels without a cuda implementation throw DeviceError naming the ke
   CHECK(log.count() == 0);
 }
 
-TEST_CASE("the element-wise kernels take cuda streams; without a GPU the launch fails cleanly",
+TEST_CASE("the element-wise and random kernels take cuda streams; without a GPU the launch fails cleanly",
           "[dispatch]") {
   const Stream cuda = Stream::unchecked(Device(DeviceType::kCuda, 0), 0);
   std::vector<float> host(4, 1.0f);
@@ -65,6 +63,8 @@ TEST_CASE("the element-wise kernels take cuda streams; without a GPU the launch 
       {"axpy", [&] { k::axpy(cuda, v, v, v, 1); }},
       {"fill", [&] { k::fill(cuda, v, 0); }},
       {"copy", [&] { k::copy(cuda, v, v); }},
+      {"uniform", [&] { k::uniform(cuda, v, 0, 1, 0, 0); }},
+      {"normal", [&] { k::normal(cuda, v, 0, 1, 0, 0); }},
   };
   for (const auto& call : calls) {
     INFO(call.first);

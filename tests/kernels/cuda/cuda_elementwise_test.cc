@@ -1,7 +1,7 @@
 // The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
-// of dtypes, on contiguous, transposed, sliced and broadcast (stride 0) views, and one
-// launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
+// of dtypes, uniform and normal, on contiguous, transposed, sliced and broadcast (stride 0)
+// views, and one launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
 // +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
 // compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
 // log, tanh, sigmoid, pow), whose device versions round differently from glibc's.
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -184,6 +185,28 @@ TEST_CASE("cuda copy converts every dtype pair as the cpu does; fill writes ever
     outs[i++] = out.read();
   }
   CHECK(outs[0] == outs[1]);
+}
+
+TEMPLATE_TEST_CASE("cuda random numbers: uniform the cpu's bits, normal within rounding",
+                   "[cuda][kernels][random]", float, double) {
+  using T = TestType;
+  if (!have_gpu()) return;
+  std::vector<T> outs[2][2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    Buffer<T> u(d, 24, T(0)), g(d, 24, T(0));
+    // Strided outs: the counter follows row-major order, not memory.
+    k::uniform(current_stream(d), u.view(Shape({3, 4}, {8, 2}, 1)), -1, 2, 42, 1000);
+    k::normal(current_stream(d), g.view(Shape({4, 3}).transposed(0, 1)), 0, 1, 7, 5);
+    outs[i][0] = u.read();
+    outs[i][1] = g.read();
+    ++i;
+  }
+  check_ulps(outs[1][0], outs[0][0], 0);
+  const double tol = std::is_same<T, float>::value ? 1e-6 : 1e-13;
+  for (size_t j = 0; j < outs[0][1].size(); ++j) {
+    CHECK(std::fabs(outs[1][1][j] - outs[0][1][j]) <= tol * (1 + std::fabs(outs[0][1][j])));
+  }
 }
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",
