@@ -19,6 +19,7 @@
 #ifndef STREAMGRAD_KERNELS_CUDA_KERNELS_H_
 #define STREAMGRAD_KERNELS_CUDA_KERNELS_H_
 
+#include "kernels/cpu/matmul_plan.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/op_codes.h"
 #include "runtime/dtype.h"
@@ -44,6 +45,12 @@ void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out,
              double high, uint64_t seed, uint64_t offset);
 void normal(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double mean,
             double stddev, uint64_t seed, uint64_t offset);
+
+// The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
+// workspace per (device, stream), created on first use; TF32 for float32 only where
+// matmul_allow_tf32() (runtime/cuda_settings.h). Packed operands go through scratch on
+// the same stream.
+void matmul(const Stream& stream, const cpu::MatmulPlan& p, void* out, DType dt);
 
 }  // namespace cuda
 }  // namespace kernels

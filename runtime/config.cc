@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/cuda_settings.h"
 #include "runtime/error.h"
 
 namespace streamgrad {
@@ -56,6 +57,7 @@ RuntimeConfig load() {
   c.launch_blocking = env_flag("STREAMGRAD_LAUNCH_BLOCKING");
   c.no_memory_caching = env_flag("STREAMGRAD_NO_MEMORY_CACHING");
   c.sanitize_streams = env_flag("STREAMGRAD_SANITIZE_STREAMS");
+  c.allow_tf32 = env_flag("STREAMGRAD_ALLOW_TF32");
   if (const char* t = env("STREAMGRAD_TRACE")) {
     // Checked now, before any work: finding out at exit would lose the whole run's trace.
     const std::string problem = unwritable_reason(t);
@@ -159,5 +161,19 @@ bool launch_blocking() {
 }
 
 void set_launch_blocking(bool on) { blocking_override().store(on ? 1 : 0); }
+
+namespace {
+std::atomic<int>& tf32_override() {
+  static std::atomic<int> o{-1};  // -1: the environment's value
+  return o;
+}
+}  // namespace
+
+bool matmul_allow_tf32() {
+  const int o = tf32_override().load(std::memory_order_relaxed);
+  return o < 0 ? config().allow_tf32 : o != 0;
+}
+
+void set_matmul_allow_tf32(bool allow) { tf32_override().store(allow ? 1 : 0); }
 
 }  // namespace streamgrad

@@ -22,6 +22,8 @@
 //                                     (cpu_settings.h; set_num_threads() overrides it).
 //   STREAMGRAD_CPU_CAPABILITY=default|avx2|avx512   the code level of the cpu kernels'
 //                                     loops, at most the machine's (cpu_settings.h).
+//   STREAMGRAD_ALLOW_TF32=1           float32 cuda matmuls may use TF32 tensor cores
+//                                     (cuda_settings.h; set_matmul_allow_tf32() overrides).
 //
 // Thread-safety: config() is immutable after first use; the launch-blocking override is
 // an atomic. Failure: a malformed value throws ValueError naming the variable.
@@ -60,6 +62,7 @@ struct RuntimeConfig {
   int num_threads = 0;  // 0: not set (the hardware's count)
   bool cpu_capability_set = false;
   CpuCapability cpu_capability = CpuCapability::kDefault;
+  bool allow_tf32 = false;
 };
 
 const RuntimeConfig& config();

@@ -8,6 +8,7 @@
 #include "runtime/config.h"
 #include "runtime/copy.h"
 #include "runtime/cpu_settings.h"
+#include "runtime/cuda_settings.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
 #include "runtime/dtype.h"

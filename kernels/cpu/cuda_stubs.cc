@@ -44,6 +44,7 @@ void normal(const Stream&, DType, const cpu::Layout<1>&, void*, double, double, 
             uint64_t) {
   no_cuda("normal");
 }
+void matmul(const Stream&, const cpu::MatmulPlan&, void*, DType) { no_cuda("matmul"); }
 
 }  // namespace cuda
 }  // namespace kernels

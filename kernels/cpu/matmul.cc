@@ -1,7 +1,6 @@
-// matmul through OpenBLAS gemm. Row-major and column-major operands go to BLAS as they
-// are (NoTrans / Trans with their leading dimension); anything else is packed into
-// contiguous scratch inside the task. A column-major out is handled by computing
-// out^T = b^T a^T, so the common transposed-gradient layouts never need scratch.
+// matmul through OpenBLAS gemm on cpu and sim streams, through cuBLAS on cuda streams
+// (kernels/cuda/matmul.cu); kernels/cpu/matmul_plan.h decides how each operand reaches
+// the gemm (as it is, transposed, or packed into contiguous scratch inside the task).
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,6 +10,8 @@
 
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
+#include "kernels/cpu/matmul_plan.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -18,74 +19,20 @@ namespace streamgrad {
 namespace kernels {
 namespace {
 
-// One operand as the task sees it: a [rows, cols] matrix per batch member.
-struct Mat {
-  const void* base = nullptr;  // unused for out, whose pointer travels separately
-  int64_t rows = 0, cols = 0;
-  int64_t row_stride = 0, col_stride = 0;
-  int64_t batch_stride = 0;  // elements
-  // How BLAS reads it directly; packed == true means "copy to contiguous first".
-  bool packed = false;
-  CBLAS_TRANSPOSE trans = CblasNoTrans;
-  int ld = 0;
-};
-
-Mat describe_mat(const View& v) {
-  const int64_t r = v.dim();
-  Mat m;
-  m.base = v.data;
-  m.rows = v.sizes[r - 2];
-  m.cols = v.sizes[r - 1];
-  m.row_stride = v.strides[r - 2];
-  m.col_stride = v.strides[r - 1];
-  m.batch_stride = r == 3 ? v.strides[0] : 0;
-  return m;
-}
-
-Mat transposed(Mat m) {
-  std::swap(m.rows, m.cols);
-  std::swap(m.row_stride, m.col_stride);
-  return m;
-}
-
-// Decides whether gemm can read `m` in place, and how.
-void plan(Mat* m) {
-  const int64_t rows = m->rows, cols = m->cols;
-  const int64_t sr = m->row_stride, sc = m->col_stride;
-  int64_t ld = -1;
-  if ((cols <= 1 || sc == 1) && (rows <= 1 || sr >= std::max<int64_t>(1, cols))) {
-    m->trans = CblasNoTrans;
-    ld = rows <= 1 ? std::max<int64_t>(1, cols) : sr;
-  } else if ((rows <= 1 || sr == 1) && (cols <= 1 || sc >= std::max<int64_t>(1, rows))) {
-    m->trans = CblasTrans;
-    ld = cols <= 1 ? std::max<int64_t>(1, rows) : sc;
-  }
-  m->packed = ld < 0 || ld > INT_MAX;
-  if (m->packed) {
-    m->trans = CblasNoTrans;
-    ld = std::max<int64_t>(1, cols);
-  }
-  m->ld = static_cast<int>(ld);
-}
+using cpu::Bias;
+using cpu::Mat;
 
 template <typename T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const T* a, int lda,
-          const T* b, int ldb, T beta, T* c, int ldc) {
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, const T* a, int lda, const T* b,
+          int ldb, T beta, T* c, int ldc) {
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same<T, float>::value) {
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   } else {
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
   }
 }
-
-// A bias added by gemm itself (beta = 1 over an output that starts as the bias):
-// element `stride * i` for row i of the BLAS output when `by_row` (the output was
-// transposed for BLAS), for column i otherwise.
-struct Bias {
-  const void* data = nullptr;
-  int64_t stride = 0;
-  bool by_row = false;
-};
 
 template <typename T>
 void pack(const Mat& m, const T* src, T* dst) {
@@ -119,7 +66,10 @@ const T* operand(const Mat& m, int64_t b, std::vector<T>* scratch) {
 }
 
 template <typename T>
-void run(const Mat& a, const Mat& b, const Mat& c, void* out_base, int64_t batch, Bias bias) {
+void run(const cpu::MatmulPlan& p, void* out_base) {
+  const Mat &a = p.a, &b = p.b, &c = p.c;
+  const Bias bias = p.bias;
+  const int64_t batch = p.batch;
   std::vector<T> sa, sb, sc;
   if (c.packed) sc.resize(static_cast<size_t>(c.rows * c.cols));
   const T* bv = static_cast<const T*>(bias.data);
@@ -149,7 +99,7 @@ void run(const Mat& a, const Mat& b, const Mat& c, void* out_base, int64_t batch
 void matmul(const Stream& stream, const View& out, const View& a, const View& b,
             const View* bias) {
   const char* name = bias == nullptr ? "matmul" : "linear";
-  cpu::check_floating_out_a_b(name, stream, out, a, b);
+  cpu::check_floating_out_a_b(name, stream, out, a, b, /*has_cuda=*/true);
   const int64_t r = out.dim();
   SG_CHECK((r == 2 || r == 3) && a.dim() == r && b.dim() == r, ValueError, name,
            ": expected out, a and b all 2-D or all 3-D, got out ", cpu::describe(out),
@@ -176,37 +126,19 @@ void matmul(const Stream& stream, const View& out, const View& a, const View& b,
   }
   if (out.numel() == 0) return;
 
-  Mat ma = describe_mat(a), mb = describe_mat(b), mc = describe_mat(out);
-  plan(&mc);
-  if (mc.packed || mc.trans == CblasTrans) {
-    // A column-major out is a row-major out^T = b^T a^T; a layout BLAS cannot write at
-    // all goes through scratch.
-    Mat ct = transposed(mc);
-    plan(&ct);
-    if (!ct.packed && ct.trans == CblasNoTrans) {
-      mc = ct;
-      bs.by_row = true;
-      Mat na = transposed(mb), nb = transposed(ma);
-      ma = na;
-      mb = nb;
-    } else {
-      mc.packed = true;
-      mc.trans = CblasNoTrans;
-      mc.ld = static_cast<int>(std::max<int64_t>(1, mc.cols));
-    }
-  }
-  plan(&ma);
-  plan(&mb);
-  const int64_t batch = r == 3 ? out.sizes[0] : 1;
+  const cpu::MatmulPlan p = cpu::plan_matmul(out, a, b, bs);
   const DType dt = out.dtype;
   void* o = out.data;
-  cpu::launch_kernel(stream, name, {&a, &b, bias}, {&out}, [ma, mb, mc, o, batch, dt, bs] {
-    if (dt == DType::kFloat32) {
-      run<float>(ma, mb, mc, o, batch, bs);
-    } else {
-      run<double>(ma, mb, mc, o, batch, bs);
-    }
-  });
+  cpu::launch_kernel_or_cuda(
+      stream, name, {&a, &b, bias}, {&out},
+      [p, o, dt] {
+        if (dt == DType::kFloat32) {
+          run<float>(p, o);
+        } else {
+          run<double>(p, o);
+        }
+      },
+      [stream, p, o, dt] { cuda::matmul(stream, p, o, dt); });
 }
 
 }  // namespace kernels

@@ -33,7 +33,6 @@ TEST_CASE("kernels without a cuda implementation throw DeviceError naming the ke
       {"arange", [&] { k::arange(cuda, v, 0, 1); }},
       {"sum", [&] { k::reduce(cuda, k::Reduce::kSum, v, v); }},
       {"argmax", [&] { k::arg_reduce(cuda, true, v, v, v, 0); }},
-      {"matmul", [&] { k::matmul(cuda, v, v, v); }},
       {"index_select", [&] { k::index_select(cuda, v, v, 0, v); }},
       {"index_add", [&] { k::index_add(cuda, v, 0, v, v); }},
       {"scatter_add", [&] { k::scatter_add(cuda, v, 0, v, v); }},

@@ -1,5 +1,5 @@
-// STREAMGRAD_NUM_THREADS and STREAMGRAD_CPU_CAPABILITY (set in tests/runtime/BUILD) are the
-// settings' starting values, which the setters override.
+// STREAMGRAD_NUM_THREADS, STREAMGRAD_CPU_CAPABILITY and STREAMGRAD_ALLOW_TF32 (set in
+// tests/runtime/BUILD) are the settings' starting values, which the setters override.
 #include <catch2/catch.hpp>
 
 #include "runtime/runtime.h"
@@ -14,6 +14,14 @@ TEST_CASE("the environment sets the starting thread count and level", "[cpu_sett
   CHECK(get_num_threads() == 5);
   set_cpu_capability(machine_cpu_capability());
   CHECK(cpu_capability() == machine_cpu_capability());
+}
+
+TEST_CASE("STREAMGRAD_ALLOW_TF32 sets the starting TF32 switch", "[cuda_settings]") {
+  CHECK(matmul_allow_tf32());
+  set_matmul_allow_tf32(false);
+  CHECK_FALSE(matmul_allow_tf32());
+  set_matmul_allow_tf32(true);
+  CHECK(matmul_allow_tf32());
 }
 
 }  // namespace

@@ -14,6 +14,14 @@ namespace {
 
 using Catch::Matchers::Contains;
 
+TEST_CASE("TF32 for float32 cuda matmuls is off unless asked for", "[cuda_settings]") {
+  CHECK_FALSE(matmul_allow_tf32());
+  set_matmul_allow_tf32(true);
+  CHECK(matmul_allow_tf32());
+  set_matmul_allow_tf32(false);
+  CHECK_FALSE(matmul_allow_tf32());
+}
+
 TEST_CASE("the level defaults to the machine's and names itself", "[cpu_settings]") {
   CHECK(cpu_capability() == machine_cpu_capability());
   CHECK(std::string(cpu_capability_name(CpuCapability::kDefault)) == "default");

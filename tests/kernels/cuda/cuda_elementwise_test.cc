@@ -1,7 +1,8 @@
 // The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
 // of dtypes, uniform and normal, on contiguous, transposed, sliced and broadcast (stride 0)
-// views, and one launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
+// views, matmul in every layout the plan distinguishes (with and without TF32), and one
+// launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
 // +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
 // compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
 // log, tanh, sigmoid, pow), whose device versions round differently from glibc's.
@@ -207,6 +208,61 @@ TEMPLATE_TEST_CASE("cuda random numbers: uniform the cpu's bits, normal within r
   for (size_t j = 0; j < outs[0][1].size(); ++j) {
     CHECK(std::fabs(outs[1][1][j] - outs[0][1][j]) <= tol * (1 + std::fabs(outs[0][1][j])));
   }
+}
+
+// a [2, 3, 4] times b [2, 4, 5] in the layouts the plan treats differently, on cpu and on
+// cuda:0; cuBLAS sums in its own order, hence the tolerance (k = 4 terms).
+template <typename T>
+void check_matmul(bool tf32) {
+  const std::vector<T> a = testing::random_values<T>(2 * 3 * 4 * 2, -1, 1, 5);
+  const std::vector<T> b = testing::random_values<T>(2 * 4 * 5 * 2, -1, 1, 6);
+  const std::vector<T> bias = testing::random_values<T>(5, -1, 1, 7);
+  struct Case {
+    const char* what;
+    Shape a, b, out;
+    bool bias;
+  };
+  const Case cases[] = {
+      {"row-major", Shape({3, 4}), Shape({4, 5}), Shape({3, 5}), false},
+      {"transposed a and b", Shape({4, 3}).transposed(0, 1), Shape({5, 4}).transposed(0, 1),
+       Shape({3, 5}), false},
+      {"column-major out", Shape({3, 4}), Shape({4, 5}), Shape({5, 3}).transposed(0, 1), false},
+      {"packed a, packed out", Shape({3, 4}, {8, 2}), Shape({4, 5}), Shape({3, 5}, {10, 2}),
+       false},
+      {"bias", Shape({3, 4}), Shape({4, 5}), Shape({3, 5}), true},
+      {"bias, column-major out", Shape({3, 4}), Shape({4, 5}), Shape({5, 3}).transposed(0, 1),
+       true},
+      {"batched, b broadcast", Shape({2, 3, 4}), Shape({2, 4, 5}, {0, 5, 1}), Shape({2, 3, 5}),
+       false},
+      {"batched, packed b", Shape({2, 3, 4}), Shape({2, 4, 5}, {40, 10, 2}), Shape({2, 3, 5}),
+       false},
+      {"k = 0 with bias", Shape({3, 0}), Shape({0, 5}), Shape({3, 5}), true},
+  };
+  const double tol = std::is_same<T, double>::value ? 1e-12 : tf32 ? 2e-2 : 1e-5;
+  set_matmul_allow_tf32(tf32);
+  for (const Case& c : cases) {
+    INFO(c.what << (tf32 ? ", TF32 allowed" : ""));
+    std::vector<T> outs[2];
+    int i = 0;
+    for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+      Buffer<T> ba(d, a), bb(d, b), bbias(d, bias), out(d, 40, T(-7));
+      const k::View bias_view = bbias.view();
+      k::matmul(current_stream(d), out.view(c.out), ba.view(c.a), bb.view(c.b),
+                c.bias ? &bias_view : nullptr);
+      outs[i++] = out.read();
+    }
+    for (size_t j = 0; j < outs[0].size(); ++j) {
+      CHECK(std::fabs(outs[1][j] - outs[0][j]) <= tol * (1 + std::fabs(outs[0][j])));
+    }
+  }
+  set_matmul_allow_tf32(false);
+}
+
+TEMPLATE_TEST_CASE("cuda matmul through cuBLAS equals the cpu's in every layout",
+                   "[cuda][kernels][matmul]", float, double) {
+  if (!have_gpu()) return;
+  check_matmul<TestType>(false);
+  check_matmul<TestType>(true);  // float64 ignores the switch
 }
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",
