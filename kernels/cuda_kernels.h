@@ -1,5 +1,5 @@
-// The element-wise kernels of kernels.h (unary, unary_scalar, binary, axpy, fill, copy,
-// uniform, normal) on cuda streams: one strided kernel template over a cpu::Layout (any rank up to kMaxDims,
+// The cuda kernels of kernels.h. The element-wise ones (unary, unary_scalar, binary, axpy,
+// fill, copy, uniform, normal): one strided kernel template over a cpu::Layout (any rank up to kMaxDims,
 // broadcasting as stride 0, 32-bit index arithmetic when every offset fits), its
 // per-element math the functors of kernels/elementwise_ops.h, kernels/cpu/convert.h and
 // kernels/random_ops.h that the cpu loops run, so the cpu tests cover the math.
@@ -45,6 +45,14 @@ void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out,
              double high, uint64_t seed, uint64_t offset);
 void normal(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double mean,
             double stddev, uint64_t seed, uint64_t offset);
+
+// reduce (kernels.h) of `in` over `red` for each output of `kept` (operands out, in), and
+// arg_reduce along a dim of n elements `stride` apart for each output of `l` (operands
+// values, indices, in). Deterministic; sums in double for float32.
+void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kept,
+            const cpu::Layout<1>& red, void* out, const void* in);
+void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3>& l,
+                int64_t n, int64_t stride, void* values, int64_t* indices, const void* in);
 
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where

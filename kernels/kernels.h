@@ -49,8 +49,6 @@
 namespace streamgrad {
 namespace kernels {
 
-enum class Reduce { kSum, kMax, kMin };
-
 // Comparisons, written into a bool out (kernels/select_ops.h holds the per-element math).
 enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
 

@@ -1,4 +1,4 @@
-// The element-wise op codes of kernels.h (Unary, UnaryScalar, Binary), in a header of
+// The op codes of kernels.h (Unary, UnaryScalar, Binary, Reduce), in a header of
 // their own so that device code (kernels/cuda) can name them without kernels.h's views.
 //
 // Thread-safety: plain enums. Failure: none.
@@ -43,6 +43,8 @@ enum class Binary {
   kTanhBackward,      // a * (1 - b * b)    (b: tanh output)
   kSigmoidBackward,   // a * b * (1 - b)    (b: sigmoid output)
 };
+
+enum class Reduce { kSum, kMax, kMin };
 
 }  // namespace kernels
 }  // namespace streamgrad

@@ -45,6 +45,14 @@ void normal(const Stream&, DType, const cpu::Layout<1>&, void*, double, double, 
   no_cuda("normal");
 }
 void matmul(const Stream&, const cpu::MatmulPlan&, void*, DType) { no_cuda("matmul"); }
+void reduce(const Stream&, Reduce, DType, const cpu::Layout<2>&, const cpu::Layout<1>&, void*,
+            const void*) {
+  no_cuda("reduce");
+}
+void arg_reduce(const Stream&, bool, DType, const cpu::Layout<3>&, int64_t, int64_t, void*,
+                int64_t*, const void*) {
+  no_cuda("arg_reduce");
+}
 
 }  // namespace cuda
 }  // namespace kernels

@@ -16,6 +16,7 @@
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -192,7 +193,7 @@ const char* name_of(Reduce op) {
 
 void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
   const char* name = name_of(op);
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   cpu::check_view(name, "in", in);
   cpu::check_floating(name, "in", in);
@@ -218,11 +219,14 @@ void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
   const void* x = in.data;
   const DType dt = out.dtype;
   const Loops* lp = &cpu::loops();
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&in}, {&out},
       [op, o, x, dt, lp](const Layout<2>& kept, const Layout<1>& red) {
         cpu::dispatch_floating(dt,
                                [&](auto t) { run_reduce<decltype(t)>(*lp, op, kept, red, o, x); });
+      },
+      [stream, op, o, x, dt](const Layout<2>& kept, const Layout<1>& red) {
+        cuda::reduce(stream, op, dt, kept, red, o, x);
       },
       kept, red);
 }
@@ -230,7 +234,7 @@ void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
 void arg_reduce(const Stream& stream, bool is_max, const View& values, const View& indices,
                 const View& in, int64_t dim) {
   const char* name = is_max ? "argmax" : "argmin";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "values", values);
   cpu::check_output(name, "indices", indices);
   cpu::check_view(name, "in", in);
@@ -258,7 +262,7 @@ void arg_reduce(const Stream& stream, bool is_max, const View& values, const Vie
   void* pi = indices.data;
   const void* px = in.data;
   const DType dt = in.dtype;
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&in}, {&values, &indices},
       [n, stride, is_max, pv, pi, px, dt](const Layout<3>& l) {
         cpu::dispatch_floating(dt, [&](auto t) {
@@ -285,6 +289,9 @@ void arg_reduce(const Stream& stream, bool is_max, const View& values, const Vie
             }
           });
         });
+      },
+      [stream, n, stride, is_max, pv, pi, px, dt](const Layout<3>& l) {
+        cuda::arg_reduce(stream, is_max, dt, l, n, stride, pv, static_cast<int64_t*>(pi), px);
       },
       l);
 }

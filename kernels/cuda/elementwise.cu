@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/cuda/indexing.cuh"
 #include "kernels/elementwise_ops.h"
 #include "kernels/random_ops.h"
 #include "runtime/cuda/cuda_stream.h"
@@ -16,35 +17,6 @@ namespace streamgrad {
 namespace kernels {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
-// Enough blocks to fill any current GPU several times over; a grid-stride loop covers the
-// rest, and the cap keeps `i + step` far from the 32-bit limit.
-constexpr int64_t kMaxBlocks = 1 << 16;
-// The 32-bit path: every index and offset below 2^30, so i + step (at most 2^24) cannot
-// overflow an int32.
-constexpr int64_t kMax32 = int64_t(1) << 30;
-
-// The layout's merged dims and each operand's strides (in elements), as Index.
-template <int N, typename Index>
-struct Indexer {
-  int ndim;
-  Index sizes[cpu::kMaxDims];
-  Index strides[N][cpu::kMaxDims];
-
-  // Operand offsets of flat row-major index i (the last dim fastest).
-  __device__ __forceinline__ void offsets(Index i, Index (&off)[N]) const {
-#pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
-      const Index q = i / sizes[d];
-      const Index r = i - q * sizes[d];
-      i = q;
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += r * strides[k][d];
-    }
-  }
-};
 
 template <int N, typename Index, typename Body>
 __global__ void __launch_bounds__(kThreads)
@@ -58,28 +30,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Whether index arithmetic of `l` fits the 32-bit path: numel and every operand's largest
-// offset below 2^30.
-template <int N>
-bool fits_32(const cpu::Layout<N>& l) {
-  if (l.numel >= kMax32) return false;
-  for (int k = 0; k < N; ++k) {
-    int64_t last = 0;
-    for (int d = 0; d < l.ndim; ++d) last += (l.sizes[d] - 1) * l.strides[k][d];
-    if (last >= kMax32) return false;
-  }
-  return true;
-}
-
 template <typename Index, int N, typename Body>
 void launch_as(const Stream& stream, const char* name, const cpu::Layout<N>& l,
                const Body& body) {
-  Indexer<N, Index> ix{};
-  ix.ndim = l.ndim;
-  for (int d = 0; d < l.ndim; ++d) {
-    ix.sizes[d] = static_cast<Index>(l.sizes[d]);
-    for (int k = 0; k < N; ++k) ix.strides[k][d] = static_cast<Index>(l.strides[k][d]);
-  }
+  const Indexer<N, Index> ix = make_indexer<Index>(l);
   int64_t blocks = (l.numel + kThreads - 1) / kThreads;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
   strided_kernel<N, Index, Body><<<static_cast<unsigned>(blocks), kThreads, 0,

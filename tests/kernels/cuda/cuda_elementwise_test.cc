@@ -1,7 +1,7 @@
 // The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
 // of dtypes, uniform and normal, on contiguous, transposed, sliced and broadcast (stride 0)
-// views, matmul in every layout the plan distinguishes (with and without TF32), and one
+// views, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
 // launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
 // +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
 // compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
@@ -263,6 +263,65 @@ TEMPLATE_TEST_CASE("cuda matmul through cuBLAS equals the cpu's in every layout"
   if (!have_gpu()) return;
   check_matmul<TestType>(false);
   check_matmul<TestType>(true);  // float64 ignores the switch
+}
+
+TEMPLATE_TEST_CASE("cuda reductions and arg reductions equal the cpu's",
+                   "[cuda][kernels][reduce]", float, double) {
+  using T = TestType;
+  if (!have_gpu()) return;
+  // [3, 4, 5] with ties (few distinct values) and a NaN in one row.
+  std::vector<T> x(60);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>((i * 7) % 5) - 2;
+  x[23] = std::numeric_limits<T>::quiet_NaN();
+  const Shape in({3, 4, 5});
+  // out shapes in keepdim form: reduce dim 2, dims {0, 2}, all, none.
+  const Shape outs_shapes[] = {Shape({3, 4, 1}), Shape({1, 4, 1}), Shape({1, 1, 1}),
+                               Shape({3, 4, 5})};
+  for (const Shape& os : outs_shapes) {
+    for (const k::Reduce op : {k::Reduce::kSum, k::Reduce::kMax, k::Reduce::kMin}) {
+      INFO("reduce " << static_cast<int>(op) << " into " << os.numel() << " outputs");
+      std::vector<T> outs[2];
+      int i = 0;
+      for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+        Buffer<T> bx(d, x), out(d, 60, T(-7));
+        k::reduce(current_stream(d), op, out.view(os), bx.view(in));
+        outs[i++] = out.read();
+      }
+      check_ulps(outs[1], outs[0], 0);  // small integers: every order sums exactly
+    }
+  }
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    for (const bool is_max : {true, false}) {
+      INFO("arg_reduce dim " << dim << (is_max ? " max" : " min"));
+      Shape vs = in;
+      vs.sizes[dim] = 1;
+      vs = Shape(vs.sizes);
+      std::vector<T> values[2];
+      std::vector<int64_t> indices[2];
+      int i = 0;
+      for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+        Buffer<T> bx(d, x), v(d, 60, T(0));
+        Buffer<int64_t> ix(d, 60, int64_t(-1));
+        k::arg_reduce(current_stream(d), is_max, v.view(vs), ix.view(vs), bx.view(in), dim);
+        values[i] = v.read();
+        indices[i++] = ix.read();
+      }
+      CHECK(indices[1] == indices[0]);
+      check_ulps(values[1], values[0], 0);
+    }
+  }
+  // A long sum (many elements per thread, then the block's tree): within rounding.
+  const std::vector<T> big = testing::random_values<T>(100003, -1, 1, 9);
+  T sums[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    Buffer<T> bx(d, big), out(d, 1, T(0));
+    k::reduce(current_stream(d), k::Reduce::kSum, out.view(Shape({1})),
+              bx.view(Shape({100003})));
+    sums[i++] = out.read()[0];
+  }
+  const double tol = std::is_same<T, float>::value ? 1e-6 : 1e-12;  // one float ulp
+  CHECK(std::fabs(sums[1] - sums[0]) <= tol * (1 + std::fabs(sums[0])));
 }
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",

@@ -1,0 +1,73 @@
+// Internal to kernels/cuda: flat row-major indices to operand offsets over a cpu::Layout,
+// the one piece of index arithmetic every cuda kernel here shares.
+//
+// Thread-safety: plain values. Failure: none (callers keep indices below numel).
+#ifndef STREAMGRAD_KERNELS_CUDA_INDEXING_CUH_
+#define STREAMGRAD_KERNELS_CUDA_INDEXING_CUH_
+
+#include <cstdint>
+
+#include "kernels/cpu/strided.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cuda {
+
+constexpr int kThreads = 256;
+// Enough blocks to fill any current GPU several times over; grid-stride loops cover the
+// rest, and the cap keeps `i + step` far from the 32-bit limit.
+constexpr int64_t kMaxBlocks = 1 << 16;
+// The 32-bit path: every index and offset below 2^30, so i + step (at most 2^24) cannot
+// overflow an int32.
+constexpr int64_t kMax32 = int64_t(1) << 30;
+
+// The layout's merged dims and each operand's strides (in elements), as Index.
+template <int N, typename Index>
+struct Indexer {
+  int ndim;
+  Index sizes[cpu::kMaxDims];
+  Index strides[N][cpu::kMaxDims];
+
+  // Operand offsets of flat row-major index i (the last dim fastest).
+  __device__ __forceinline__ void offsets(Index i, Index (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const Index q = i / sizes[d];
+      const Index r = i - q * sizes[d];
+      i = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += r * strides[k][d];
+    }
+  }
+};
+
+template <typename Index, int N>
+Indexer<N, Index> make_indexer(const cpu::Layout<N>& l) {
+  Indexer<N, Index> ix{};
+  ix.ndim = l.ndim;
+  for (int d = 0; d < l.ndim; ++d) {
+    ix.sizes[d] = static_cast<Index>(l.sizes[d]);
+    for (int k = 0; k < N; ++k) ix.strides[k][d] = static_cast<Index>(l.strides[k][d]);
+  }
+  return ix;
+}
+
+// Whether index arithmetic of `l` fits the 32-bit path: numel and every operand's largest
+// offset below 2^30.
+template <int N>
+bool fits_32(const cpu::Layout<N>& l) {
+  if (l.numel >= kMax32) return false;
+  for (int k = 0; k < N; ++k) {
+    int64_t last = 0;
+    for (int d = 0; d < l.ndim; ++d) last += (l.sizes[d] - 1) * l.strides[k][d];
+    if (last >= kMax32) return false;
+  }
+  return true;
+}
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_CUDA_INDEXING_CUH_
