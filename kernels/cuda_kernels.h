@@ -46,6 +46,15 @@ void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out,
 void normal(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double mean,
             double stddev, uint64_t seed, uint64_t offset);
 
+// compare (operands out, a, b) and compare_scalar (out, in) with elements of dtype dt
+// into a bool out; where (out, condition, a, b) with out of dtype dt.
+void compare(const Stream& stream, Compare op, DType dt, const cpu::Layout<3>& l, void* out,
+             const void* a, const void* b);
+void compare_scalar(const Stream& stream, Compare op, DType dt, const cpu::Layout<2>& l,
+                    void* out, const void* in, double scalar);
+void where(const Stream& stream, DType dt, const cpu::Layout<4>& l, void* out,
+           const void* condition, const void* a, const void* b);
+
 // reduce (kernels.h) of `in` over `red` for each output of `kept` (operands out, in), and
 // arg_reduce along a dim of n elements `stride` apart for each output of `l` (operands
 // values, indices, in). Deterministic; sums in double for float32.

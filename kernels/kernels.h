@@ -49,9 +49,6 @@
 namespace streamgrad {
 namespace kernels {
 
-// Comparisons, written into a bool out (kernels/select_ops.h holds the per-element math).
-enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
-
 void unary(const Stream& stream, Unary op, const View& out, const View& in);
 void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const View& in,
                   double scalar);

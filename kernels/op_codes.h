@@ -1,4 +1,4 @@
-// The op codes of kernels.h (Unary, UnaryScalar, Binary, Reduce), in a header of
+// The op codes of kernels.h (Unary, UnaryScalar, Binary, Reduce, Compare), in a header of
 // their own so that device code (kernels/cuda) can name them without kernels.h's views.
 //
 // Thread-safety: plain enums. Failure: none.
@@ -45,6 +45,9 @@ enum class Binary {
 };
 
 enum class Reduce { kSum, kMax, kMin };
+
+// Comparisons, written into a bool out (kernels/select_ops.h holds the per-element math).
+enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
 
 }  // namespace kernels
 }  // namespace streamgrad

@@ -1,7 +1,8 @@
 // The per-element math of the comparison and selection kernels (compare, compare_scalar,
 // where in kernels.h), as SG_HOST_DEVICE functors: the cpu loops in kernels/cpu/select.cc
-// call them, and a CUDA kernel is meant to call the same functors so that both devices
-// agree element for element.
+// and the cuda kernels (kernels/cuda) call them, with_compare and with_compare_scalar
+// choosing functor and scalar type for both, so that both devices agree element for
+// element.
 //
 // bool elements are bytes; any non-zero byte is true (bool_value), so a mask written by
 // any kernel compares and selects the same way.
@@ -10,8 +11,11 @@
 #define STREAMGRAD_KERNELS_SELECT_OPS_H_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/host_device.h"
+#include "kernels/op_codes.h"
+#include "runtime/dtype.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -59,6 +63,35 @@ struct SelectOp {
     return condition != 0 ? a : b;
   }
 };
+
+// Host code, run once per launch: fn(functor) with the functor of `op`.
+template <typename Fn>
+inline void with_compare(Compare op, Fn&& fn) {
+  switch (op) {
+    case Compare::kEq: return fn(EqOp{});
+    case Compare::kNe: return fn(NeOp{});
+    case Compare::kLt: return fn(LtOp{});
+    case Compare::kLe: return fn(LeOp{});
+    case Compare::kGt: return fn(GtOp{});
+    case Compare::kGe: return fn(GeOp{});
+  }
+}
+
+// Host code: fn(s) with compare_scalar's scalar in the type elements of type T compare
+// against. Floating elements: the scalar rounded to T (as a float32 tensor op in PyTorch).
+// int64 and bool: an integral scalar as int64 (no rounding of large elements); a
+// fractional one as double, which is below 2^52 in magnitude, so converting the elements
+// cannot move one across it: exact either way.
+template <typename T, typename Fn>
+inline void with_compare_scalar(double scalar, Fn&& fn) {
+  if constexpr (std::is_floating_point<T>::value) {
+    fn(static_cast<T>(scalar));
+  } else if (is_int64_value(scalar)) {
+    fn(static_cast<int64_t>(scalar));
+  } else {
+    fn(scalar);
+  }
+}
 
 }  // namespace kernels
 }  // namespace streamgrad

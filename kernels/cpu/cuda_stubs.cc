@@ -45,6 +45,18 @@ void normal(const Stream&, DType, const cpu::Layout<1>&, void*, double, double, 
   no_cuda("normal");
 }
 void matmul(const Stream&, const cpu::MatmulPlan&, void*, DType) { no_cuda("matmul"); }
+void compare(const Stream&, Compare, DType, const cpu::Layout<3>&, void*, const void*,
+             const void*) {
+  no_cuda("compare");
+}
+void compare_scalar(const Stream&, Compare, DType, const cpu::Layout<2>&, void*, const void*,
+                    double) {
+  no_cuda("compare_scalar");
+}
+void where(const Stream&, DType, const cpu::Layout<4>&, void*, const void*, const void*,
+           const void*) {
+  no_cuda("where");
+}
 void reduce(const Stream&, Reduce, DType, const cpu::Layout<2>&, const cpu::Layout<1>&, void*,
             const void*) {
   no_cuda("reduce");

@@ -1,5 +1,6 @@
 // compare, compare_scalar and where: strided loops around the functors of
-// kernels/select_ops.h, with the op and dtypes chosen outside the element loop.
+// kernels/select_ops.h, with the op and dtypes chosen outside the element loop; on cuda
+// streams the kernels of kernels/cuda_kernels.h around the same functors.
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -9,6 +10,7 @@
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/select_ops.h"
 
@@ -48,19 +50,6 @@ void compare_scalar_loop(const Layout<2>& l, void* out, const void* in, S s, Op 
       for (int64_t i = 0; i < n; ++i) o[i * step[0]] = op(compare_value(x[i * step[1]]), s);
     }
   });
-}
-
-// Calls fn(functor) with the functor of `op`.
-template <typename Fn>
-void dispatch_compare(Compare op, Fn&& fn) {
-  switch (op) {
-    case Compare::kEq: return fn(EqOp{});
-    case Compare::kNe: return fn(NeOp{});
-    case Compare::kLt: return fn(LtOp{});
-    case Compare::kLe: return fn(LeOp{});
-    case Compare::kGt: return fn(GtOp{});
-    case Compare::kGe: return fn(GeOp{});
-  }
 }
 
 template <typename T>
@@ -103,7 +92,7 @@ struct Arg {
 // `out_dtype`, well-formed inputs of out's sizes that overlap out only by being it.
 void check_args(const char* name, const Stream& stream, const View& out, DType out_dtype,
                 std::initializer_list<Arg> inputs) {
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   cpu::check_dtype(name, "out", out, out_dtype);
   for (const Arg& in : inputs) {
@@ -126,12 +115,15 @@ void compare(const Stream& stream, Compare op, const View& out, const View& a, c
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = a.dtype;
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&a, &b}, {&out},
       [op, o, pa, pb, dt](const Layout<3>& l) {
         cpu::dispatch_any(dt, [&](auto t) {
-          dispatch_compare(op, [&](auto f) { compare_loop<decltype(t)>(l, o, pa, pb, f); });
+          with_compare(op, [&](auto f) { compare_loop<decltype(t)>(l, o, pa, pb, f); });
         });
+      },
+      [stream, op, o, pa, pb, dt](const Layout<3>& l) {
+        cuda::compare(stream, op, dt, l, o, pa, pb);
       },
       l);
 }
@@ -145,24 +137,19 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
   void* o = out.data;
   const void* x = in.data;
   const DType dt = in.dtype;
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&in}, {&out},
       [op, o, x, dt, scalar](const Layout<2>& l) {
         cpu::dispatch_any(dt, [&](auto t) {
           using T = decltype(t);
-          dispatch_compare(op, [&](auto f) {
-            if constexpr (std::is_floating_point<T>::value) {
-              compare_scalar_loop<T>(l, o, x, static_cast<T>(scalar), f);
-            } else if (is_int64_value(scalar)) {
-              // An integral scalar compares in int64: no rounding of large elements.
-              compare_scalar_loop<T>(l, o, x, static_cast<int64_t>(scalar), f);
-            } else {
-              // A fractional scalar is below 2^52 in magnitude, so converting the elements to
-              // double cannot move one across it: still exact.
-              compare_scalar_loop<T>(l, o, x, scalar, f);
-            }
+          with_compare(op, [&](auto f) {
+            with_compare_scalar<T>(scalar,
+                                   [&](auto sv) { compare_scalar_loop<T>(l, o, x, sv, f); });
           });
         });
+      },
+      [stream, op, o, x, dt, scalar](const Layout<2>& l) {
+        cuda::compare_scalar(stream, op, dt, l, o, x, scalar);
       },
       l);
 }
@@ -182,10 +169,13 @@ void where(const Stream& stream, const View& out, const View& condition, const V
   const void* pa = a.data;
   const void* pb = b.data;
   const DType dt = out.dtype;
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&condition, &a, &b}, {&out},
       [o, pc, pa, pb, dt](const Layout<4>& l) {
         cpu::dispatch_any(dt, [&](auto t) { where_loop<decltype(t)>(l, o, pc, pa, pb); });
+      },
+      [stream, o, pc, pa, pb, dt](const Layout<4>& l) {
+        cuda::where(stream, dt, l, o, pc, pa, pb);
       },
       l);
 }

@@ -11,6 +11,7 @@
 #include "kernels/cuda/indexing.cuh"
 #include "kernels/elementwise_ops.h"
 #include "kernels/random_ops.h"
+#include "kernels/select_ops.h"
 #include "runtime/cuda/cuda_stream.h"
 
 namespace streamgrad {
@@ -108,6 +109,42 @@ struct Generate {
   }
 };
 
+template <typename T, typename Op>
+struct CompareBody {
+  uint8_t* out;
+  const T* a;
+  const T* b;
+  Op op;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(Index, const Index* off) const {
+    out[off[0]] = op(compare_value(a[off[1]]), compare_value(b[off[2]]));
+  }
+};
+
+template <typename T, typename S, typename Op>
+struct CompareScalarBody {
+  uint8_t* out;
+  const T* in;
+  S scalar;
+  Op op;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(Index, const Index* off) const {
+    out[off[0]] = op(compare_value(in[off[1]]), scalar);
+  }
+};
+
+template <typename T>
+struct WhereBody {
+  T* out;
+  const uint8_t* condition;
+  const T* a;
+  const T* b;
+  template <typename Index>
+  __device__ __forceinline__ void operator()(Index, const Index* off) const {
+    out[off[0]] = SelectOp{}(condition[off[1]], a[off[2]], b[off[3]]);
+  }
+};
+
 template <typename Fn>
 void floating(DType dt, Fn&& fn) {
   if (dt == DType::kFloat32) {
@@ -198,6 +235,42 @@ void normal(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, 
     using T = decltype(t);
     launch(stream, "normal", l,
            Generate<T, NormalGen>{static_cast<T*>(out), offset, make_normal(seed, mean, stddev)});
+  });
+}
+
+void compare(const Stream& stream, Compare op, DType dt, const cpu::Layout<3>& l, void* out,
+             const void* a, const void* b) {
+  cpu::dispatch_any(dt, [&](auto t) {
+    using T = decltype(t);
+    with_compare(op, [&](auto f) {
+      launch(stream, "compare", l,
+             CompareBody<T, decltype(f)>{static_cast<uint8_t*>(out), static_cast<const T*>(a),
+                                         static_cast<const T*>(b), f});
+    });
+  });
+}
+
+void compare_scalar(const Stream& stream, Compare op, DType dt, const cpu::Layout<2>& l,
+                    void* out, const void* in, double scalar) {
+  cpu::dispatch_any(dt, [&](auto t) {
+    using T = decltype(t);
+    with_compare(op, [&](auto f) {
+      with_compare_scalar<T>(scalar, [&](auto sv) {
+        launch(stream, "compare_scalar", l,
+               CompareScalarBody<T, decltype(sv), decltype(f)>{
+                   static_cast<uint8_t*>(out), static_cast<const T*>(in), sv, f});
+      });
+    });
+  });
+}
+
+void where(const Stream& stream, DType dt, const cpu::Layout<4>& l, void* out,
+           const void* condition, const void* a, const void* b) {
+  cpu::dispatch_any(dt, [&](auto t) {
+    using T = decltype(t);
+    launch(stream, "where", l,
+           WhereBody<T>{static_cast<T*>(out), static_cast<const uint8_t*>(condition),
+                        static_cast<const T*>(a), static_cast<const T*>(b)});
   });
 }
 

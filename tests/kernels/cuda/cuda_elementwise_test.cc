@@ -1,7 +1,7 @@
 // The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
 // of dtypes, uniform and normal, on contiguous, transposed, sliced and broadcast (stride 0)
-// views, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
+// views, comparisons and where, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
 // launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
 // +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
 // compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
@@ -322,6 +322,47 @@ TEMPLATE_TEST_CASE("cuda reductions and arg reductions equal the cpu's",
   }
   const double tol = std::is_same<T, float>::value ? 1e-6 : 1e-12;  // one float ulp
   CHECK(std::fabs(sums[1] - sums[0]) <= tol * (1 + std::fabs(sums[0])));
+}
+
+TEST_CASE("cuda compare, compare_scalar and where equal the cpu's", "[cuda][kernels][select]") {
+  if (!have_gpu()) return;
+  std::vector<double> a = testing::random_values<double>(12, -2, 2, 10);
+  std::vector<double> b = a;
+  for (size_t i = 0; i < b.size(); i += 3) b[i] += 0.5;  // some equal, some not
+  a[4] = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<int64_t> ints = {-3, 0, 5, 9007199254740993LL, 2, 2, 1, -1, 7, 4, 3, 0};
+  std::vector<uint8_t> results[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    Buffer<double> ba(d, a), bb(d, b), wout(d, 24, -7.0);
+    Buffer<int64_t> bi(d, ints);
+    Buffer<uint8_t> out(d, 24 * 14, uint8_t(9));
+    std::vector<uint8_t> all;
+    int slot = 0;
+    for (int o = 0; o <= static_cast<int>(k::Compare::kGe); ++o) {
+      const k::Compare op = static_cast<k::Compare>(o);
+      const Shape os({3, 4}, {8, 2}, 1 + 24 * slot++);
+      k::compare(current_stream(d), op, out.view(os), ba.view(Shape({4, 3}).transposed(0, 1)),
+                 bb.view(Shape({3, 4})));
+      // int64 elements against an integral scalar past 2^53, and a fractional one.
+      k::compare_scalar(current_stream(d), op, out.view(Shape({12}, {1}, 24 * slot++)),
+                        bi.view(), o % 2 == 0 ? 9007199254740992.0 : 1.5);
+    }
+    // where(out = a > b, a, b) into a strided out, b broadcast along the rows.
+    k::compare(current_stream(d), k::Compare::kGt, out.view(Shape({3, 4}, {4, 1}, 24 * 13)),
+               ba.view(Shape({3, 4})), bb.view(Shape({3, 4})));
+    k::where(current_stream(d), wout.view(Shape({3, 4}, {8, 2}, 1)),
+             out.view(Shape({3, 4}, {4, 1}, 24 * 13)), ba.view(Shape({3, 4})),
+             bb.view(Shape({3, 4}, {0, 1}, 0)));
+    all = out.read();
+    for (double v : wout.read()) {
+      uint8_t bytes[sizeof(double)];
+      std::memcpy(bytes, &v, sizeof v);
+      all.insert(all.end(), bytes, bytes + sizeof v);
+    }
+    results[i++] = all;
+  }
+  CHECK(results[1] == results[0]);
 }
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",
