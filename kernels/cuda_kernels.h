@@ -63,6 +63,26 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
 void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3>& l,
                 int64_t n, int64_t stride, void* values, int64_t* indices, const void* in);
 
+// An index kernel's arguments: `walk` over operands (out or target, other, index); the
+// indexed element is at index[off2] * step from the target's offset (read: in; accumulate:
+// out). Every index in `index_layout` (over `index`) must be in [0, limit) along dim `dim`
+// of the indexed view, or a ValueError names the first bad one and nothing is written.
+struct IndexArgs {
+  const char* name;
+  cpu::Layout<3> walk;
+  void* out;
+  const void* other;
+  const int64_t* index;
+  int64_t step;
+  cpu::Layout<1> index_layout;
+  int64_t dim, limit;
+};
+// index_select and gather: out[off0] = in[off1 + index * step], any dtype.
+void index_read(const Stream& stream, DType dt, const IndexArgs& a);
+// index_add and scatter_add: out[off0 + index * step] += src[off1], float32/float64;
+// duplicates accumulate atomically, in no fixed order.
+void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a);
+
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where
 // matmul_allow_tf32() (runtime/cuda_settings.h). Packed operands go through scratch on

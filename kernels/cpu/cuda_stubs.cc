@@ -57,6 +57,8 @@ void where(const Stream&, DType, const cpu::Layout<4>&, void*, const void*, cons
            const void*) {
   no_cuda("where");
 }
+void index_read(const Stream&, DType, const IndexArgs&) { no_cuda("index_read"); }
+void index_accumulate(const Stream&, DType, const IndexArgs&) { no_cuda("index_accumulate"); }
 void reduce(const Stream&, Reduce, DType, const cpu::Layout<2>&, const cpu::Layout<1>&, void*,
             const void*) {
   no_cuda("reduce");

@@ -10,6 +10,7 @@
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -39,6 +40,12 @@ void check_indices(const IndexCheck& c) {
                c.dim, " of size ", c.limit, "; valid indices are 0..", c.limit - 1);
     }
   });
+}
+
+// The cuda kernels' arguments for the same launch (they check the indices on the device).
+cuda::IndexArgs cuda_args(const IndexCheck& c, const Layout<3>& l, void* out, const void* other,
+                          int64_t step) {
+  return {c.kernel, l, out, other, c.data, step, c.layout, c.dim, c.limit};
 }
 
 IndexCheck make_check(const char* kernel, const View& index, int64_t dim, int64_t limit) {
@@ -74,7 +81,7 @@ void indexed_walk(const Layout<3>& l, const int64_t* idx, Fn fn) {
 
 void check_common(const char* name, const Stream& stream, const View& out,
                   const View& other, const char* other_name, const View& index, int64_t dim) {
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   cpu::check_view(name, other_name, other);
   cpu::check_view(name, "index", index);
@@ -113,7 +120,7 @@ void read_indexed(const Stream& stream, const char* name, const View& out, const
   const void* x = in.data;
   const int64_t sd = in.strides[dim];
   const DType dt = out.dtype;
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&in, &index}, {&out},
       [chk, host_checked, o, x, sd, dt](const Layout<3>& l) {
         if (!host_checked) check_indices(chk);
@@ -124,6 +131,9 @@ void read_indexed(const Stream& stream, const char* name, const View& out, const
           indexed_walk(l, chk.data,
                        [&](int64_t oo, int64_t xo, int64_t i) { o0[oo] = x0[xo + i * sd]; });
         });
+      },
+      [stream, chk, o, x, sd, dt](const Layout<3>& l) {
+        cuda::index_read(stream, dt, cuda_args(chk, l, o, x, sd));
       },
       l);
 }
@@ -157,7 +167,7 @@ void accumulate_indexed(const Stream& stream, const char* name, const View& out,
   const void* s = src.data;
   const int64_t sd = out.strides[dim];
   const DType dt = out.dtype;
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&out, &src, &index}, {&out},
       [chk, host_checked, o, s, sd, dt](const Layout<3>& l) {
         if (!host_checked) check_indices(chk);
@@ -169,6 +179,9 @@ void accumulate_indexed(const Stream& stream, const char* name, const View& out,
           indexed_walk(l, chk.data,
                        [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] += s0[so]; });
         });
+      },
+      [stream, chk, o, s, sd, dt](const Layout<3>& l) {
+        cuda::index_accumulate(stream, dt, cuda_args(chk, l, o, s, sd));
       },
       l);
 }

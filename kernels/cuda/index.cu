@@ -1,0 +1,131 @@
+// The index kernels (index_select, gather, index_add, scatter_add) on cuda streams
+// (kernels/cuda_kernels.h): one kernel reads or accumulates through the index, after a
+// check kernel has found every index in range.
+//
+// Out-of-range indices must never touch memory. A device-side assert would kill the CUDA
+// context, so the check kernel records the first bad element (its row-major position and
+// value) and the host reads it back before the main kernel is enqueued: a ValueError as on
+// cpu, at the cost of one stream synchronisation per index launch.
+// Accumulation uses atomicAdd: duplicate indices sum in no fixed order (as in PyTorch's
+// cuda index_add), so float results with duplicates may differ from run to run within
+// rounding.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/indexing.cuh"
+#include "kernels/cuda_kernels.h"
+#include "runtime/cuda/cuda_stream.h"
+#include "runtime/error.h"
+#include "runtime/storage.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cuda {
+namespace {
+
+// first[0]: the lowest position of a bad index (all ones: none); first[1] is written by
+// the thread that owns that position, after every thread has passed the atomicMin.
+__global__ void __launch_bounds__(kThreads)
+    find_bad_index(Indexer<1, int64_t> ix, int64_t numel, const int64_t* index, int64_t limit,
+                   unsigned long long* first) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < numel;
+       i += step) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    const int64_t v = index[off[0]];
+    if (v < 0 || v >= limit) atomicMin(first, static_cast<unsigned long long>(i));
+  }
+}
+
+__global__ void read_bad_value(Indexer<1, int64_t> ix, const int64_t* index,
+                               unsigned long long* first) {
+  if (first[0] == ~0ull) return;
+  int64_t off[1];
+  ix.offsets(static_cast<int64_t>(first[0]), off);
+  first[1] = static_cast<unsigned long long>(index[off[0]]);
+}
+
+void check_indices(const Stream& stream, const IndexArgs& a) {
+  if (a.index_layout.numel == 0) return;
+  const cudaStream_t s = raw_cuda_stream(stream);
+  Storage flag = Storage::allocate(2 * sizeof(unsigned long long), stream);
+  auto* first = static_cast<unsigned long long*>(flag.data());
+  check_cuda(cudaMemsetAsync(first, 0xFF, 2 * sizeof(unsigned long long), s), a.name);
+  const Indexer<1, int64_t> ix = make_indexer<int64_t>(a.index_layout);
+  const int64_t n = a.index_layout.numel;
+  const int64_t blocks = (n + kThreads - 1) / kThreads < kMaxBlocks
+                             ? (n + kThreads - 1) / kThreads
+                             : kMaxBlocks;
+  find_bad_index<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(ix, n, a.index, a.limit,
+                                                                     first);
+  read_bad_value<<<1, 1, 0, s>>>(ix, a.index, first);
+  check_cuda(cudaGetLastError(), a.name);
+  unsigned long long host[2];
+  check_cuda(cudaMemcpyAsync(host, first, sizeof host, cudaMemcpyDeviceToHost, s), a.name);
+  check_cuda(cudaStreamSynchronize(s), a.name);
+  if (host[0] == ~0ull) return;
+  throw ValueError(absl::StrCat(a.name, ": index ", static_cast<int64_t>(host[1]),
+                                " (element ", host[0], " of index, row-major) is out of range for dim ",
+                                a.dim, " of size ", a.limit, "; valid indices are 0..",
+                                a.limit - 1));
+}
+
+// out[off0] = in[off1 + index[off2] * step] (read), or out[off0 + index[off2] * step] +=
+// src[off1] (accumulate).
+template <typename T, bool kAccumulate>
+__global__ void __launch_bounds__(kThreads)
+    indexed_kernel(Indexer<3, int64_t> ix, int64_t numel, T* out, const T* other,
+                   const int64_t* index, int64_t step) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < numel;
+       i += stride) {
+    int64_t off[3];
+    ix.offsets(i, off);
+    const int64_t at = index[off[2]] * step;
+    if constexpr (kAccumulate) {
+      atomicAdd(out + off[0] + at, other[off[1]]);
+    } else {
+      out[off[0]] = other[off[1] + at];
+    }
+  }
+}
+
+template <bool kAccumulate, typename T>
+void run(const Stream& stream, const IndexArgs& a) {
+  const Indexer<3, int64_t> ix = make_indexer<int64_t>(a.walk);
+  const int64_t n = a.walk.numel;
+  const int64_t blocks = (n + kThreads - 1) / kThreads < kMaxBlocks
+                             ? (n + kThreads - 1) / kThreads
+                             : kMaxBlocks;
+  indexed_kernel<T, kAccumulate><<<static_cast<unsigned>(blocks), kThreads, 0,
+                                   raw_cuda_stream(stream)>>>(
+      ix, n, static_cast<T*>(a.out), static_cast<const T*>(a.other), a.index, a.step);
+  check_cuda(cudaGetLastError(), a.name);
+}
+
+}  // namespace
+
+void index_read(const Stream& stream, DType dt, const IndexArgs& a) {
+  if (a.walk.numel == 0) return;
+  check_indices(stream, a);
+  switch (dt) {
+    case DType::kFloat32: return run<false, float>(stream, a);
+    case DType::kFloat64: return run<false, double>(stream, a);
+    case DType::kInt64: return run<false, int64_t>(stream, a);
+    case DType::kBool: return run<false, uint8_t>(stream, a);
+  }
+}
+
+void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a) {
+  if (a.walk.numel == 0) return;
+  check_indices(stream, a);
+  if (dt == DType::kFloat32) return run<true, float>(stream, a);
+  run<true, double>(stream, a);
+}
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace streamgrad
