@@ -40,6 +40,9 @@ void axpy(const Stream& stream, DType dt, const cpu::Layout<3>& l, void* out, co
 void fill(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double value);
 void copy(const Stream& stream, DType to, DType from, const cpu::Layout<2>& l, void* out,
           const void* in);
+// Element i of out (row-major) is ArangeOp<T>{start, step}(i) (kernels/elementwise_ops.h).
+void arange(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double start,
+            double step);
 // Element i of out (row-major) from counter offset + i (kernels/random_ops.h).
 void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double low,
              double high, uint64_t seed, uint64_t offset);

@@ -16,6 +16,9 @@
 #define STREAMGRAD_KERNELS_ELEMENTWISE_OPS_H_
 
 #include <math.h>
+#include <stdint.h>
+
+#include <type_traits>
 
 #include "kernels/host_device.h"
 #include "kernels/op_codes.h"
@@ -170,6 +173,20 @@ template <typename T>
 struct AxpyOp {
   T alpha;
   SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a + alpha * b; }
+};
+
+// arange's element i (row-major): start + i * step, exactly in int64 for int64 (callers
+// check that start and step are integers in range), else in double, then rounded to T.
+template <typename T>
+struct ArangeOp {
+  double start, step;
+  SG_HOST_DEVICE SG_INLINE T operator()(uint64_t i) const {
+    if constexpr (std::is_integral<T>::value) {
+      return static_cast<int64_t>(start) + static_cast<int64_t>(i) * static_cast<int64_t>(step);
+    } else {
+      return static_cast<T>(start + static_cast<double>(i) * step);
+    }
+  }
 };
 
 // ---- op code to functor: fn(functor) with the functor of `op`, so that every device

@@ -36,6 +36,9 @@ void fill(const Stream&, DType, const cpu::Layout<1>&, void*, double) { no_cuda(
 void copy(const Stream&, DType, DType, const cpu::Layout<2>&, void*, const void*) {
   no_cuda("copy");
 }
+void arange(const Stream&, DType, const cpu::Layout<1>&, void*, double, double) {
+  no_cuda("arange");
+}
 void uniform(const Stream&, DType, const cpu::Layout<1>&, void*, double, double, uint64_t,
              uint64_t) {
   no_cuda("uniform");

@@ -10,6 +10,7 @@
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
+#include "kernels/elementwise_ops.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -104,7 +105,7 @@ void copy(const Stream& stream, const View& out, const View& in) {
 
 void arange(const Stream& stream, const View& out, double start, double step) {
   const char* name = "arange";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   SG_CHECK(out.dtype != DType::kBool, ValueError, name, ": out is ", cpu::describe(out),
            "; expected float32, float64 or int64");
@@ -125,24 +126,21 @@ void arange(const Stream& stream, const View& out, double start, double step) {
   if (l.numel == 0) return;
   void* o = out.data;
   const DType dt = out.dtype;
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {}, {&out},
       [o, dt, start, step](const Layout<1>& l) {
         cpu::dispatch_any(dt, [&](auto t) {
           using T = decltype(t);
           T* o0 = static_cast<T*>(o);
-          int64_t i = 0;
+          const ArangeOp<T> value{start, step};
+          uint64_t i = 0;
           cpu::for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* st) {
-            for (int64_t j = 0; j < n; ++j, ++i) {
-              if constexpr (std::is_same<T, int64_t>::value) {
-                o0[off[0] + j * st[0]] =
-                    static_cast<int64_t>(start) + i * static_cast<int64_t>(step);
-              } else {
-                o0[off[0] + j * st[0]] = static_cast<T>(start + static_cast<double>(i) * step);
-              }
-            }
+            for (int64_t j = 0; j < n; ++j, ++i) o0[off[0] + j * st[0]] = value(i);
           });
         });
+      },
+      [stream, o, dt, start, step](const Layout<1>& l) {
+        cuda::arange(stream, dt, l, o, start, step);
       },
       l);
 }

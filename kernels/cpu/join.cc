@@ -2,7 +2,8 @@
 // joining K tensors costs one kernel rather than K copies.
 //
 // Inputs and out share one dtype, so elements are moved as raw bytes of their size (no
-// conversion); a piece whose rows are contiguous on both sides is one memcpy per row.
+// conversion); a piece whose rows are contiguous on both sides is one memcpy per row. On
+// cuda streams each piece is one cuda copy kernel, all inside the one launch.
 #include <cstring>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 #include "runtime/launch.h"
@@ -106,6 +108,13 @@ void join(const char* name, const Stream& stream, const View& out, const std::ve
   }
   if (pieces.empty()) return;
   const MemRange writes[] = {out.byte_range()};
+  if (stream.device().type() == DeviceType::kCuda) {
+    // One cuda copy kernel per piece, all inside this one launch.
+    launch(stream, {name, reads, writes}, [&stream, &pieces, dt = out.dtype] {
+      for (const Piece& p : pieces) cuda::copy(stream, dt, dt, p.layout, p.out, p.in);
+    });
+    return;
+  }
   launch(stream, {name, reads, writes},
          [pieces = std::move(pieces), element_bytes] { copy_pieces(pieces, element_bytes); });
 }
@@ -114,7 +123,7 @@ void join(const char* name, const Stream& stream, const View& out, const std::ve
 
 void cat(const Stream& stream, const View& out, const std::vector<View>& ins, int64_t dim) {
   const char* name = "cat";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   for (size_t i = 0; i < ins.size(); ++i) {
     cpu::check_view(name, absl::StrCat("input ", i).c_str(), ins[i]);
@@ -125,7 +134,7 @@ void cat(const Stream& stream, const View& out, const std::vector<View>& ins, in
 
 void stack(const Stream& stream, const View& out, const std::vector<View>& ins, int64_t dim) {
   const char* name = "stack";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
   cpu::check_dim(name, dim, out);
   std::vector<View> unsqueezed;

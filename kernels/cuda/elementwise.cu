@@ -219,6 +219,14 @@ void copy(const Stream& stream, DType to, DType from, const cpu::Layout<2>& l, v
   });
 }
 
+void arange(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double start,
+            double step) {
+  cpu::dispatch_any(dt, [&](auto t) {
+    using T = decltype(t);
+    launch(stream, "arange", l, Generate<T, ArangeOp<T>>{static_cast<T*>(out), 0, {start, step}});
+  });
+}
+
 void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double low,
              double high, uint64_t seed, uint64_t offset) {
   floating(dt, [&](auto t) {

@@ -1,7 +1,7 @@
 // The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
 // of dtypes, uniform and normal, on contiguous, transposed, sliced and broadcast (stride 0)
-// views, comparisons and where, the index kernels, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
+// views, comparisons and where, the index kernels, cat, stack and arange, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
 // launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
 // +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
 // compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
@@ -401,6 +401,30 @@ TEST_CASE("cuda index kernels equal the cpu's and refuse bad indices, writing no
                                     bx.view(Shape({3, 4})), 0, bad.view()),
                     Catch::Contains("index 5 (element 1 of index"));
   CHECK(out.read() == std::vector<double>(8, 7.0));
+}
+
+TEST_CASE("cuda cat, stack and arange equal the cpu's", "[cuda][kernels][join]") {
+  if (!have_gpu()) return;
+  const std::vector<float> x = testing::random_values<float>(12, -2, 2, 12);
+  std::vector<float> results[2];
+  std::vector<int64_t> ranges[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    const Stream s = current_stream(d);
+    Buffer<float> bx(d, x), out(d, 64, -7.0f);
+    Buffer<int64_t> r(d, 10, int64_t(0));
+    // cat along dim 1 of a [3, 4] and a transposed [3, 2] into a [3, 6]; stack two [2, 3]
+    // (one transposed) along dim 1 into a [2, 2, 3].
+    k::cat(s, out.view(Shape({3, 6})), {bx.view(Shape({3, 4})), bx.view(Shape({2, 3}).transposed(0, 1))}, 1);
+    k::stack(s, out.view(Shape({2, 2, 3}, {6, 3, 1}, 20)),
+             {bx.view(Shape({2, 3})), bx.view(Shape({3, 2}).transposed(0, 1))}, 1);
+    k::arange(s, out.view(Shape({5}, {2}, 40)), -1.5, 0.25);
+    k::arange(s, r.view(Shape({10})), -3, 7);
+    results[i] = out.read();
+    ranges[i++] = r.read();
+  }
+  CHECK(results[1] == results[0]);
+  CHECK(ranges[1] == ranges[0]);
 }
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",
