@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/matmul_plan.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/foreach.h"
 #include "kernels/op_codes.h"
 #include "runtime/dtype.h"
 #include "runtime/stream.h"
@@ -85,6 +86,31 @@ void index_read(const Stream& stream, DType dt, const IndexArgs& a);
 // index_add and scatter_add: out[off0 + index * step] += src[off1], float32/float64;
 // duplicates accumulate atomically, in no fixed order.
 void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a);
+
+// One parameter of a multi-tensor optimiser call (kernels/foreach.h), as the kernels see
+// it: its operands' merged layout and data.
+struct SgdItem {
+  cpu::Layout<3> layout;  // param, grad, momentum buffer (the param's strides when unused)
+  void* param;
+  const void* grad;
+  void* buf;  // null without momentum
+  bool fresh;
+};
+struct AdamItem {
+  cpu::Layout<4> layout;  // param, grad, exp_avg, exp_avg_sq
+  void* param;
+  const void* grad;
+  void* m;
+  void* v;
+  double inv_sqrt_bias2;
+  double neg_step;
+  bool fresh;
+};
+// sgd_update / adam_update of kernels/foreach.h: one kernel per item.
+void sgd_update(const Stream& stream, DType dt, const SgdHyper& h,
+                const std::vector<SgdItem>& items);
+void adam_update(const Stream& stream, DType dt, const AdamHyper& h,
+                 const std::vector<AdamItem>& items);
 
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where

@@ -15,7 +15,10 @@
 // SGD's momentum buffer then takes the first gradient, Adam's moments start from 0.
 //
 // Thread-safety: as every kernel (any thread, any stream).
-// Failure, before anything is enqueued: DeviceError for cuda streams; ValueError naming
+// On cuda streams (where nvcc built kernels/cuda) the one launch holds one kernel per
+// parameter with the same per-element math.
+// Failure, before anything is enqueued: DeviceError for cuda streams in a build without
+// nvcc; ValueError naming
 // the kernel and the entry for malformed or overlapping views, mismatched sizes or
 // dtypes, non-floating dtypes, and an Adam step below 1. Launch names: sgd_update,
 // adam_update, adamw_update.
@@ -24,6 +27,7 @@
 
 #include <vector>
 
+#include "kernels/optim_ops.h"
 #include "kernels/view.h"
 #include "runtime/stream.h"
 
@@ -67,6 +71,35 @@ struct AdamParam {
 
 void adam_update(const Stream& stream, const AdamHyper& hyper,
                  const std::vector<AdamParam>& params);
+
+// The per-element update of a call, in T (kernels/optim_ops.h): the cpu and cuda kernels
+// build it alike.
+template <typename T>
+SgdUpdate<T> make_sgd_update(const SgdHyper& h) {
+  SgdUpdate<T> op;
+  op.weight_decay = static_cast<T>(h.weight_decay);
+  op.momentum = static_cast<T>(h.momentum);
+  op.one_minus_dampening = static_cast<T>(1 - h.dampening);
+  op.neg_lr = static_cast<T>(-h.lr);
+  op.decay = h.weight_decay != 0;
+  op.nesterov = h.nesterov;
+  return op;
+}
+
+template <typename T>
+AdamUpdate<T> make_adam_update(const AdamHyper& h) {
+  AdamUpdate<T> op;
+  op.beta1 = static_cast<T>(h.beta1);
+  op.one_minus_beta1 = static_cast<T>(1 - h.beta1);
+  op.beta2 = static_cast<T>(h.beta2);
+  op.one_minus_beta2 = static_cast<T>(1 - h.beta2);
+  op.eps = static_cast<T>(h.eps);
+  op.weight_decay = static_cast<T>(h.weight_decay);
+  op.decay_factor = static_cast<T>(1 - h.lr * h.weight_decay);
+  op.decay = h.weight_decay != 0;
+  op.decoupled = h.decoupled;
+  return op;
+}
 
 }  // namespace kernels
 }  // namespace streamgrad

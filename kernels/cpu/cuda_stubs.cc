@@ -62,6 +62,12 @@ void where(const Stream&, DType, const cpu::Layout<4>&, void*, const void*, cons
 }
 void index_read(const Stream&, DType, const IndexArgs&) { no_cuda("index_read"); }
 void index_accumulate(const Stream&, DType, const IndexArgs&) { no_cuda("index_accumulate"); }
+void sgd_update(const Stream&, DType, const SgdHyper&, const std::vector<SgdItem>&) {
+  no_cuda("sgd_update");
+}
+void adam_update(const Stream&, DType, const AdamHyper&, const std::vector<AdamItem>&) {
+  no_cuda("adam_update");
+}
 void reduce(const Stream&, Reduce, DType, const cpu::Layout<2>&, const cpu::Layout<1>&, void*,
             const void*) {
   no_cuda("reduce");

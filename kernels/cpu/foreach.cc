@@ -16,6 +16,7 @@
 #include "kernels/foreach.h"
 #include "kernels/optim_ops.h"
 #include "runtime/error.h"
+#include "kernels/cuda_kernels.h"
 #include "runtime/launch.h"
 
 namespace streamgrad {
@@ -23,6 +24,8 @@ namespace kernels {
 namespace {
 
 using cpu::Layout;
+using cuda::AdamItem;
+using cuda::SgdItem;
 
 bool intersect(const View& a, const View& b) {
   const MemRange ra = a.byte_range(), rb = b.byte_range();
@@ -75,13 +78,6 @@ void check_param(const char* kernel, size_t i, const View& param, DType dtype) {
            "; one call updates one dtype (group the parameters by device and dtype)");
 }
 
-struct SgdItem {
-  Layout<3> layout;  // param, grad, momentum buffer (the param's strides when unused)
-  void* param;
-  const void* grad;
-  void* buf;  // null without momentum
-  bool fresh;
-};
 
 // Calls f(std::true_type{}) or f(std::false_type{}): a runtime flag made a constant, so
 // that the loops below are compiled once per combination of flags without branches in
@@ -143,16 +139,6 @@ void run_sgd(const SgdUpdate<T>& op, const SgdItem& it) {
   });
 }
 
-struct AdamItem {
-  Layout<4> layout;  // param, grad, exp_avg, exp_avg_sq
-  void* param;
-  const void* grad;
-  void* m;
-  void* v;
-  double inv_sqrt_bias2;
-  double neg_step;
-  bool fresh;
-};
 
 template <typename T, bool kDecay, bool kDecoupled>
 void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
@@ -203,7 +189,7 @@ void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
 
 void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdParam>& params) {
   const char* name = "sgd_update";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   if (params.empty()) return;
   const DType dtype = params[0].param.dtype;
   const bool momentum = h.momentum != 0;
@@ -240,16 +226,15 @@ void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdPa
     }
   }
   if (items.empty()) return;
+  if (stream.device().type() == DeviceType::kCuda) {
+    launch(stream, {name, reads, writes},
+           [&] { cuda::sgd_update(stream, dtype, h, items); });
+    return;
+  }
   launch(stream, {name, reads, writes}, [items = std::move(items), dtype, h] {
     cpu::dispatch_floating(dtype, [&](auto t) {
       using T = decltype(t);
-      SgdUpdate<T> op;
-      op.weight_decay = static_cast<T>(h.weight_decay);
-      op.momentum = static_cast<T>(h.momentum);
-      op.one_minus_dampening = static_cast<T>(1 - h.dampening);
-      op.neg_lr = static_cast<T>(-h.lr);
-      op.decay = h.weight_decay != 0;
-      op.nesterov = h.nesterov;
+      const SgdUpdate<T> op = make_sgd_update<T>(h);
       for (const SgdItem& it : items) run_sgd(op, it);
     });
   });
@@ -257,7 +242,7 @@ void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdPa
 
 void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<AdamParam>& params) {
   const char* name = h.decoupled ? "adamw_update" : "adam_update";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   if (params.empty()) return;
   const DType dtype = params[0].param.dtype;
   std::vector<AdamItem> items;
@@ -298,19 +283,15 @@ void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<Ada
     }
   }
   if (items.empty()) return;
+  if (stream.device().type() == DeviceType::kCuda) {
+    launch(stream, {name, reads, writes},
+           [&] { cuda::adam_update(stream, dtype, h, items); });
+    return;
+  }
   launch(stream, {name, reads, writes}, [items = std::move(items), dtype, h] {
     cpu::dispatch_floating(dtype, [&](auto t) {
       using T = decltype(t);
-      AdamUpdate<T> op;
-      op.beta1 = static_cast<T>(h.beta1);
-      op.one_minus_beta1 = static_cast<T>(1 - h.beta1);
-      op.beta2 = static_cast<T>(h.beta2);
-      op.one_minus_beta2 = static_cast<T>(1 - h.beta2);
-      op.eps = static_cast<T>(h.eps);
-      op.weight_decay = static_cast<T>(h.weight_decay);
-      op.decay_factor = static_cast<T>(1 - h.lr * h.weight_decay);
-      op.decay = h.weight_decay != 0;
-      op.decoupled = h.decoupled;
+      const AdamUpdate<T> op = make_adam_update<T>(h);
       for (const AdamItem& it : items) run_adam(op, it);
     });
   });

@@ -11,6 +11,7 @@
 
 #include "kernels/foreach.h"
 #include "kernels/kernels.h"
+#include "kernels/nn_kernels.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace streamgrad {
@@ -26,8 +27,11 @@ TEST_CASE("kernels without a cuda implementation throw DeviceError naming the ke
   // Views never looked at: the device check comes first.
   const k::View v;
   const std::vector<std::pair<std::string, std::function<void()>>> calls = {
-      {"sgd_update", [&] { k::sgd_update(cuda, {}, {}); }},
-      {"adam_update", [&] { k::adam_update(cuda, {}, {}); }},
+      {"im2col", [&] { k::im2col(cuda, v, v, k::Window2d{}); }},
+      {"col2im", [&] { k::col2im(cuda, v, v, k::Window2d{}); }},
+      {"max_pool2d", [&] { k::max_pool2d(cuda, v, v, v, k::Window2d{}); }},
+      {"max_pool2d_backward", [&] { k::max_pool2d_backward(cuda, v, v, v); }},
+      {"batch_norm", [&] { k::batch_norm_forward(cuda, v, v, v, v, nullptr, nullptr, 1e-5); }},
   };
   for (const auto& call : calls) {
     INFO(call.first);
@@ -41,12 +45,16 @@ TEST_CASE("kernels without a cuda implementation throw DeviceError naming the ke
 TEST_CASE("the element-wise and random kernels take cuda streams; without a GPU the launch fails cleanly",
           "[dispatch]") {
   const Stream cuda = Stream::unchecked(Device(DeviceType::kCuda, 0), 0);
-  std::vector<float> host(4, 1.0f);
-  k::View v;
-  v.data = host.data();
-  v.dtype = DType::kFloat32;
-  v.sizes = {4};
-  v.strides = {1};
+  std::vector<float> host(4, 1.0f), host2(4, 1.0f), host3(4, 1.0f), host4(4, 1.0f);
+  auto view_of = [](std::vector<float>& h) {
+    k::View v;
+    v.data = h.data();
+    v.dtype = DType::kFloat32;
+    v.sizes = {4};
+    v.strides = {1};
+    return v;
+  };
+  const k::View v = view_of(host), v2 = view_of(host2), v3 = view_of(host3), v4 = view_of(host4);
   const std::vector<std::pair<std::string, std::function<void()>>> calls = {
       {"exp", [&] { k::unary(cuda, k::Unary::kExp, v, v); }},
       {"mul_scalar", [&] { k::unary_scalar(cuda, k::UnaryScalar::kMul, v, v, 2); }},
@@ -56,6 +64,8 @@ TEST_CASE("the element-wise and random kernels take cuda streams; without a GPU 
       {"copy", [&] { k::copy(cuda, v, v); }},
       {"uniform", [&] { k::uniform(cuda, v, 0, 1, 0, 0); }},
       {"normal", [&] { k::normal(cuda, v, 0, 1, 0, 0); }},
+      {"sgd_update", [&] { k::sgd_update(cuda, {0.1}, {{v, v2, v3}}); }},
+      {"adam_update", [&] { k::adam_update(cuda, {0.1}, {{v, v2, v3, v4, 1}}); }},
   };
   for (const auto& call : calls) {
     INFO(call.first);

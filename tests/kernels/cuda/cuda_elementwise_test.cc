@@ -1,7 +1,8 @@
 // The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
 // of dtypes, uniform and normal, on contiguous, transposed, sliced and broadcast (stride 0)
-// views, comparisons and where, the index kernels, cat, stack and arange, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
+// views, comparisons and where, the index kernels, cat, stack and arange, the fused
+// optimiser updates, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
 // launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
 // +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
 // compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
@@ -16,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/foreach.h"
 #include "kernels/kernels.h"
 #include "runtime/runtime.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -425,6 +427,47 @@ TEST_CASE("cuda cat, stack and arange equal the cpu's", "[cuda][kernels][join]")
   }
   CHECK(results[1] == results[0]);
   CHECK(ranges[1] == ranges[0]);
+}
+
+TEMPLATE_TEST_CASE("cuda sgd_update and adam_update give the cpu's bits",
+                   "[cuda][kernels][foreach]", float, double) {
+  using T = TestType;
+  if (!have_gpu()) return;
+  const std::vector<T> p = testing::random_values<T>(12, -1, 1, 13);
+  const std::vector<T> g = testing::random_values<T>(12, -1, 1, 14);
+  const std::vector<T> state = testing::random_values<T>(12, 0, 1, 15);
+  k::SgdHyper sgd;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  sgd.dampening = 0.1;
+  sgd.weight_decay = 0.01;
+  sgd.nesterov = true;
+  k::AdamHyper adam;
+  adam.lr = 0.01;
+  adam.weight_decay = 0.1;
+  std::vector<T> results[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    const Stream s = current_stream(d);
+    Buffer<T> p1(d, p), p2(d, p), p3(d, p), p4(d, p), grad(d, g), buf(d, state), buf2(d, state),
+        m(d, state), v(d, state), m2(d, state), v2(d, state);
+    // Strided grad (read transposed); a fresh buffer and a used one.
+    const Shape rows({3, 4}), cols = Shape({4, 3}).transposed(0, 1);
+    k::sgd_update(s, sgd, {{p1.view(rows), grad.view(cols), buf.view(rows), true},
+                           {p2.view(rows), grad.view(rows), buf2.view(rows), false}});
+    k::adam_update(s, adam, {{p3.view(rows), grad.view(cols), m.view(rows), v.view(rows), 3,
+                              false}});
+    adam.decoupled = true;
+    k::adam_update(s, adam, {{p4.view(rows), grad.view(rows), m2.view(rows), v2.view(rows), 1,
+                              true}});
+    adam.decoupled = false;
+    for (const Buffer<T>* b : {&p1, &p2, &p3, &p4, &buf, &buf2, &m, &v, &m2, &v2}) {
+      const std::vector<T> r = b->read();
+      results[i].insert(results[i].end(), r.begin(), r.end());
+    }
+    ++i;
+  }
+  check_ulps(results[1], results[0], 0);
 }
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",

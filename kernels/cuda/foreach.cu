@@ -1,0 +1,102 @@
+// sgd_update and adam_update on cuda streams (kernels/cuda_kernels.h): one kernel per
+// parameter over its merged layout, the per-element update of kernels/optim_ops.h built
+// by make_sgd_update / make_adam_update as on cpu. Device code is compiled without FMA
+// contraction (kernels/cuda/BUILD), so each update rounds as the cpu's does.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/indexing.cuh"
+#include "kernels/cuda_kernels.h"
+#include "runtime/cuda/cuda_stream.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cuda {
+namespace {
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sgd_kernel(Indexer<3, int64_t> ix, int64_t n, SgdUpdate<T> op, T* p, const T* g, T* buf,
+               bool fresh) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += step) {
+    int64_t off[3];
+    ix.offsets(i, off);
+    if (buf == nullptr) {
+      p[off[0]] = op(p[off[0]], g[off[1]]);
+    } else {
+      T b = fresh ? T(0) : buf[off[2]];
+      p[off[0]] = op(p[off[0]], g[off[1]], b, fresh);
+      buf[off[2]] = b;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    adam_kernel(Indexer<4, int64_t> ix, int64_t n, AdamUpdate<T> op, T* p, const T* g, T* m,
+                T* v, T inv_sqrt_bias2, T neg_step, bool fresh) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += step) {
+    int64_t off[4];
+    ix.offsets(i, off);
+    // Fresh moments start at 0 (their memory holds nothing yet).
+    T mi = fresh ? T(0) : m[off[2]];
+    T vi = fresh ? T(0) : v[off[3]];
+    p[off[0]] = op(p[off[0]], g[off[1]], mi, vi, inv_sqrt_bias2, neg_step);
+    m[off[2]] = mi;
+    v[off[3]] = vi;
+  }
+}
+
+template <typename T>
+void run_sgd(const Stream& stream, const SgdHyper& h, const std::vector<SgdItem>& items) {
+  const SgdUpdate<T> op = make_sgd_update<T>(h);
+  const cudaStream_t s = raw_cuda_stream(stream);
+  for (const SgdItem& it : items) {
+    sgd_kernel<T><<<blocks_for(it.layout.numel), kThreads, 0, s>>>(
+        make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
+        static_cast<const T*>(it.grad), static_cast<T*>(it.buf), it.fresh);
+  }
+  check_cuda(cudaGetLastError(), "sgd_update on cuda");
+}
+
+template <typename T>
+void run_adam(const Stream& stream, const AdamHyper& h, const std::vector<AdamItem>& items) {
+  const AdamUpdate<T> op = make_adam_update<T>(h);
+  const cudaStream_t s = raw_cuda_stream(stream);
+  for (const AdamItem& it : items) {
+    adam_kernel<T><<<blocks_for(it.layout.numel), kThreads, 0, s>>>(
+        make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
+        static_cast<const T*>(it.grad), static_cast<T*>(it.m), static_cast<T*>(it.v),
+        static_cast<T>(it.inv_sqrt_bias2), static_cast<T>(it.neg_step), it.fresh);
+  }
+  check_cuda(cudaGetLastError(), "adam_update on cuda");
+}
+
+}  // namespace
+
+void sgd_update(const Stream& stream, DType dt, const SgdHyper& h,
+                const std::vector<SgdItem>& items) {
+  if (dt == DType::kFloat32) return run_sgd<float>(stream, h, items);
+  run_sgd<double>(stream, h, items);
+}
+
+void adam_update(const Stream& stream, DType dt, const AdamHyper& h,
+                 const std::vector<AdamItem>& items) {
+  if (dt == DType::kFloat32) return run_adam<float>(stream, h, items);
+  run_adam<double>(stream, h, items);
+}
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace streamgrad
