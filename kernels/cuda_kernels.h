@@ -23,6 +23,7 @@
 #include "kernels/cpu/strided.h"
 #include "kernels/foreach.h"
 #include "kernels/op_codes.h"
+#include "kernels/window.h"
 #include "runtime/dtype.h"
 #include "runtime/stream.h"
 
@@ -111,6 +112,32 @@ void sgd_update(const Stream& stream, DType dt, const SgdHyper& h,
                 const std::vector<SgdItem>& items);
 void adam_update(const Stream& stream, DType dt, const AdamHyper& h,
                  const std::vector<AdamItem>& items);
+
+// The kernels of kernels/nn_kernels.h, on views the cpu entry points have checked
+// (contiguous). ImageShape: images [batch, channels, height, width] with oh x ow window
+// positions (max pooling: channels is the plane count P, batch unused).
+struct ImageShape {
+  int64_t batch, channels, height, width, oh, ow;
+};
+struct NcsShape {
+  int64_t n, c, s;
+};
+void im2col(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w, void* cols,
+            const void* img);
+void col2im(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w, void* img,
+            const void* cols);
+void max_pool2d(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
+                void* values, int64_t* indices, const void* img);
+// ValueError (after a stream synchronisation) when an index lies outside its plane.
+void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
+                         void* grad_in, const void* grad_out, const int64_t* indices);
+// weight and bias may be null (1 and 0); the backward's outputs may be null (not wanted).
+void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, double eps, void* out,
+                        void* mean, void* var, const void* in, const void* weight,
+                        const void* bias);
+void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, double eps,
+                         void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
+                         const void* in, const void* mean, const void* var, const void* weight);
 
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where

@@ -30,10 +30,10 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
 void max_pool2d(const Stream& stream, const View& values, const View& indices, const View& in,
                 const Window2d& w);
 // grad_in [P, H, W] = zeros, then grad_out [P, oH, oW] added at the forward's indices
-// (same sizes as grad_out). An index outside its plane is a ValueError (cpu: at the call;
-// sim: the stream's error) before anything is written.
+// (same sizes as grad_out) of window `w` (max_pool2d's). An index outside its plane is a
+// ValueError (cpu: at the call; sim: the stream's error) before anything is written.
 void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& grad_out,
-                         const View& indices);
+                         const View& indices, const Window2d& w);
 
 // Training-mode batch normalisation of in [N, C, S] (contiguous, N * S > 0): mean and var
 // [C] get each channel's batch mean and biased variance, and out [N, C, S] =

@@ -67,13 +67,14 @@ struct MaxPool2dBackward final : Node {
     }
     const Tensor g3 = contiguous(reshape(g, idx.sizes()));
     Tensor gin = new_output({planes, height, width}, g.dtype(), g.device());
-    kernels::max_pool2d_backward(stream_of(gin), gin.view(), g3.view(), idx.view());
+    kernels::max_pool2d_backward(stream_of(gin), gin.view(), g3.view(), idx.view(), window);
     return {grad_for(reshape(gin, input.sizes), input)};
   }
   void release_variables() override { indices.reset(); }
   SavedTensor indices;
   InputInfo input;
   int64_t height = 0, width = 0;
+  kernels::Window2d window;
 };
 
 Conv2dParams as_conv(const kernels::Window2d& w) {
@@ -110,6 +111,7 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Poo
     node->input = meta_of(input);
     node->height = h;
     node->width = wd;
+    node->window = w;
     wire(node, {input}, {values});
   }
   return {values, reshape(indices, out_shape)};

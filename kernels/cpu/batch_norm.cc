@@ -7,6 +7,7 @@
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/norm_ops.h"
 #include "runtime/error.h"
@@ -37,7 +38,7 @@ void check_channels(const char* kernel, const char* what, const View* v, const V
 }
 
 NcsDims check_input(const char* kernel, const Stream& stream, const View& in) {
-  cpu::check_stream(kernel, stream);
+  cpu::check_stream(kernel, stream, /*has_cuda=*/true);
   cpu::check_view(kernel, "in", in);
   cpu::check_floating(kernel, "in", in);
   SG_CHECK(in.dim() == 3 && in.is_contiguous(), ValueError, kernel,
@@ -131,6 +132,16 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
   SG_CHECK(d.n * d.s > 0 || d.c == 0, ValueError, name, ": no values per channel in ",
            cpu::describe(in));
   if (d.c == 0) return;
+  if (stream.device().type() == DeviceType::kCuda) {
+    cpu::launch_kernel(stream, name, {&in, weight, bias}, {&out, &mean, &var},
+                       [stream, d, o = out.data, mn = mean.data, vr = var.data, x = in.data,
+                        w = data_or_null<void>(weight), b = data_or_null<void>(bias), eps,
+                        dt = in.dtype] {
+                         cuda::batch_norm_forward(stream, dt, {d.n, d.c, d.s}, eps, o, mn, vr,
+                                                  x, w, b);
+                       });
+    return;
+  }
   cpu::launch_kernel(
       stream, name, {&in, weight, bias}, {&out, &mean, &var},
       [d, o = out.data, mn = mean.data, vr = var.data, x = in.data,
@@ -166,6 +177,17 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
   check_channels(name, "var", &var, in, d);
   check_channels(name, "weight", weight, in, d);
   if (d.c == 0) return;
+  if (stream.device().type() == DeviceType::kCuda) {
+    cpu::launch_kernel(
+        stream, name, {&grad_out, &in, &mean, &var, weight}, {grad_in, grad_weight, grad_bias},
+        [stream, d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
+         gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
+         vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype] {
+          cuda::batch_norm_backward(stream, dt, {d.n, d.c, d.s}, eps, gi, gw, gb, g, x, mn, vr,
+                                    w);
+        });
+    return;
+  }
   cpu::launch_kernel(
       stream, name, {&grad_out, &in, &mean, &var, weight}, {grad_in, grad_weight, grad_bias},
       [d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),

@@ -9,6 +9,7 @@
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/nn_kernels.h"
 #include "runtime/error.h"
 
@@ -122,16 +123,27 @@ ColumnWalk walk_of(const View& image, const View& cols, const Window2d& w) {
           oh == 0 ? 0 : cols.sizes[2] / oh, w};
 }
 
+cuda::ImageShape shape_of(const ColumnWalk& c) {
+  return {c.batch, c.channels, c.height, c.width, c.oh, c.ow};
+}
+
 }  // namespace
 
 void im2col(const Stream& stream, const View& cols, const View& in, const Window2d& w) {
   const char* name = "im2col";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   check_columns(name, cols, in, w);
   if (cols.numel() == 0) return;
   const ColumnWalk walk = walk_of(in, cols, w);
   void* o = cols.data;
   const void* x = in.data;
+  if (stream.device().type() == DeviceType::kCuda) {
+    cpu::launch_kernel(stream, name, {&in}, {&cols}, [stream, s = shape_of(walk), w, o, x,
+                                                      dt = in.dtype] {
+      cuda::im2col(stream, dt, s, w, o, x);
+    });
+    return;
+  }
   cpu::launch_kernel(stream, name, {&in}, {&cols}, [walk, o, x, dt = in.dtype] {
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
@@ -159,13 +171,20 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
 
 void col2im(const Stream& stream, const View& out, const View& cols, const Window2d& w) {
   const char* name = "col2im";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   check_columns(name, cols, out, w);
   cpu::check_output(name, "out", out);
   if (cols.numel() == 0) return;
   const ColumnWalk walk = walk_of(out, cols, w);
   void* o = out.data;
   const void* x = cols.data;
+  if (stream.device().type() == DeviceType::kCuda) {
+    cpu::launch_kernel(stream, name, {&cols, &out}, {&out}, [stream, s = shape_of(walk), w, o,
+                                                             x, dt = out.dtype] {
+      cuda::col2im(stream, dt, s, w, o, x);
+    });
+    return;
+  }
   cpu::launch_kernel(stream, name, {&cols, &out}, {&out}, [walk, o, x, dt = out.dtype] {
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);

@@ -68,6 +68,28 @@ void sgd_update(const Stream&, DType, const SgdHyper&, const std::vector<SgdItem
 void adam_update(const Stream&, DType, const AdamHyper&, const std::vector<AdamItem>&) {
   no_cuda("adam_update");
 }
+void im2col(const Stream&, DType, const ImageShape&, const Window2d&, void*, const void*) {
+  no_cuda("im2col");
+}
+void col2im(const Stream&, DType, const ImageShape&, const Window2d&, void*, const void*) {
+  no_cuda("col2im");
+}
+void max_pool2d(const Stream&, DType, const ImageShape&, const Window2d&, void*, int64_t*,
+                const void*) {
+  no_cuda("max_pool2d");
+}
+void max_pool2d_backward(const Stream&, DType, const ImageShape&, const Window2d&, void*,
+                         const void*, const int64_t*) {
+  no_cuda("max_pool2d_backward");
+}
+void batch_norm_forward(const Stream&, DType, const NcsShape&, double, void*, void*, void*,
+                        const void*, const void*, const void*) {
+  no_cuda("batch_norm");
+}
+void batch_norm_backward(const Stream&, DType, const NcsShape&, double, void*, void*, void*,
+                         const void*, const void*, const void*, const void*, const void*) {
+  no_cuda("batch_norm_backward");
+}
 void reduce(const Stream&, Reduce, DType, const cpu::Layout<2>&, const cpu::Layout<1>&, void*,
             const void*) {
   no_cuda("reduce");

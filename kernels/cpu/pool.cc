@@ -13,6 +13,7 @@
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cuda_kernels.h"
 #include "kernels/nn_kernels.h"
 #include "runtime/error.h"
 
@@ -127,7 +128,7 @@ bool is_2x2_inside(const PoolShape& s, const Window2d& w) {
 void max_pool2d(const Stream& stream, const View& values, const View& indices, const View& in,
                 const Window2d& w) {
   const char* name = "max_pool2d";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_contiguous(name, "in", in, 3);
   cpu::check_contiguous(name, "values", values, 3);
   cpu::check_contiguous(name, "indices", indices, 3);
@@ -141,6 +142,14 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
   cpu::check_disjoint(name, "indices", indices, "in", in);
   if (values.numel() == 0) return;
   const PoolShape s{in.sizes[0], in.sizes[1], in.sizes[2], values.sizes[1], values.sizes[2]};
+  if (stream.device().type() == DeviceType::kCuda) {
+    cpu::launch_kernel(stream, name, {&in}, {&values, &indices},
+                       [stream, cs = cuda::ImageShape{1, s.planes, s.h, s.w, s.oh, s.ow}, w,
+                        vo = values.data, io = indices.data, x = in.data, dt = in.dtype] {
+                         cuda::max_pool2d(stream, dt, cs, w, vo, static_cast<int64_t*>(io), x);
+                       });
+    return;
+  }
   const bool fast = is_2x2_inside(s, w);
   cpu::launch_kernel(stream, name, {&in}, {&values, &indices},
                      [s, w, fast, nl = &cpu::nn_loops(), vo = values.data,
@@ -160,9 +169,9 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
 }
 
 void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& grad_out,
-                         const View& indices) {
+                         const View& indices, const Window2d& w) {
   const char* name = "max_pool2d_backward";
-  cpu::check_stream(name, stream);
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_contiguous(name, "grad_in", grad_in, 3);
   cpu::check_contiguous(name, "grad_out", grad_out, 3);
   cpu::check_contiguous(name, "indices", indices, 3);
@@ -179,6 +188,18 @@ void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& 
   if (grad_in.numel() == 0) return;
   const int64_t planes = grad_in.sizes[0], area = grad_in.sizes[1] * grad_in.sizes[2];
   const int64_t per_plane = grad_out.sizes[1] * grad_out.sizes[2];
+  if (stream.device().type() == DeviceType::kCuda) {
+    // The cuda kernel gathers per input element, so it needs the window (max_pool2d's).
+    cpu::launch_kernel(stream, name, {&grad_out, &indices}, {&grad_in},
+                       [stream, cs = cuda::ImageShape{1, planes, grad_in.sizes[1],
+                                                      grad_in.sizes[2], grad_out.sizes[1],
+                                                      grad_out.sizes[2]},
+                        w, gi = grad_in.data, go = grad_out.data,
+                        ix = static_cast<const int64_t*>(indices.data), dt = grad_in.dtype] {
+                         cuda::max_pool2d_backward(stream, dt, cs, w, gi, go, ix);
+                       });
+    return;
+  }
   cpu::launch_kernel(
       stream, name, {&grad_out, &indices}, {&grad_in},
       [=, gi = grad_in.data, go = grad_out.data, ix = indices.data, dt = grad_in.dtype] {

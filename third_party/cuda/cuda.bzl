@@ -24,7 +24,10 @@ def _cuda_library_impl(ctx):
     for src in ctx.files.srcs:
         obj = ctx.actions.declare_file("_objs/%s/%s.o" % (ctx.label.name, src.basename))
         args = ctx.actions.args()
-        args.add_all(["-c", "-std=c++17", "-O2", "-Xcompiler", "-fPIC", "-I."])
+        # -objtemp: intermediate files beside the object. In /tmp they are named after the
+        # process id, which is the same in every sandbox (a PID namespace each), so two
+        # nvcc actions running at once overwrote each other's files (nvcc exit 255).
+        args.add_all(["-c", "-std=c++17", "-O2", "-Xcompiler", "-fPIC", "-I.", "-objtemp"])
         args.add_all(["-ccbin", cc_toolchain.compiler_executable])
         args.add_all(_GENCODE)
         args.add_all(ctx.attr.copts)

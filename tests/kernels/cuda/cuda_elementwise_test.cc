@@ -1,15 +1,12 @@
 // The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
-// of dtypes, uniform and normal, on contiguous, transposed, sliced and broadcast (stride 0)
-// views, comparisons and where, the index kernels, cat, stack and arange, the fused
-// optimiser updates, sum / max / min and argmax / argmin, matmul in every layout the plan distinguishes (with and without TF32), and one
-// launch past the 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE
-// +, -, *, / and sqrt are correctly rounded on both devices, and the device code is
-// compiled without FMA contraction); 8 ulp for the ops that call the math library (exp,
-// log, tanh, sigmoid, pow), whose device versions round differently from glibc's.
-// Without a GPU (CI) each test case says once that it skipped and why.
-#include <cuda_runtime_api.h>
-
+// of dtypes, uniform and normal, comparisons and where, cat, stack and arange, on
+// contiguous, transposed, sliced and broadcast (stride 0) views, and one launch past the
+// 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE +, -, *, / and sqrt
+// are correctly rounded on both devices, and the device code is compiled without FMA
+// contraction); 8 ulp for the ops that call the math library (exp, log, tanh, sigmoid,
+// pow), whose device versions round differently from glibc's. Without a GPU (CI) each
+// test case says once that it skipped and why.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -19,7 +16,9 @@
 
 #include "kernels/foreach.h"
 #include "kernels/kernels.h"
+#include "kernels/nn_kernels.h"
 #include "runtime/runtime.h"
+#include "tests/kernels/cuda/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace streamgrad {
@@ -27,35 +26,10 @@ namespace {
 
 namespace k = kernels;
 using testing::Buffer;
+using testing::check_ulps;
+using testing::have_gpu;
 using testing::Shape;
 
-bool have_gpu() {
-  if (device_count(DeviceType::kCuda) > 0) return true;
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  (void)cudaGetLastError();
-  WARN("cuda kernel tests skipped: no usable GPU (cudaGetDeviceCount: "
-       << cudaGetErrorName(err) << ", i.e. no NVIDIA driver or no GPU on this machine)");
-  return false;
-}
-
-// Within `ulps` units in the last place of want (bitwise when ulps is 0; NaN matches NaN).
-template <typename T>
-void check_ulps(const std::vector<T>& got, const std::vector<T>& want, int ulps) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": cuda " << got[i] << ", cpu " << want[i]);
-    if (std::isnan(want[i])) {
-      CHECK(std::isnan(got[i]));
-    } else if (ulps == 0 || std::isinf(want[i])) {
-      CHECK(std::memcmp(&got[i], &want[i], sizeof(T)) == 0);
-    } else {
-      const T step = std::nextafter(std::fabs(want[i]), std::numeric_limits<T>::infinity()) -
-                     std::fabs(want[i]);
-      CHECK(std::fabs(got[i] - want[i]) <= ulps * step);
-    }
-  }
-}
 
 // The views the element-wise tests read and write: [3, 4] contiguous; read transposed from
 // a [4, 3] buffer; written into every other column of a [3, 8] buffer; and a broadcast
@@ -212,120 +186,6 @@ TEMPLATE_TEST_CASE("cuda random numbers: uniform the cpu's bits, normal within r
   }
 }
 
-// a [2, 3, 4] times b [2, 4, 5] in the layouts the plan treats differently, on cpu and on
-// cuda:0; cuBLAS sums in its own order, hence the tolerance (k = 4 terms).
-template <typename T>
-void check_matmul(bool tf32) {
-  const std::vector<T> a = testing::random_values<T>(2 * 3 * 4 * 2, -1, 1, 5);
-  const std::vector<T> b = testing::random_values<T>(2 * 4 * 5 * 2, -1, 1, 6);
-  const std::vector<T> bias = testing::random_values<T>(5, -1, 1, 7);
-  struct Case {
-    const char* what;
-    Shape a, b, out;
-    bool bias;
-  };
-  const Case cases[] = {
-      {"row-major", Shape({3, 4}), Shape({4, 5}), Shape({3, 5}), false},
-      {"transposed a and b", Shape({4, 3}).transposed(0, 1), Shape({5, 4}).transposed(0, 1),
-       Shape({3, 5}), false},
-      {"column-major out", Shape({3, 4}), Shape({4, 5}), Shape({5, 3}).transposed(0, 1), false},
-      {"packed a, packed out", Shape({3, 4}, {8, 2}), Shape({4, 5}), Shape({3, 5}, {10, 2}),
-       false},
-      {"bias", Shape({3, 4}), Shape({4, 5}), Shape({3, 5}), true},
-      {"bias, column-major out", Shape({3, 4}), Shape({4, 5}), Shape({5, 3}).transposed(0, 1),
-       true},
-      {"batched, b broadcast", Shape({2, 3, 4}), Shape({2, 4, 5}, {0, 5, 1}), Shape({2, 3, 5}),
-       false},
-      {"batched, packed b", Shape({2, 3, 4}), Shape({2, 4, 5}, {40, 10, 2}), Shape({2, 3, 5}),
-       false},
-      {"k = 0 with bias", Shape({3, 0}), Shape({0, 5}), Shape({3, 5}), true},
-  };
-  const double tol = std::is_same<T, double>::value ? 1e-12 : tf32 ? 2e-2 : 1e-5;
-  set_matmul_allow_tf32(tf32);
-  for (const Case& c : cases) {
-    INFO(c.what << (tf32 ? ", TF32 allowed" : ""));
-    std::vector<T> outs[2];
-    int i = 0;
-    for (const Device d : {Device("cpu"), Device("cuda:0")}) {
-      Buffer<T> ba(d, a), bb(d, b), bbias(d, bias), out(d, 40, T(-7));
-      const k::View bias_view = bbias.view();
-      k::matmul(current_stream(d), out.view(c.out), ba.view(c.a), bb.view(c.b),
-                c.bias ? &bias_view : nullptr);
-      outs[i++] = out.read();
-    }
-    for (size_t j = 0; j < outs[0].size(); ++j) {
-      CHECK(std::fabs(outs[1][j] - outs[0][j]) <= tol * (1 + std::fabs(outs[0][j])));
-    }
-  }
-  set_matmul_allow_tf32(false);
-}
-
-TEMPLATE_TEST_CASE("cuda matmul through cuBLAS equals the cpu's in every layout",
-                   "[cuda][kernels][matmul]", float, double) {
-  if (!have_gpu()) return;
-  check_matmul<TestType>(false);
-  check_matmul<TestType>(true);  // float64 ignores the switch
-}
-
-TEMPLATE_TEST_CASE("cuda reductions and arg reductions equal the cpu's",
-                   "[cuda][kernels][reduce]", float, double) {
-  using T = TestType;
-  if (!have_gpu()) return;
-  // [3, 4, 5] with ties (few distinct values) and a NaN in one row.
-  std::vector<T> x(60);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>((i * 7) % 5) - 2;
-  x[23] = std::numeric_limits<T>::quiet_NaN();
-  const Shape in({3, 4, 5});
-  // out shapes in keepdim form: reduce dim 2, dims {0, 2}, all, none.
-  const Shape outs_shapes[] = {Shape({3, 4, 1}), Shape({1, 4, 1}), Shape({1, 1, 1}),
-                               Shape({3, 4, 5})};
-  for (const Shape& os : outs_shapes) {
-    for (const k::Reduce op : {k::Reduce::kSum, k::Reduce::kMax, k::Reduce::kMin}) {
-      INFO("reduce " << static_cast<int>(op) << " into " << os.numel() << " outputs");
-      std::vector<T> outs[2];
-      int i = 0;
-      for (const Device d : {Device("cpu"), Device("cuda:0")}) {
-        Buffer<T> bx(d, x), out(d, 60, T(-7));
-        k::reduce(current_stream(d), op, out.view(os), bx.view(in));
-        outs[i++] = out.read();
-      }
-      check_ulps(outs[1], outs[0], 0);  // small integers: every order sums exactly
-    }
-  }
-  for (int64_t dim = 0; dim < 3; ++dim) {
-    for (const bool is_max : {true, false}) {
-      INFO("arg_reduce dim " << dim << (is_max ? " max" : " min"));
-      Shape vs = in;
-      vs.sizes[dim] = 1;
-      vs = Shape(vs.sizes);
-      std::vector<T> values[2];
-      std::vector<int64_t> indices[2];
-      int i = 0;
-      for (const Device d : {Device("cpu"), Device("cuda:0")}) {
-        Buffer<T> bx(d, x), v(d, 60, T(0));
-        Buffer<int64_t> ix(d, 60, int64_t(-1));
-        k::arg_reduce(current_stream(d), is_max, v.view(vs), ix.view(vs), bx.view(in), dim);
-        values[i] = v.read();
-        indices[i++] = ix.read();
-      }
-      CHECK(indices[1] == indices[0]);
-      check_ulps(values[1], values[0], 0);
-    }
-  }
-  // A long sum (many elements per thread, then the block's tree): within rounding.
-  const std::vector<T> big = testing::random_values<T>(100003, -1, 1, 9);
-  T sums[2];
-  int i = 0;
-  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
-    Buffer<T> bx(d, big), out(d, 1, T(0));
-    k::reduce(current_stream(d), k::Reduce::kSum, out.view(Shape({1})),
-              bx.view(Shape({100003})));
-    sums[i++] = out.read()[0];
-  }
-  const double tol = std::is_same<T, float>::value ? 1e-6 : 1e-12;  // one float ulp
-  CHECK(std::fabs(sums[1] - sums[0]) <= tol * (1 + std::fabs(sums[0])));
-}
-
 TEST_CASE("cuda compare, compare_scalar and where equal the cpu's", "[cuda][kernels][select]") {
   if (!have_gpu()) return;
   std::vector<double> a = testing::random_values<double>(12, -2, 2, 10);
@@ -427,47 +287,6 @@ TEST_CASE("cuda cat, stack and arange equal the cpu's", "[cuda][kernels][join]")
   }
   CHECK(results[1] == results[0]);
   CHECK(ranges[1] == ranges[0]);
-}
-
-TEMPLATE_TEST_CASE("cuda sgd_update and adam_update give the cpu's bits",
-                   "[cuda][kernels][foreach]", float, double) {
-  using T = TestType;
-  if (!have_gpu()) return;
-  const std::vector<T> p = testing::random_values<T>(12, -1, 1, 13);
-  const std::vector<T> g = testing::random_values<T>(12, -1, 1, 14);
-  const std::vector<T> state = testing::random_values<T>(12, 0, 1, 15);
-  k::SgdHyper sgd;
-  sgd.lr = 0.1;
-  sgd.momentum = 0.9;
-  sgd.dampening = 0.1;
-  sgd.weight_decay = 0.01;
-  sgd.nesterov = true;
-  k::AdamHyper adam;
-  adam.lr = 0.01;
-  adam.weight_decay = 0.1;
-  std::vector<T> results[2];
-  int i = 0;
-  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
-    const Stream s = current_stream(d);
-    Buffer<T> p1(d, p), p2(d, p), p3(d, p), p4(d, p), grad(d, g), buf(d, state), buf2(d, state),
-        m(d, state), v(d, state), m2(d, state), v2(d, state);
-    // Strided grad (read transposed); a fresh buffer and a used one.
-    const Shape rows({3, 4}), cols = Shape({4, 3}).transposed(0, 1);
-    k::sgd_update(s, sgd, {{p1.view(rows), grad.view(cols), buf.view(rows), true},
-                           {p2.view(rows), grad.view(rows), buf2.view(rows), false}});
-    k::adam_update(s, adam, {{p3.view(rows), grad.view(cols), m.view(rows), v.view(rows), 3,
-                              false}});
-    adam.decoupled = true;
-    k::adam_update(s, adam, {{p4.view(rows), grad.view(rows), m2.view(rows), v2.view(rows), 1,
-                              true}});
-    adam.decoupled = false;
-    for (const Buffer<T>* b : {&p1, &p2, &p3, &p4, &buf, &buf2, &m, &v, &m2, &v2}) {
-      const std::vector<T> r = b->read();
-      results[i].insert(results[i].end(), r.begin(), r.end());
-    }
-    ++i;
-  }
-  check_ulps(results[1], results[0], 0);
 }
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",

@@ -1,0 +1,332 @@
+// The kernels of kernels/nn_kernels.h on cuda streams (declared in kernels/cuda_kernels.h):
+// im2col, col2im, max pooling each way, batch norm each way. Views are contiguous (the
+// cpu entry points check), so indices are plain row-major arithmetic here.
+//
+// Determinism: col2im and max pooling's backward gather, one thread per image element,
+// adding the contributions in the cpu's order (output position ascending), so they equal
+// the cpu's bits; batch norm's per-channel sums use a block tree in a fixed order (within
+// rounding of the cpu's lanes). The math of batch norm is kernels/norm_ops.h, the pooling
+// rule (first largest tap, first NaN) the cpu's.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/indexing.cuh"
+#include "kernels/cuda_kernels.h"
+#include "kernels/norm_ops.h"
+#include "kernels/window.h"
+#include "runtime/cuda/cuda_stream.h"
+#include "runtime/error.h"
+#include "runtime/storage.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cuda {
+namespace {
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+#define SG_GRID_LOOP(i, n)                                                              \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * kThreads)
+
+// cols [B, C * kh * kw, oh * ow] from image [B, C, H, W]; padding reads 0.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    im2col_kernel(ImageShape s, Window2d w, T* cols, const T* img) {
+  const int64_t taps = w.kernel[0] * w.kernel[1], positions = s.oh * s.ow;
+  const int64_t n = s.batch * s.channels * taps * positions;
+  SG_GRID_LOOP(i, n) {
+    const int64_t pos = i % positions, row = i / positions;
+    const int64_t tap = row % taps, plane = row / taps;  // plane = b * C + c
+    const int64_t ki = tap / w.kernel[1], kj = tap % w.kernel[1];
+    const int64_t oi = pos / s.ow, oj = pos % s.ow;
+    const int64_t ih = window_input_index(oi, ki, w.stride[0], w.padding[0], w.dilation[0]);
+    const int64_t iw = window_input_index(oj, kj, w.stride[1], w.padding[1], w.dilation[1]);
+    const bool inside = ih >= 0 && ih < s.height && iw >= 0 && iw < s.width;
+    cols[i] = inside ? img[(plane * s.height + ih) * s.width + iw] : T(0);
+  }
+}
+
+// The output position along one dim whose tap k reads input index `in`, or -1.
+__device__ __forceinline__ int64_t position_of(int64_t in, int64_t k, int64_t stride,
+                                               int64_t padding, int64_t dilation, int64_t out) {
+  const int64_t t = in + padding - k * dilation;
+  if (t < 0 || t % stride != 0) return -1;
+  const int64_t o = t / stride;
+  return o < out ? o : -1;
+}
+
+// image [B, C, H, W] += the columns summed back, one thread per image element, taps in
+// the cpu's order (kernel row, then column: output positions ascending per tap).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    col2im_kernel(ImageShape s, Window2d w, T* img, const T* cols) {
+  const int64_t taps = w.kernel[0] * w.kernel[1], positions = s.oh * s.ow;
+  const int64_t n = s.batch * s.channels * s.height * s.width;
+  SG_GRID_LOOP(i, n) {
+    const int64_t iw = i % s.width, ih = (i / s.width) % s.height;
+    const int64_t plane = i / (s.width * s.height);
+    T acc = img[i];
+    for (int64_t ki = 0; ki < w.kernel[0]; ++ki) {
+      const int64_t oi = position_of(ih, ki, w.stride[0], w.padding[0], w.dilation[0], s.oh);
+      if (oi < 0) continue;
+      for (int64_t kj = 0; kj < w.kernel[1]; ++kj) {
+        const int64_t oj = position_of(iw, kj, w.stride[1], w.padding[1], w.dilation[1], s.ow);
+        if (oj < 0) continue;
+        acc += cols[(plane * taps + ki * w.kernel[1] + kj) * positions + oi * s.ow + oj];
+      }
+    }
+    img[i] = acc;
+  }
+}
+
+// values and indices [P, oh, ow] from planes [P, H, W]: the first largest tap in window
+// order, a NaN winning (the first one), padding never.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_kernel(ImageShape s, Window2d w, T* values, int64_t* indices, const T* img) {
+  const int64_t n = s.channels * s.oh * s.ow;  // channels holds P here
+  SG_GRID_LOOP(i, n) {
+    const int64_t oj = i % s.ow, oi = (i / s.ow) % s.oh, p = i / (s.ow * s.oh);
+    const T* plane = img + p * s.height * s.width;
+    T best = 0;
+    int64_t at = -1;
+    for (int64_t ki = 0; ki < w.kernel[0]; ++ki) {
+      const int64_t ih = window_input_index(oi, ki, w.stride[0], w.padding[0], w.dilation[0]);
+      if (ih < 0 || ih >= s.height) continue;
+      for (int64_t kj = 0; kj < w.kernel[1]; ++kj) {
+        const int64_t iw = window_input_index(oj, kj, w.stride[1], w.padding[1], w.dilation[1]);
+        if (iw < 0 || iw >= s.width) continue;
+        const T v = plane[ih * s.width + iw];
+        if (at < 0 || v > best || (v != v && best == best)) {
+          best = v;
+          at = ih * s.width + iw;
+        }
+      }
+    }
+    values[i] = best;
+    indices[i] = at;
+  }
+}
+
+// grad_in [P, H, W]: the sum of grad_out over the windows whose index is this element, in
+// output order (the cpu's scatter order).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_backward_kernel(ImageShape s, Window2d w, T* grad_in, const T* grad_out,
+                             const int64_t* indices) {
+  const int64_t n = s.channels * s.height * s.width;
+  SG_GRID_LOOP(i, n) {
+    const int64_t at = i % (s.height * s.width), p = i / (s.height * s.width);
+    const int64_t ih = at / s.width, iw = at % s.width;
+    const int64_t base = p * s.oh * s.ow;
+    T acc = 0;
+    // Taps descending give output positions ascending.
+    for (int64_t ki = w.kernel[0] - 1; ki >= 0; --ki) {
+      const int64_t oi = position_of(ih, ki, w.stride[0], w.padding[0], w.dilation[0], s.oh);
+      if (oi < 0) continue;
+      for (int64_t kj = w.kernel[1] - 1; kj >= 0; --kj) {
+        const int64_t oj = position_of(iw, kj, w.stride[1], w.padding[1], w.dilation[1], s.ow);
+        if (oj < 0) continue;
+        const int64_t o = base + oi * s.ow + oj;
+        if (indices[o] == at) acc += grad_out[o];
+      }
+    }
+    grad_in[i] = acc;
+  }
+}
+
+// Sets *bad when an index lies outside its plane.
+__global__ void __launch_bounds__(kThreads)
+    check_pool_indices(int64_t n, int64_t area, const int64_t* indices, int* bad) {
+  SG_GRID_LOOP(i, n) {
+    if (indices[i] < 0 || indices[i] >= area) *bad = 1;
+  }
+}
+
+template <typename T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<float> {
+  using type = double;
+};
+
+// The block's sum of each thread's `v` (all threads call it; thread 0 gets the result).
+template <typename A>
+__device__ A block_sum(A v, A* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  const A r = part[0];
+  __syncthreads();
+  return r;
+}
+
+// One block per channel of in [N, C, S].
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_kernel(NcsShape d, double eps, T* out, T* mean, T* var, const T* in,
+                      const T* weight, const T* bias) {
+  using A = typename Acc<T>::type;
+  __shared__ A part[kThreads];
+  const int64_t c = blockIdx.x, m = d.n * d.s;
+  A sum = 0;
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) sum += A(in[((j / d.s) * d.c + c) * d.s + j % d.s]);
+  const T mu = static_cast<T>(double(block_sum(sum, part)) / double(m));
+  A sq = 0;
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) {
+    const A x = A(in[((j / d.s) * d.c + c) * d.s + j % d.s] - mu);
+    sq += x * x;
+  }
+  const T v = static_cast<T>(double(block_sum(sq, part)) / double(m));
+  if (threadIdx.x == 0) {
+    mean[c] = mu;
+    var[c] = v;
+  }
+  const BatchNormApply<T> f{mu, batch_norm_invstd(v, eps), weight ? weight[c] : T(1),
+                            bias ? bias[c] : T(0)};
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) {
+    const int64_t at = ((j / d.s) * d.c + c) * d.s + j % d.s;
+    out[at] = f(in[at]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    batch_norm_backward_kernel(NcsShape d, double eps, T* gin, T* gw, T* gb, const T* g,
+                               const T* in, const T* mean, const T* var, const T* weight) {
+  using A = typename Acc<T>::type;
+  __shared__ A part[kThreads];
+  const int64_t c = blockIdx.x, m = d.n * d.s;
+  const T mu = mean[c];
+  const T invstd = batch_norm_invstd(var[c], eps);
+  A sg = 0, sgc = 0;
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) {
+    const int64_t at = ((j / d.s) * d.c + c) * d.s + j % d.s;
+    sg += A(g[at]);
+    sgc += A(g[at]) * A(in[at] - mu);
+  }
+  const double sum_g = double(block_sum(sg, part)), sum_gc = double(block_sum(sgc, part));
+  if (threadIdx.x == 0) {
+    if (gb != nullptr) gb[c] = static_cast<T>(sum_g);
+    if (gw != nullptr) gw[c] = static_cast<T>(sum_gc * invstd);
+  }
+  if (gin == nullptr) return;
+  const BatchNormInputGrad<T> f{mu, invstd, weight ? weight[c] : T(1),
+                                static_cast<T>(sum_g / double(m)),
+                                static_cast<T>(sum_gc / double(m) * invstd * invstd)};
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) {
+    const int64_t at = ((j / d.s) * d.c + c) * d.s + j % d.s;
+    gin[at] = f(g[at], in[at]);
+  }
+}
+
+template <typename Fn>
+void floating(DType dt, Fn&& fn) {
+  if (dt == DType::kFloat32) {
+    fn(float{});
+  } else {
+    fn(double{});
+  }
+}
+
+}  // namespace
+
+void im2col(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w, void* cols,
+            const void* img) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    const int64_t n = s.batch * s.channels * w.kernel[0] * w.kernel[1] * s.oh * s.ow;
+    im2col_kernel<T><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
+        s, w, static_cast<T*>(cols), static_cast<const T*>(img));
+  });
+  check_cuda(cudaGetLastError(), "im2col on cuda");
+}
+
+void col2im(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w, void* img,
+            const void* cols) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    const int64_t n = s.batch * s.channels * s.height * s.width;
+    col2im_kernel<T><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
+        s, w, static_cast<T*>(img), static_cast<const T*>(cols));
+  });
+  check_cuda(cudaGetLastError(), "col2im on cuda");
+}
+
+void max_pool2d(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
+                void* values, int64_t* indices, const void* img) {
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    max_pool_kernel<T><<<blocks_for(s.channels * s.oh * s.ow), kThreads, 0,
+                         raw_cuda_stream(stream)>>>(s, w, static_cast<T*>(values), indices,
+                                                    static_cast<const T*>(img));
+  });
+  check_cuda(cudaGetLastError(), "max_pool2d on cuda");
+}
+
+void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
+                         void* grad_in, const void* grad_out, const int64_t* indices) {
+  const cudaStream_t cs = raw_cuda_stream(stream);
+  // Indices outside their plane are refused before anything is written (as on cpu).
+  Storage flag = Storage::allocate(sizeof(int), stream);
+  int* bad = static_cast<int*>(flag.data());
+  check_cuda(cudaMemsetAsync(bad, 0, sizeof(int), cs), "max_pool2d_backward on cuda");
+  const int64_t outputs = s.channels * s.oh * s.ow;
+  check_pool_indices<<<blocks_for(outputs), kThreads, 0, cs>>>(outputs, s.height * s.width,
+                                                                indices, bad);
+  int host = 0;
+  check_cuda(cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, cs),
+             "max_pool2d_backward on cuda");
+  check_cuda(cudaStreamSynchronize(cs), "max_pool2d_backward on cuda");
+  SG_CHECK(host == 0, ValueError, "max_pool2d_backward: an index is outside its plane of ",
+           s.height * s.width, " positions; were the indices modified after the forward?");
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    max_pool_backward_kernel<T><<<blocks_for(s.channels * s.height * s.width), kThreads, 0,
+                                  cs>>>(s, w, static_cast<T*>(grad_in),
+                                        static_cast<const T*>(grad_out), indices);
+  });
+  check_cuda(cudaGetLastError(), "max_pool2d_backward on cuda");
+}
+
+void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, double eps, void* out,
+                        void* mean, void* var, const void* in, const void* weight,
+                        const void* bias) {
+  if (d.c == 0) return;
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    batch_norm_kernel<T><<<static_cast<unsigned>(d.c), kThreads, 0, raw_cuda_stream(stream)>>>(
+        d, eps, static_cast<T*>(out), static_cast<T*>(mean), static_cast<T*>(var),
+        static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias));
+  });
+  check_cuda(cudaGetLastError(), "batch_norm on cuda");
+}
+
+void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, double eps,
+                         void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
+                         const void* in, const void* mean, const void* var, const void* weight) {
+  if (d.c == 0) return;
+  floating(dt, [&](auto t) {
+    using T = decltype(t);
+    batch_norm_backward_kernel<T><<<static_cast<unsigned>(d.c), kThreads, 0,
+                                    raw_cuda_stream(stream)>>>(
+        d, eps, static_cast<T*>(grad_in), static_cast<T*>(grad_weight),
+        static_cast<T*>(grad_bias), static_cast<const T*>(grad_out), static_cast<const T*>(in),
+        static_cast<const T*>(mean), static_cast<const T*>(var), static_cast<const T*>(weight));
+  });
+  check_cuda(cudaGetLastError(), "batch_norm_backward on cuda");
+}
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace streamgrad
