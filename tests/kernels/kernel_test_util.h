@@ -31,15 +31,14 @@
 
 #include "kernels/kernels.h"
 #include "runtime/runtime.h"
+#include "tests/device_names.h"
 
 namespace streamgrad {
 namespace testing {
 
 using kernels::View;
 
-inline Device test_device() {
-  return Device(GENERATE(as<std::string>{}, "cpu", "sim:0"));
-}
+inline Device test_device() { return Device(GENERATE(from_range(device_names()))); }
 
 template <typename T>
 constexpr DType dtype_of() {

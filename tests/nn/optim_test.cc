@@ -10,6 +10,7 @@
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "runtime/runtime.h"
+#include "tests/device_names.h"
 
 namespace streamgrad {
 namespace {
@@ -36,7 +37,7 @@ std::vector<double> run(nn::Optimizer& opt, const Tensor& p, int steps) {
 }
 
 TEST_CASE("SGD follows PyTorch's rule: weight decay, momentum, dampening, nesterov", "[nn][optim]") {
-  const Device d(GENERATE(as<std::string>{}, "cpu", "sim:0"));
+  const Device d(GENERATE(from_range(testing::device_names())));
   const bool nesterov = GENERATE(false, true);
   const double lr = 0.1, mom = 0.8, wd = 0.05, damp = nesterov ? 0 : 0.3;
   Tensor p = start_param(d);
@@ -56,7 +57,7 @@ TEST_CASE("SGD follows PyTorch's rule: weight decay, momentum, dampening, nester
 }
 
 TEST_CASE("Adam and AdamW follow PyTorch's rule with bias correction", "[nn][optim]") {
-  const Device d(GENERATE(as<std::string>{}, "cpu", "sim:0"));
+  const Device d(GENERATE(from_range(testing::device_names())));
   const bool decoupled = GENERATE(false, true);
   const double lr = 0.05, b1 = 0.8, b2 = 0.9, eps = 1e-6, wd = 0.1;
   Tensor p = start_param(d);

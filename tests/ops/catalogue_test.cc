@@ -16,6 +16,7 @@
 
 #include "engine/gradcheck.h"
 #include "runtime/runtime.h"
+#include "tests/device_names.h"
 
 namespace streamgrad {
 namespace {
@@ -144,7 +145,7 @@ GradcheckResult guarded(F check) {
 }
 
 TEST_CASE("every entry passes gradcheck, fast mode and gradgradcheck", "[catalogue][grad]") {
-  const Device device = GENERATE(as<std::string>{}, "cpu", "sim:0");
+  const Device device = GENERATE(from_range(testing::device_names()));
   for (const OpSpec& e : op_catalogue()) {
     INFO(e.name << " (" << e.notes << ") on " << device);
     const TensorList in = e.make_inputs(device, 0);

@@ -35,13 +35,14 @@
 #include "engine/grad_mode.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
+#include "tests/device_names.h"
 
 namespace streamgrad {
 namespace testing {
 
 using Fn = std::function<Tensor(const TensorList&)>;
 
-inline Device test_device() { return Device(GENERATE(as<std::string>{}, "cpu", "sim:0")); }
+inline Device test_device() { return Device(GENERATE(from_range(device_names()))); }
 
 inline TensorOptions f64(Device d) { return TensorOptions().dtype(DType::kFloat64).device(d); }
 

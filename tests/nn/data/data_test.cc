@@ -16,6 +16,7 @@
 #include "nn/data/idx.h"
 #include "nn/data/loader.h"
 #include "runtime/runtime.h"
+#include "tests/device_names.h"
 
 namespace streamgrad {
 namespace {
@@ -137,7 +138,7 @@ std::vector<int64_t> epoch_order(nn::DataLoader& loader, int64_t epoch, std::vec
 }
 
 TEST_CASE("every example once per epoch, seeded shuffles, drop_last", "[data][loader]") {
-  const Device d(GENERATE(as<std::string>{}, "cpu", "sim:0"));
+  const Device d(GENERATE(from_range(testing::device_names())));
   const int workers = GENERATE(1, 3);
   auto data = std::make_shared<Counting>(103);
   nn::DataLoader loader(data, nn::DataLoaderOptions().batch_size(10).seed(5).device(d).workers(workers));
@@ -169,7 +170,7 @@ TEST_CASE("the loader stays at most prefetch batches ahead", "[data][loader]") {
 
 TEST_CASE("stopping mid-epoch neither hangs nor leaks; worker errors keep their type",
           "[data][loader]") {
-  const Device d(GENERATE(as<std::string>{}, "cpu", "sim:0"));
+  const Device d(GENERATE(from_range(testing::device_names())));
   {
     nn::DataLoader loader(std::make_shared<Counting>(1000), nn::DataLoaderOptions().batch_size(4).device(d).workers(2));
     loader.start_epoch(0);
