@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 12's GPU run, for a machine with an NVIDIA GPU: builds with -c opt, runs the whole
+# test suite (the device-parameterised tests then include cuda:0, tests/kernels/cuda
+# compares every cuda kernel with the cpu's), the gradcheck catalogue on cuda:0, the
+# stream_race catalogue (sim scenarios: it has no cuda scenarios yet), the GPU figures
+# (bench/gpu_bench.cc) and the engine's chain benchmark on cuda:0, and writes everything
+# to one folder with a summary table.
+#
+#   bench/gpu.sh [OUT_DIR]        (default: gpu-results-<date>)
+#
+# Exit status: 0 when every step passed, 1 otherwise; 2 when there is no GPU.
+set -u
+cd "$(dirname "$0")/.."
+out="${1:-gpu-results-$(date -u +%Y%m%d-%H%M%S)}"
+mkdir -p "$out"
+if ! nvidia-smi -L > "$out/gpus.txt" 2>&1; then
+  echo "gpu.sh: no GPU (nvidia-smi -L failed: $(head -1 "$out/gpus.txt")); nothing run" >&2
+  exit 2
+fi
+status=0
+step() {  # step NAME COMMAND...: runs it, keeps its output, records pass/fail
+  local name="$1"; shift
+  local start=$(date +%s)
+  if "$@" > "$out/$name.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
+  printf '%-14s %-5s %4ss  %s\n' "$name" "$r" "$(( $(date +%s) - start ))" "$*" | tee -a "$out/summary.txt"
+}
+{
+  echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "gpu:     $(nvidia-smi --query-gpu=name,memory.total,compute_cap,driver_version --format=csv,noheader | head -1)"
+  echo "runtime: $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -1)"
+} | tee "$out/summary.txt"
+step build bazel build -c opt //... //bench:gpu_bench //bench:sg_bench
+step tests bazel test -c opt --test_output=errors //...
+step cuda_kernels bazel test -c opt --test_output=all //tests/kernels/cuda/...
+step gradcheck bazel-bin/tools/gradcheck --devices=cuda:0 --json
+step stream_race bazel-bin/tools/stream_race --json
+step gpu_bench bazel-bin/bench/gpu_bench --device=cuda:0
+step chain bazel-bin/bench/sg_bench --case=chain --n=1000 --numel=1 --op=mul --device=cuda:0
+echo >> "$out/summary.txt"
+cat "$out/gpu_bench.log" >> "$out/summary.txt"
+echo "results in $out/ (summary.txt; one log per step)"
+exit "$status"
