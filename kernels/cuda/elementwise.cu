@@ -35,9 +35,7 @@ template <typename Index, int N, typename Body>
 void launch_as(const Stream& stream, const char* name, const cpu::Layout<N>& l,
                const Body& body) {
   const Indexer<N, Index> ix = make_indexer<Index>(l);
-  int64_t blocks = (l.numel + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  strided_kernel<N, Index, Body><<<static_cast<unsigned>(blocks), kThreads, 0,
+  strided_kernel<N, Index, Body><<<blocks_for(l.numel), kThreads, 0,
                                    raw_cuda_stream(stream)>>>(ix, static_cast<Index>(l.numel),
                                                               body);
   check_cuda(cudaGetLastError(), name);
@@ -145,20 +143,11 @@ struct WhereBody {
   }
 };
 
-template <typename Fn>
-void floating(DType dt, Fn&& fn) {
-  if (dt == DType::kFloat32) {
-    fn(float{});
-  } else {
-    fn(double{});
-  }
-}
-
 }  // namespace
 
 void unary(const Stream& stream, Unary op, DType dt, const cpu::Layout<2>& l, void* out,
            const void* in) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     with_unary(op, [&](auto f) {
       launch(stream, "unary", l, Map1<T, decltype(f)>{static_cast<T*>(out),
@@ -169,7 +158,7 @@ void unary(const Stream& stream, Unary op, DType dt, const cpu::Layout<2>& l, vo
 
 void unary_scalar(const Stream& stream, UnaryScalar op, DType dt, const cpu::Layout<2>& l,
                   void* out, const void* in, double scalar) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     with_unary_scalar(op, static_cast<T>(scalar), [&](auto f) {
       launch(stream, "unary_scalar", l,
@@ -180,7 +169,7 @@ void unary_scalar(const Stream& stream, UnaryScalar op, DType dt, const cpu::Lay
 
 void binary(const Stream& stream, Binary op, DType dt, const cpu::Layout<3>& l, void* out,
             const void* a, const void* b) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     with_binary(op, [&](auto f) {
       launch(stream, "binary", l,
@@ -192,7 +181,7 @@ void binary(const Stream& stream, Binary op, DType dt, const cpu::Layout<3>& l, 
 
 void axpy(const Stream& stream, DType dt, const cpu::Layout<3>& l, void* out, const void* a,
           const void* b, double alpha) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     launch(stream, "axpy", l,
            Map2<T, AxpyOp<T>>{static_cast<T*>(out), static_cast<const T*>(a),
@@ -229,7 +218,7 @@ void arange(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, 
 
 void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double low,
              double high, uint64_t seed, uint64_t offset) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     launch(stream, "uniform", l,
            Generate<T, UniformGen<T>>{static_cast<T*>(out), offset,
@@ -239,7 +228,7 @@ void uniform(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out,
 
 void normal(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double mean,
             double stddev, uint64_t seed, uint64_t offset) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     launch(stream, "normal", l,
            Generate<T, NormalGen>{static_cast<T*>(out), offset, make_normal(seed, mean, stddev)});

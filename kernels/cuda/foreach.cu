@@ -16,11 +16,6 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(Indexer<3, int64_t> ix, int64_t n, SgdUpdate<T> op, T* p, const T* g, T* buf,

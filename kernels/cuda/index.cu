@@ -56,10 +56,7 @@ void check_indices(const Stream& stream, const IndexArgs& a) {
   check_cuda(cudaMemsetAsync(first, 0xFF, 2 * sizeof(unsigned long long), s), a.name);
   const Indexer<1, int64_t> ix = make_indexer<int64_t>(a.index_layout);
   const int64_t n = a.index_layout.numel;
-  const int64_t blocks = (n + kThreads - 1) / kThreads < kMaxBlocks
-                             ? (n + kThreads - 1) / kThreads
-                             : kMaxBlocks;
-  find_bad_index<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(ix, n, a.index, a.limit,
+  find_bad_index<<<blocks_for(n), kThreads, 0, s>>>(ix, n, a.index, a.limit,
                                                                      first);
   read_bad_value<<<1, 1, 0, s>>>(ix, a.index, first);
   check_cuda(cudaGetLastError(), a.name);
@@ -97,10 +94,7 @@ template <bool kAccumulate, typename T>
 void run(const Stream& stream, const IndexArgs& a) {
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(a.walk);
   const int64_t n = a.walk.numel;
-  const int64_t blocks = (n + kThreads - 1) / kThreads < kMaxBlocks
-                             ? (n + kThreads - 1) / kThreads
-                             : kMaxBlocks;
-  indexed_kernel<T, kAccumulate><<<static_cast<unsigned>(blocks), kThreads, 0,
+  indexed_kernel<T, kAccumulate><<<blocks_for(n), kThreads, 0,
                                    raw_cuda_stream(stream)>>>(
       ix, n, static_cast<T*>(a.out), static_cast<const T*>(a.other), a.index, a.step);
   check_cuda(cudaGetLastError(), a.name);

@@ -1,5 +1,6 @@
-// Internal to kernels/cuda: flat row-major indices to operand offsets over a cpu::Layout,
-// the one piece of index arithmetic every cuda kernel here shares.
+// Internal to kernels/cuda: flat row-major indices to operand offsets over a cpu::Layout
+// (the one piece of index arithmetic every cuda kernel here shares), grid sizes, and the
+// accumulator type of sums.
 //
 // Thread-safety: plain values. Failure: none (callers keep indices below numel).
 #ifndef STREAMGRAD_KERNELS_CUDA_INDEXING_CUH_
@@ -52,6 +53,22 @@ Indexer<N, Index> make_indexer(const cpu::Layout<N>& l) {
   }
   return ix;
 }
+
+// Blocks of kThreads for n elements, capped (grid-stride loops cover the rest).
+inline unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+// Sums of float32 accumulate in double, as on cpu.
+template <typename T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<float> {
+  using type = double;
+};
 
 // Whether index arithmetic of `l` fits the 32-bit path: numel and every operand's largest
 // offset below 2^30.

@@ -24,11 +24,6 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : b < kMaxBlocks ? b : kMaxBlocks);
-}
-
 #define SG_GRID_LOOP(i, n)                                                              \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * kThreads)
@@ -148,15 +143,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T>
-struct Acc {
-  using type = T;
-};
-template <>
-struct Acc<float> {
-  using type = double;
-};
-
 // The block's sum of each thread's `v` (all threads call it; thread 0 gets the result).
 template <typename A>
 __device__ A block_sum(A v, A* part) {
@@ -230,20 +216,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename Fn>
-void floating(DType dt, Fn&& fn) {
-  if (dt == DType::kFloat32) {
-    fn(float{});
-  } else {
-    fn(double{});
-  }
-}
-
 }  // namespace
 
 void im2col(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w, void* cols,
             const void* img) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     const int64_t n = s.batch * s.channels * w.kernel[0] * w.kernel[1] * s.oh * s.ow;
     im2col_kernel<T><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
@@ -254,7 +231,7 @@ void im2col(const Stream& stream, DType dt, const ImageShape& s, const Window2d&
 
 void col2im(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w, void* img,
             const void* cols) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     const int64_t n = s.batch * s.channels * s.height * s.width;
     col2im_kernel<T><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
@@ -265,7 +242,7 @@ void col2im(const Stream& stream, DType dt, const ImageShape& s, const Window2d&
 
 void max_pool2d(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
                 void* values, int64_t* indices, const void* img) {
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     max_pool_kernel<T><<<blocks_for(s.channels * s.oh * s.ow), kThreads, 0,
                          raw_cuda_stream(stream)>>>(s, w, static_cast<T*>(values), indices,
@@ -290,7 +267,7 @@ void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, co
   check_cuda(cudaStreamSynchronize(cs), "max_pool2d_backward on cuda");
   SG_CHECK(host == 0, ValueError, "max_pool2d_backward: an index is outside its plane of ",
            s.height * s.width, " positions; were the indices modified after the forward?");
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     max_pool_backward_kernel<T><<<blocks_for(s.channels * s.height * s.width), kThreads, 0,
                                   cs>>>(s, w, static_cast<T*>(grad_in),
@@ -303,7 +280,7 @@ void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, doubl
                         void* mean, void* var, const void* in, const void* weight,
                         const void* bias) {
   if (d.c == 0) return;
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     batch_norm_kernel<T><<<static_cast<unsigned>(d.c), kThreads, 0, raw_cuda_stream(stream)>>>(
         d, eps, static_cast<T*>(out), static_cast<T*>(mean), static_cast<T*>(var),
@@ -316,7 +293,7 @@ void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, doub
                          void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
                          const void* in, const void* mean, const void* var, const void* weight) {
   if (d.c == 0) return;
-  floating(dt, [&](auto t) {
+  cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     batch_norm_backward_kernel<T><<<static_cast<unsigned>(d.c), kThreads, 0,
                                     raw_cuda_stream(stream)>>>(

@@ -16,15 +16,6 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-template <typename T>
-struct Acc {
-  using type = T;
-};
-template <>
-struct Acc<float> {
-  using type = double;
-};
-
 // The running value of one reduction: a sum, or the max / min where a NaN wins and stays.
 template <typename A>
 struct Combine {
@@ -126,7 +117,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-unsigned blocks_for(int64_t outputs) {
+// One block per output, capped (the kernels loop over outputs).
+unsigned blocks_for_outputs(int64_t outputs) {
   return static_cast<unsigned>(outputs < kMaxBlocks ? outputs : kMaxBlocks);
 }
 
@@ -138,11 +130,11 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
   const Indexer<2, int64_t> k = make_indexer<int64_t>(kept);
   const Indexer<1, int64_t> r = make_indexer<int64_t>(red);
   if (dt == DType::kFloat32) {
-    reduce_kernel<float><<<blocks_for(kept.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    reduce_kernel<float><<<blocks_for_outputs(kept.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
         k, kept.numel, r, red.numel, op, static_cast<float*>(out),
         static_cast<const float*>(in));
   } else {
-    reduce_kernel<double><<<blocks_for(kept.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    reduce_kernel<double><<<blocks_for_outputs(kept.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
         k, kept.numel, r, red.numel, op, static_cast<double*>(out),
         static_cast<const double*>(in));
   }
@@ -154,11 +146,11 @@ void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3
   if (l.numel == 0) return;
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(l);
   if (dt == DType::kFloat32) {
-    arg_reduce_kernel<float><<<blocks_for(l.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    arg_reduce_kernel<float><<<blocks_for_outputs(l.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
         ix, l.numel, n, stride, is_max, static_cast<float*>(values), indices,
         static_cast<const float*>(in));
   } else {
-    arg_reduce_kernel<double><<<blocks_for(l.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    arg_reduce_kernel<double><<<blocks_for_outputs(l.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
         ix, l.numel, n, stride, is_max, static_cast<double*>(values), indices,
         static_cast<const double*>(in));
   }

@@ -227,44 +227,6 @@ TEST_CASE("cuda compare, compare_scalar and where equal the cpu's", "[cuda][kern
   CHECK(results[1] == results[0]);
 }
 
-TEST_CASE("cuda index kernels equal the cpu's and refuse bad indices, writing nothing",
-          "[cuda][kernels][index]") {
-  if (!have_gpu()) return;
-  const std::vector<double> x = testing::random_values<double>(12, -2, 2, 11);
-  // Small integers and halves: every order of the atomic sums is exact, so duplicates
-  // (index 0 twice) must give the cpu's bits.
-  const std::vector<double> src = {1, 2, 3, 4.5, -1, 0.5, 2, 2, 1, -3, 4, 8, 0, 1, 1.5, -2};
-  const std::vector<int64_t> idx = {0, 2, 0, 1};
-  const std::vector<int64_t> gidx = {2, 0, 1, 1, 0, 2, 2, 2, 0, 1, 1, 0};
-  std::vector<double> results[2];
-  int i = 0;
-  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
-    const Stream s = current_stream(d);
-    Buffer<double> bx(d, x), bsrc(d, src), out(d, 64, 0.0);
-    Buffer<int64_t> bi(d, idx), bg(d, gidx);
-    // in [3, 4] read transposed as [4, 3]: rows picked along dim 0; then along dim 1.
-    k::index_select(s, out.view(Shape({4, 3}, {3, 1}, 0)),
-                    bx.view(Shape({3, 4}).transposed(0, 1)), 0, bi.view());
-    k::index_select(s, out.view(Shape({4, 4}, {4, 1}, 12)), bx.view(Shape({4, 3})), 1,
-                    bi.view());
-    k::gather(s, out.view(Shape({3, 4}, {4, 1}, 28)), bx.view(Shape({3, 4})), 0,
-              bg.view(Shape({3, 4})));
-    k::index_add(s, out.view(Shape({3, 4}, {4, 1}, 40)), 0, bi.view(), bsrc.view(Shape({4, 4})));
-    k::scatter_add(s, out.view(Shape({3, 4}, {4, 1}, 52)), 0, bg.view(Shape({2, 4})),
-                   bsrc.view(Shape({2, 4})));
-    results[i++] = out.read();
-  }
-  CHECK(results[1] == results[0]);
-
-  const Device d("cuda:0");
-  Buffer<double> bx(d, x), out(d, 8, 7.0);
-  Buffer<int64_t> bad(d, std::vector<int64_t>{0, 5});
-  CHECK_THROWS_WITH(k::index_select(current_stream(d), out.view(Shape({2, 4})),
-                                    bx.view(Shape({3, 4})), 0, bad.view()),
-                    Catch::Contains("index 5 (element 1 of index"));
-  CHECK(out.read() == std::vector<double>(8, 7.0));
-}
-
 TEST_CASE("cuda cat, stack and arange equal the cpu's", "[cuda][kernels][join]") {
   if (!have_gpu()) return;
   const std::vector<float> x = testing::random_values<float>(12, -2, 2, 12);
