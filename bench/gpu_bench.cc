@@ -70,8 +70,9 @@ int run(const Device d, int reps) {
                                raw_cuda_stream(s)),
                "gpu_bench copy");
   });
-  const double add_ms = time_on(
-      s, reps, [&] { kernels::binary(s, kernels::Binary::kAdd, flat(c, n), flat(a, n), flat(b, n)); });
+  const double add_ms = time_on(s, reps, [&] {
+    kernels::binary(s, kernels::Binary::kAdd, flat(c, n), flat(a, n), flat(b, n));
+  });
   const double copy_gbs = 2.0 * bytes / copy_ms / 1e6, add_gbs = 3.0 * bytes / add_ms / 1e6;
   std::printf("%-8s %-40s %12s\n", "case", "metric", "value");
   std::printf("%-8s %-40s %12.1f\n", "copy", "device-to-device GB/s (read + write)", copy_gbs);
@@ -93,7 +94,9 @@ int run(const Device d, int reps) {
   set_matmul_allow_tf32(false);
   const double ours_ms = time_on(s, reps, [&] { kernels::matmul(s, vz, vx, vy); });
   cublasHandle_t h;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw DeviceError("gpu_bench: cublasCreate failed");
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    throw DeviceError("gpu_bench: cublasCreate failed");
+  }
   cublasSetStream(h, raw_cuda_stream(s));
   const float one = 1, zero = 0;
   const double direct_ms = time_on(s, reps, [&] {

@@ -1,17 +1,19 @@
-// The cuda kernels of kernels.h. The element-wise ones (unary, unary_scalar, binary, axpy,
-// fill, copy, uniform, normal): one strided kernel template over a cpu::Layout (any rank up to kMaxDims,
-// broadcasting as stride 0, 32-bit index arithmetic when every offset fits), its
-// per-element math the functors of kernels/elementwise_ops.h, kernels/cpu/convert.h and
-// kernels/random_ops.h that the cpu loops run, so the cpu tests cover the math.
+// The cuda kernels behind kernels.h, nn_kernels.h and foreach.h, called by the cpu entry
+// points on cuda streams. The element-wise ones (unary, unary_scalar, binary, axpy, fill,
+// copy, arange, uniform, normal, compare, where) run one strided kernel template over a
+// cpu::Layout (any rank up to kMaxDims, broadcasting as stride 0, 32-bit index arithmetic
+// when every offset fits) with the per-element functors the cpu loops run
+// (elementwise_ops.h, select_ops.h, random_ops.h, cpu/convert.h), so the cpu tests cover
+// the math; the others are described where declared below.
 //
-// Defined in kernels/cuda/elementwise.cu where nvcc exists; elsewhere kernels/cpu/
-// cuda_stubs.cc defines them to throw, and cpu::check_stream refuses cuda streams before
-// they could be called. Callers (kernels/cpu/elementwise.cc, fill_copy.cc) check the views
-// first, exactly as for cpu and sim, and call these inside launch() (cpu::launch_kernel),
-// so the trace and the stream sanitizer see each launch; these enqueue on the stream's raw
-// handle and return.
-// float32/float64 for the math, every dtype for fill and copy. The device code is compiled
-// with -fmad=false so that a + b * c rounds twice, as on every cpu level.
+// Defined in kernels/cuda/*.cu where nvcc exists; elsewhere kernels/cpu/cuda_stubs.cc
+// defines them to throw, and cpu::check_stream refuses cuda streams before they could be
+// called. Callers check the views first, exactly as for cpu and sim, and call these inside
+// launch() (cpu::launch_kernel_or_cuda), so the trace and the stream sanitizer see each
+// launch; these enqueue on the stream's raw handle and return (the index kernels and max
+// pooling's backward synchronise the stream once, to check indices).
+// The device code is compiled with -fmad=false so that a + b * c rounds twice, as on
+// every cpu level.
 //
 // Thread-safety: any thread (as launch()). Failure: DeviceError when the launch fails
 // (check_cuda); errors of the kernel itself surface at the next synchronisation, or at the

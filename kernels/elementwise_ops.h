@@ -1,8 +1,8 @@
 // The per-element math of the element-wise kernels (unary, unary_scalar, binary and axpy in
 // kernels.h) as SG_HOST_DEVICE functors: the cpu loops (kernels/cpu/loops_elementwise.cc,
-// compiled once per instruction-set level) call them, and a CUDA kernel is meant to call
-// the same functors (with_unary, with_unary_scalar and with_binary map an op code to its
-// functor for both) so that every device and level computes each element alike.
+// compiled once per instruction-set level) and the cuda kernels (kernels/cuda) call them
+// (with_unary, with_unary_scalar and with_binary map an op code to its functor for both),
+// so that every device and level computes each element alike.
 //
 // Every functor is one IEEE expression on its operands. Transcendental functions go
 // through `math::` to the C library's scalar function (expf, tanh, ...) on every level and

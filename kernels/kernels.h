@@ -29,10 +29,12 @@
 // level and thread count, NaN payloads included where only one NaN meets an operation.
 //
 // Thread-safety: any thread may call any kernel on any stream.
+// cuda streams run the kernels of kernels/cuda_kernels.h where nvcc built them.
 // Failure: checks run in this order, before anything is enqueued: DeviceError for cuda
-// streams (naming the kernel); ValueError naming the kernel, sizes and dtypes for
-// malformed views, mismatched sizes or dtypes, bad dims and proven overlap. Views with no
-// elements enqueue nothing (reduce still writes out when in is empty).
+// streams in a build without nvcc (naming the kernel); ValueError naming the kernel,
+// sizes and dtypes for malformed views, mismatched sizes or dtypes, bad dims and proven
+// overlap. Views with no elements enqueue nothing (reduce still writes out when in is
+// empty).
 // Launch names, which observers, traces and error messages show, are the op's own:
 // exp, add_scalar, add, axpy, fill, copy, cat, stack, arange, uniform, normal, sum,
 // argmax, matmul, index_select, index_add, scatter_add, gt, gt_scalar, where, ...

@@ -11,7 +11,8 @@
 // are flat h * W + w within each plane, as PyTorch's.
 //
 // Thread-safety: any thread, any stream (as kernels.h). Failure: ValueError naming the
-// kernel and the views for malformed or mismatched views; DeviceError on cuda streams.
+// kernel and the views for malformed or mismatched views; DeviceError on cuda streams in a
+// build without nvcc (kernels/cuda_kernels.h runs them where it built).
 #ifndef STREAMGRAD_KERNELS_NN_KERNELS_H_
 #define STREAMGRAD_KERNELS_NN_KERNELS_H_
 

@@ -1,6 +1,7 @@
 // The per-channel math of batch normalisation (kernels/nn_kernels.h: batch_norm_forward,
-// batch_norm_backward) as SG_HOST_DEVICE functors: the cpu loops call them and a CUDA
-// kernel is meant to call the same ones, so both devices agree element for element.
+// batch_norm_backward) as SG_HOST_DEVICE functors: the cpu loops (kernels/cpu/loops_nn.cc)
+// and the cuda kernels (kernels/cuda/nn.cu) call the same ones, so both devices agree
+// element for element.
 //
 // Thread-safety: stateless values. Failure: none.
 #ifndef STREAMGRAD_KERNELS_NORM_OPS_H_

@@ -1,14 +1,13 @@
 // The per-element math of the optimiser updates (SGD with momentum, dampening, nesterov
 // and weight decay; Adam and AdamW), as SG_HOST_DEVICE functors: the cpu multi-tensor
-// kernels (kernels/cpu/foreach.cc) call them, and a CUDA kernel is meant to call the same
-// functors so that both devices agree element for element.
+// kernels (kernels/cpu/foreach.cc) and the cuda kernels (kernels/cuda/foreach.cu) call
+// them, so that both devices agree element for element.
 //
 // Each functor performs exactly the steps of nn/optim.cc's per-tensor path (one kernel
 // per step there), in the element type T with the same scalars rounded to T, so that the
 // two paths give the same bits when the compiler contracts no a * b + c into a fused
 // multiply-add (the case for this project's x86-64 builds, which enable no FMA
-// instructions). Where contraction is on (nvcc by default), results may differ in the
-// last bit.
+// instructions; kernels/cuda is compiled with -fmad=false for the same reason).
 //
 // Thread-safety: plain values. Failure: none; the scalars are validated by the optimisers.
 #ifndef STREAMGRAD_KERNELS_OPTIM_OPS_H_

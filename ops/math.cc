@@ -2,8 +2,9 @@
 //
 // Every backward saves the input (never the output: that would make the output hold its
 // own grad_fn) and recomputes what it needs with ops, so that the formulas are
-// differentiable again under create_graph. relu and abs multiply by a mask computed with
-// kernels (no history): their second derivative is zero almost everywhere.
+// differentiable again under create_graph. relu's backward selects g where x > 0 (one
+// kernel; under create_graph a where() of ops), abs multiplies by a sign mask computed with
+// a kernel (no history): their second derivative is zero almost everywhere.
 #include "engine/grad_mode.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -86,8 +87,8 @@ struct SigmoidBackward final : UnaryBackward {  // g s (1 - s)
 
 struct ReluBackward final : UnaryBackward {  // g (x > 0)
   explicit ReluBackward(const Tensor& x) : UnaryBackward(x, "ReluBackward") {}
-  // One kernel, g where x > 0 and 0 elsewhere; under create_graph a product with the
-  // mask, which records g's history (both give 0 where x <= 0, whatever g is).
+  // One kernel, g where x > 0 and 0 elsewhere; under create_graph the same selection by
+  // where(), which records g's history (both give 0 where x <= 0, whatever g is).
   Tensor grad(const Tensor& g, const Tensor& x) const override {
     if (grad_mode_enabled()) return where(gt(x, 0.0), g, zeros_like(g));
     Tensor out = new_output(x.sizes(), x.dtype(), x.device());

@@ -99,9 +99,27 @@ RuntimeConfig load() {
   return c;
 }
 
-std::atomic<int>& blocking_override() {
-  static std::atomic<int> v{-1};  // -1: follow the environment
-  return v;
+// A boolean setting that follows its environment variable until code sets it.
+class Override {
+ public:
+  bool get(bool from_env) const {
+    const int o = v_.load(std::memory_order_relaxed);
+    return o < 0 ? from_env : o != 0;
+  }
+  void set(bool on) { v_.store(on ? 1 : 0); }
+
+ private:
+  std::atomic<int> v_{-1};  // -1: follow the environment
+};
+
+Override& blocking_override() {
+  static Override o;
+  return o;
+}
+
+Override& tf32_override() {
+  static Override o;
+  return o;
 }
 
 }  // namespace
@@ -155,25 +173,12 @@ std::string unwritable_reason(const std::string& path) {
   return "";
 }
 
-bool launch_blocking() {
-  const int o = blocking_override().load(std::memory_order_relaxed);
-  return o < 0 ? config().launch_blocking : o != 0;
-}
+bool launch_blocking() { return blocking_override().get(config().launch_blocking); }
 
-void set_launch_blocking(bool on) { blocking_override().store(on ? 1 : 0); }
+void set_launch_blocking(bool on) { blocking_override().set(on); }
 
-namespace {
-std::atomic<int>& tf32_override() {
-  static std::atomic<int> o{-1};  // -1: the environment's value
-  return o;
-}
-}  // namespace
+bool matmul_allow_tf32() { return tf32_override().get(config().allow_tf32); }
 
-bool matmul_allow_tf32() {
-  const int o = tf32_override().load(std::memory_order_relaxed);
-  return o < 0 ? config().allow_tf32 : o != 0;
-}
-
-void set_matmul_allow_tf32(bool allow) { tf32_override().store(allow ? 1 : 0); }
+void set_matmul_allow_tf32(bool allow) { tf32_override().set(allow); }
 
 }  // namespace streamgrad

@@ -16,9 +16,7 @@ namespace streamgrad {
 namespace kernels {
 namespace {
 
-struct NcsDims {
-  int64_t n, c, s;
-};
+using NcsDims = cuda::NcsShape;
 
 void check_nc_s(const char* kernel, const char* what, const View& v, const NcsDims& d) {
   cpu::check_view(kernel, what, v);
@@ -132,17 +130,7 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
   SG_CHECK(d.n * d.s > 0 || d.c == 0, ValueError, name, ": no values per channel in ",
            cpu::describe(in));
   if (d.c == 0) return;
-  if (stream.device().type() == DeviceType::kCuda) {
-    cpu::launch_kernel(stream, name, {&in, weight, bias}, {&out, &mean, &var},
-                       [stream, d, o = out.data, mn = mean.data, vr = var.data, x = in.data,
-                        w = data_or_null<void>(weight), b = data_or_null<void>(bias), eps,
-                        dt = in.dtype] {
-                         cuda::batch_norm_forward(stream, dt, {d.n, d.c, d.s}, eps, o, mn, vr,
-                                                  x, w, b);
-                       });
-    return;
-  }
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&in, weight, bias}, {&out, &mean, &var},
       [d, o = out.data, mn = mean.data, vr = var.data, x = in.data,
        w = data_or_null<void>(weight), b = data_or_null<void>(bias), eps, dt = in.dtype,
@@ -155,6 +143,10 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
                                static_cast<const T*>(w), static_cast<const T*>(b), eps);
           }
         });
+      },
+      [stream, d, o = out.data, mn = mean.data, vr = var.data, x = in.data,
+       w = data_or_null<void>(weight), b = data_or_null<void>(bias), eps, dt = in.dtype] {
+        cuda::batch_norm_forward(stream, dt, d, eps, o, mn, vr, x, w, b);
       });
 }
 
@@ -166,10 +158,10 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
   check_nc_s(name, "grad_out", grad_out, d);
   cpu::check_same_dtype(name, "grad_out", grad_out, "in", in);
   if (grad_in != nullptr) {
- check_nc_s(name, "grad_in", *grad_in, d);
- cpu::check_same_dtype(name, "grad_in", *grad_in, "in", in);
- cpu::check_disjoint(name, "grad_in", *grad_in, "in", in);
- cpu::check_disjoint(name, "grad_in", *grad_in, "grad_out", grad_out);
+    check_nc_s(name, "grad_in", *grad_in, d);
+    cpu::check_same_dtype(name, "grad_in", *grad_in, "in", in);
+    cpu::check_disjoint(name, "grad_in", *grad_in, "in", in);
+    cpu::check_disjoint(name, "grad_in", *grad_in, "grad_out", grad_out);
   }
   check_channels(name, "grad_weight", grad_weight, in, d);
   check_channels(name, "grad_bias", grad_bias, in, d);
@@ -177,18 +169,7 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
   check_channels(name, "var", &var, in, d);
   check_channels(name, "weight", weight, in, d);
   if (d.c == 0) return;
-  if (stream.device().type() == DeviceType::kCuda) {
-    cpu::launch_kernel(
-        stream, name, {&grad_out, &in, &mean, &var, weight}, {grad_in, grad_weight, grad_bias},
-        [stream, d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
-         gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
-         vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype] {
-          cuda::batch_norm_backward(stream, dt, {d.n, d.c, d.s}, eps, gi, gw, gb, g, x, mn, vr,
-                                    w);
-        });
-    return;
-  }
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&grad_out, &in, &mean, &var, weight}, {grad_in, grad_weight, grad_bias},
       [d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
        gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
@@ -202,6 +183,11 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
                                 static_cast<const T*>(vr), static_cast<const T*>(w), eps);
           }
         });
+      },
+      [stream, d, gi = data_or_null<void>(grad_in), gw = data_or_null<void>(grad_weight),
+       gb = data_or_null<void>(grad_bias), g = grad_out.data, x = in.data, mn = mean.data,
+       vr = var.data, w = data_or_null<void>(weight), eps, dt = in.dtype] {
+        cuda::batch_norm_backward(stream, dt, d, eps, gi, gw, gb, g, x, mn, vr, w);
       });
 }
 

@@ -137,14 +137,7 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
   const ColumnWalk walk = walk_of(in, cols, w);
   void* o = cols.data;
   const void* x = in.data;
-  if (stream.device().type() == DeviceType::kCuda) {
-    cpu::launch_kernel(stream, name, {&in}, {&cols}, [stream, s = shape_of(walk), w, o, x,
-                                                      dt = in.dtype] {
-      cuda::im2col(stream, dt, s, w, o, x);
-    });
-    return;
-  }
-  cpu::launch_kernel(stream, name, {&in}, {&cols}, [walk, o, x, dt = in.dtype] {
+  cpu::launch_kernel_or_cuda(stream, name, {&in}, {&cols}, [walk, o, x, dt = in.dtype] {
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
       T* out = static_cast<T*>(o);
@@ -166,6 +159,8 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
         }
       });
     });
+  }, [stream, s = shape_of(walk), w, o, x, dt = in.dtype] {
+    cuda::im2col(stream, dt, s, w, o, x);
   });
 }
 
@@ -178,14 +173,8 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
   const ColumnWalk walk = walk_of(out, cols, w);
   void* o = out.data;
   const void* x = cols.data;
-  if (stream.device().type() == DeviceType::kCuda) {
-    cpu::launch_kernel(stream, name, {&cols, &out}, {&out}, [stream, s = shape_of(walk), w, o,
-                                                             x, dt = out.dtype] {
-      cuda::col2im(stream, dt, s, w, o, x);
-    });
-    return;
-  }
-  cpu::launch_kernel(stream, name, {&cols, &out}, {&out}, [walk, o, x, dt = out.dtype] {
+  cpu::launch_kernel_or_cuda(stream, name, {&cols, &out}, {&out}, [walk, o, x,
+                                                                   dt = out.dtype] {
     cpu::dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
       T* img = static_cast<T*>(o);
@@ -202,6 +191,8 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
         }
       });
     });
+  }, [stream, s = shape_of(walk), w, o, x, dt = out.dtype] {
+    cuda::col2im(stream, dt, s, w, o, x);
   });
 }
 

@@ -1,9 +1,9 @@
 // Internal to the cpu kernels: the per-element loops compiled once per instruction-set
 // level, and the table through which kernels call the level in use.
 //
-// How the levels are built (kernels/BUILD): loops_elementwise.cc, loops_copy.cc and
-// loops_reduce.cc are compiled by three cc_library targets, loops_default (baseline
-// x86-64), loops_avx2 (-mavx2 -mfma) and loops_avx512 (-mavx512f/bw/dq/vl), each with
+// How the levels are built (kernels/BUILD): loops_elementwise.cc, loops_copy.cc,
+// loops_reduce.cc and loops_nn.cc are compiled by three cc_library targets, loops_default
+// (baseline x86-64), loops_avx2 (-mavx2 -mfma) and loops_avx512 (-mavx512f/bw/dq/vl), each with
 // -DSG_CPU_LEVEL naming its namespace and with -ftree-vectorize
 // -fvect-cost-model=dynamic (GCC 12's -O2 model skips loops that need an alias check or
 // an epilogue, which is every loop here), -ffp-contract=off (no FMA: every level rounds

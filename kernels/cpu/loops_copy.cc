@@ -64,21 +64,10 @@ void copy_rows(const Layout<2>& l, void* out, const void* in, int64_t begin, int
   });
 }
 
-// Calls fn(T{}) with the element type of dt (bool as uint8_t).
-template <typename Fn>
-SG_INLINE void with_type(DType dt, Fn&& fn) {
-  switch (dt) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kBool: return fn(uint8_t{});
-  }
-}
-
 }  // namespace
 
 void fill(DType dt, const Layout<1>& l, void* out, double value, int64_t begin, int64_t end) {
-  with_type(dt, [&](auto t) {
+  dispatch_any(dt, [&](auto t) {
     using T = decltype(t);
     fill_rows<T>(l, static_cast<T*>(out), convert<T>(value), begin, end);
   });
@@ -86,8 +75,8 @@ void fill(DType dt, const Layout<1>& l, void* out, double value, int64_t begin, 
 
 void copy(DType to, DType from, const Layout<2>& l, void* out, const void* in, int64_t begin,
           int64_t end) {
-  with_type(to, [&](auto t) {
-    with_type(from, [&](auto f) {
+  dispatch_any(to, [&](auto t) {
+    dispatch_any(from, [&](auto f) {
       copy_rows<decltype(t), decltype(f)>(l, out, in, begin, end);
     });
   });

@@ -142,16 +142,8 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
   cpu::check_disjoint(name, "indices", indices, "in", in);
   if (values.numel() == 0) return;
   const PoolShape s{in.sizes[0], in.sizes[1], in.sizes[2], values.sizes[1], values.sizes[2]};
-  if (stream.device().type() == DeviceType::kCuda) {
-    cpu::launch_kernel(stream, name, {&in}, {&values, &indices},
-                       [stream, cs = cuda::ImageShape{1, s.planes, s.h, s.w, s.oh, s.ow}, w,
-                        vo = values.data, io = indices.data, x = in.data, dt = in.dtype] {
-                         cuda::max_pool2d(stream, dt, cs, w, vo, static_cast<int64_t*>(io), x);
-                       });
-    return;
-  }
   const bool fast = is_2x2_inside(s, w);
-  cpu::launch_kernel(stream, name, {&in}, {&values, &indices},
+  cpu::launch_kernel_or_cuda(stream, name, {&in}, {&values, &indices},
                      [s, w, fast, nl = &cpu::nn_loops(), vo = values.data,
                       io = indices.data, x = in.data, dt = in.dtype] {
                        cpu::dispatch_floating(dt, [&](auto t) {
@@ -165,6 +157,10 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
                            max_pool_any(s, w, img, val, idx);
                          }
                        });
+                     },
+                     [stream, cs = cuda::ImageShape{1, s.planes, s.h, s.w, s.oh, s.ow}, w,
+                      vo = values.data, io = indices.data, x = in.data, dt = in.dtype] {
+                       cuda::max_pool2d(stream, dt, cs, w, vo, static_cast<int64_t*>(io), x);
                      });
 }
 
@@ -188,19 +184,7 @@ void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& 
   if (grad_in.numel() == 0) return;
   const int64_t planes = grad_in.sizes[0], area = grad_in.sizes[1] * grad_in.sizes[2];
   const int64_t per_plane = grad_out.sizes[1] * grad_out.sizes[2];
-  if (stream.device().type() == DeviceType::kCuda) {
-    // The cuda kernel gathers per input element, so it needs the window (max_pool2d's).
-    cpu::launch_kernel(stream, name, {&grad_out, &indices}, {&grad_in},
-                       [stream, cs = cuda::ImageShape{1, planes, grad_in.sizes[1],
-                                                      grad_in.sizes[2], grad_out.sizes[1],
-                                                      grad_out.sizes[2]},
-                        w, gi = grad_in.data, go = grad_out.data,
-                        ix = static_cast<const int64_t*>(indices.data), dt = grad_in.dtype] {
-                         cuda::max_pool2d_backward(stream, dt, cs, w, gi, go, ix);
-                       });
-    return;
-  }
-  cpu::launch_kernel(
+  cpu::launch_kernel_or_cuda(
       stream, name, {&grad_out, &indices}, {&grad_in},
       [=, gi = grad_in.data, go = grad_out.data, ix = indices.data, dt = grad_in.dtype] {
         const int64_t* idx = static_cast<const int64_t*>(ix);
@@ -230,6 +214,13 @@ void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& 
             for (int64_t o = 0; o < per_plane; ++o) plane[ip[o]] += gp[o];
           }
         });
+      },
+      // The cuda kernel gathers per input element, so it needs the window (max_pool2d's).
+      [stream, cs = cuda::ImageShape{1, planes, grad_in.sizes[1], grad_in.sizes[2],
+                                     grad_out.sizes[1], grad_out.sizes[2]},
+       w, gi = grad_in.data, go = grad_out.data,
+       ix = static_cast<const int64_t*>(indices.data), dt = grad_in.dtype] {
+        cuda::max_pool2d_backward(stream, dt, cs, w, gi, go, ix);
       });
 }
 

@@ -20,9 +20,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(Indexer<3, int64_t> ix, int64_t n, SgdUpdate<T> op, T* p, const T* g, T* buf,
                bool fresh) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
-       i += step) {
+  SG_GRID_LOOP(i, n) {
     int64_t off[3];
     ix.offsets(i, off);
     if (buf == nullptr) {
@@ -39,9 +37,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     adam_kernel(Indexer<4, int64_t> ix, int64_t n, AdamUpdate<T> op, T* p, const T* g, T* m,
                 T* v, T inv_sqrt_bias2, T neg_step, bool fresh) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
-       i += step) {
+  SG_GRID_LOOP(i, n) {
     int64_t off[4];
     ix.offsets(i, off);
     // Fresh moments start at 0 (their memory holds nothing yet).

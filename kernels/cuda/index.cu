@@ -30,9 +30,7 @@ namespace {
 __global__ void __launch_bounds__(kThreads)
     find_bad_index(Indexer<1, int64_t> ix, int64_t numel, const int64_t* index, int64_t limit,
                    unsigned long long* first) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < numel;
-       i += step) {
+  SG_GRID_LOOP(i, numel) {
     int64_t off[1];
     ix.offsets(i, off);
     const int64_t v = index[off[0]];
@@ -49,25 +47,13 @@ __global__ void read_bad_value(Indexer<1, int64_t> ix, const int64_t* index,
 }
 
 void check_indices(const Stream& stream, const IndexArgs& a) {
-  if (a.index_layout.numel == 0) return;
-  const cudaStream_t s = raw_cuda_stream(stream);
-  Storage flag = Storage::allocate(2 * sizeof(unsigned long long), stream);
-  auto* first = static_cast<unsigned long long*>(flag.data());
-  check_cuda(cudaMemsetAsync(first, 0xFF, 2 * sizeof(unsigned long long), s), a.name);
-  const Indexer<1, int64_t> ix = make_indexer<int64_t>(a.index_layout);
-  const int64_t n = a.index_layout.numel;
-  find_bad_index<<<blocks_for(n), kThreads, 0, s>>>(ix, n, a.index, a.limit,
-                                                                     first);
-  read_bad_value<<<1, 1, 0, s>>>(ix, a.index, first);
-  check_cuda(cudaGetLastError(), a.name);
-  unsigned long long host[2];
-  check_cuda(cudaMemcpyAsync(host, first, sizeof host, cudaMemcpyDeviceToHost, s), a.name);
-  check_cuda(cudaStreamSynchronize(s), a.name);
-  if (host[0] == ~0ull) return;
-  throw ValueError(absl::StrCat(a.name, ": index ", static_cast<int64_t>(host[1]),
-                                " (element ", host[0], " of index, row-major) is out of range for dim ",
-                                a.dim, " of size ", a.limit, "; valid indices are 0..",
-                                a.limit - 1));
+  int64_t position = 0, value = 0;
+  if (!first_bad_index(stream, a.name, a.index_layout, a.index, a.limit, &position, &value)) {
+    return;
+  }
+  throw ValueError(absl::StrCat(a.name, ": index ", value, " (element ", position,
+                                " of index, row-major) is out of range for dim ", a.dim,
+                                " of size ", a.limit, "; valid indices are 0..", a.limit - 1));
 }
 
 // out[off0] = in[off1 + index[off2] * step] (read), or out[off0 + index[off2] * step] +=
@@ -76,9 +62,7 @@ template <typename T, bool kAccumulate>
 __global__ void __launch_bounds__(kThreads)
     indexed_kernel(Indexer<3, int64_t> ix, int64_t numel, T* out, const T* other,
                    const int64_t* index, int64_t step) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < numel;
-       i += stride) {
+  SG_GRID_LOOP(i, numel) {
     int64_t off[3];
     ix.offsets(i, off);
     const int64_t at = index[off[2]] * step;
@@ -101,6 +85,27 @@ void run(const Stream& stream, const IndexArgs& a) {
 }
 
 }  // namespace
+
+bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
+                     const int64_t* index, int64_t limit, int64_t* position, int64_t* value) {
+  if (layout.numel == 0) return false;
+  const cudaStream_t s = raw_cuda_stream(stream);
+  Storage flag = Storage::allocate(2 * sizeof(unsigned long long), stream);
+  auto* first = static_cast<unsigned long long*>(flag.data());
+  check_cuda(cudaMemsetAsync(first, 0xFF, 2 * sizeof(unsigned long long), s), name);
+  const Indexer<1, int64_t> ix = make_indexer<int64_t>(layout);
+  find_bad_index<<<blocks_for(layout.numel), kThreads, 0, s>>>(ix, layout.numel, index, limit,
+                                                                first);
+  read_bad_value<<<1, 1, 0, s>>>(ix, index, first);
+  check_cuda(cudaGetLastError(), name);
+  unsigned long long host[2];
+  check_cuda(cudaMemcpyAsync(host, first, sizeof host, cudaMemcpyDeviceToHost, s), name);
+  check_cuda(cudaStreamSynchronize(s), name);
+  if (host[0] == ~0ull) return false;
+  *position = static_cast<int64_t>(host[0]);
+  *value = static_cast<int64_t>(host[1]);
+  return true;
+}
 
 void index_read(const Stream& stream, DType dt, const IndexArgs& a) {
   if (a.walk.numel == 0) return;

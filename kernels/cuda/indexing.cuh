@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/strided.h"
+#include "runtime/stream.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -53,6 +54,18 @@ Indexer<N, Index> make_indexer(const cpu::Layout<N>& l) {
   }
   return ix;
 }
+
+// A grid-stride loop over [0, n): the body runs once per element, whatever the grid.
+#define SG_GRID_LOOP(i, n)                                                              \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * kThreads)
+
+// The first element (row-major position in `layout`) of `index` outside [0, limit), and
+// its value: found on the device, read back after synchronising `stream`, so that a
+// kernel can refuse bad indices before writing anything. False when every index is in
+// range. Defined in index.cu.
+bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
+                     const int64_t* index, int64_t limit, int64_t* position, int64_t* value);
 
 // Blocks of kThreads for n elements, capped (grid-stride loops cover the rest).
 inline unsigned blocks_for(int64_t n) {

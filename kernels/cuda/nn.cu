@@ -17,16 +17,11 @@
 #include "kernels/window.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/error.h"
-#include "runtime/storage.h"
 
 namespace streamgrad {
 namespace kernels {
 namespace cuda {
 namespace {
-
-#define SG_GRID_LOOP(i, n)                                                              \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * kThreads)
 
 // cols [B, C * kh * kw, oh * ow] from image [B, C, H, W]; padding reads 0.
 template <typename T>
@@ -135,14 +130,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Sets *bad when an index lies outside its plane.
-__global__ void __launch_bounds__(kThreads)
-    check_pool_indices(int64_t n, int64_t area, const int64_t* indices, int* bad) {
-  SG_GRID_LOOP(i, n) {
-    if (indices[i] < 0 || indices[i] >= area) *bad = 1;
-  }
-}
-
 // The block's sum of each thread's `v` (all threads call it; thread 0 gets the result).
 template <typename A>
 __device__ A block_sum(A v, A* part) {
@@ -157,6 +144,11 @@ __device__ A block_sum(A v, A* part) {
   return r;
 }
 
+// The offset of channel c's j-th value (row-major over its N rows of S) in [N, C, S].
+__device__ __forceinline__ int64_t channel_at(const NcsShape& d, int64_t c, int64_t j) {
+  return ((j / d.s) * d.c + c) * d.s + j % d.s;
+}
+
 // One block per channel of in [N, C, S].
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -166,11 +158,11 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ A part[kThreads];
   const int64_t c = blockIdx.x, m = d.n * d.s;
   A sum = 0;
-  for (int64_t j = threadIdx.x; j < m; j += kThreads) sum += A(in[((j / d.s) * d.c + c) * d.s + j % d.s]);
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) sum += A(in[channel_at(d, c, j)]);
   const T mu = static_cast<T>(double(block_sum(sum, part)) / double(m));
   A sq = 0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const A x = A(in[((j / d.s) * d.c + c) * d.s + j % d.s] - mu);
+    const A x = A(in[channel_at(d, c, j)] - mu);
     sq += x * x;
   }
   const T v = static_cast<T>(double(block_sum(sq, part)) / double(m));
@@ -181,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
   const BatchNormApply<T> f{mu, batch_norm_invstd(v, eps), weight ? weight[c] : T(1),
                             bias ? bias[c] : T(0)};
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const int64_t at = ((j / d.s) * d.c + c) * d.s + j % d.s;
+    const int64_t at = channel_at(d, c, j);
     out[at] = f(in[at]);
   }
 }
@@ -197,7 +189,7 @@ __global__ void __launch_bounds__(kThreads)
   const T invstd = batch_norm_invstd(var[c], eps);
   A sg = 0, sgc = 0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const int64_t at = ((j / d.s) * d.c + c) * d.s + j % d.s;
+    const int64_t at = channel_at(d, c, j);
     sg += A(g[at]);
     sgc += A(g[at]) * A(in[at] - mu);
   }
@@ -211,7 +203,7 @@ __global__ void __launch_bounds__(kThreads)
                                 static_cast<T>(sum_g / double(m)),
                                 static_cast<T>(sum_gc / double(m) * invstd * invstd)};
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const int64_t at = ((j / d.s) * d.c + c) * d.s + j % d.s;
+    const int64_t at = channel_at(d, c, j);
     gin[at] = f(g[at], in[at]);
   }
 }
@@ -255,18 +247,14 @@ void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, co
                          void* grad_in, const void* grad_out, const int64_t* indices) {
   const cudaStream_t cs = raw_cuda_stream(stream);
   // Indices outside their plane are refused before anything is written (as on cpu).
-  Storage flag = Storage::allocate(sizeof(int), stream);
-  int* bad = static_cast<int*>(flag.data());
-  check_cuda(cudaMemsetAsync(bad, 0, sizeof(int), cs), "max_pool2d_backward on cuda");
-  const int64_t outputs = s.channels * s.oh * s.ow;
-  check_pool_indices<<<blocks_for(outputs), kThreads, 0, cs>>>(outputs, s.height * s.width,
-                                                                indices, bad);
-  int host = 0;
-  check_cuda(cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, cs),
-             "max_pool2d_backward on cuda");
-  check_cuda(cudaStreamSynchronize(cs), "max_pool2d_backward on cuda");
-  SG_CHECK(host == 0, ValueError, "max_pool2d_backward: an index is outside its plane of ",
-           s.height * s.width, " positions; were the indices modified after the forward?");
+  const int64_t outputs = s.channels * s.oh * s.ow, area = s.height * s.width;
+  const int64_t flat[1] = {outputs}, unit[1] = {1};
+  int64_t position = 0, value = 0;
+  SG_CHECK(!first_bad_index(stream, "max_pool2d_backward", cpu::make_layout<1>(flat, {unit}),
+                            indices, area, &position, &value),
+           ValueError, "max_pool2d_backward: index ", value, " (element ", position,
+           " of indices) is outside its plane of ", area,
+           " positions; were the indices modified after the forward?");
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     max_pool_backward_kernel<T><<<blocks_for(s.channels * s.height * s.width), kThreads, 0,

@@ -130,11 +130,13 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
   const Indexer<2, int64_t> k = make_indexer<int64_t>(kept);
   const Indexer<1, int64_t> r = make_indexer<int64_t>(red);
   if (dt == DType::kFloat32) {
-    reduce_kernel<float><<<blocks_for_outputs(kept.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    reduce_kernel<float><<<blocks_for_outputs(kept.numel), kThreads, 0,
+                            raw_cuda_stream(stream)>>>(
         k, kept.numel, r, red.numel, op, static_cast<float*>(out),
         static_cast<const float*>(in));
   } else {
-    reduce_kernel<double><<<blocks_for_outputs(kept.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    reduce_kernel<double><<<blocks_for_outputs(kept.numel), kThreads, 0,
+                            raw_cuda_stream(stream)>>>(
         k, kept.numel, r, red.numel, op, static_cast<double*>(out),
         static_cast<const double*>(in));
   }
@@ -146,11 +148,13 @@ void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3
   if (l.numel == 0) return;
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(l);
   if (dt == DType::kFloat32) {
-    arg_reduce_kernel<float><<<blocks_for_outputs(l.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    arg_reduce_kernel<float><<<blocks_for_outputs(l.numel), kThreads, 0,
+                                raw_cuda_stream(stream)>>>(
         ix, l.numel, n, stride, is_max, static_cast<float*>(values), indices,
         static_cast<const float*>(in));
   } else {
-    arg_reduce_kernel<double><<<blocks_for_outputs(l.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+    arg_reduce_kernel<double><<<blocks_for_outputs(l.numel), kThreads, 0,
+                                raw_cuda_stream(stream)>>>(
         ix, l.numel, n, stride, is_max, static_cast<double*>(values), indices,
         static_cast<const double*>(in));
   }

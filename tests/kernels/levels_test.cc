@@ -114,20 +114,19 @@ const Placement kUnaryPlacements[] = {
     {"broadcast input", 0, 1, 5, 0, false, false},
 };
 
-TEMPLATE_TEST_CASE("unary ops: every level gives the functor's bits", "[levels]", float,
-                   double) {
-  using T = TestType;
-  const Unary op = GENERATE(Unary::kNeg, Unary::kExp, Unary::kLog, Unary::kSqrt, Unary::kTanh,
-                            Unary::kSigmoid, Unary::kRelu, Unary::kAbs, Unary::kSign,
-                            Unary::kReciprocal, Unary::kSquare);
-  const auto fn = unary_fn<T>(op);
+// Every placement and length of a one-input case: `kernel(stream, out, in)` at every level
+// must give fn's bits at out's elements and leave the rest of out's buffer alone.
+template <typename T>
+void check_unary_case(
+    const std::function<void(const Stream&, const k::View&, const k::View&)>& kernel,
+    const std::function<T(T)>& fn, uint32_t seed) {
   const Device cpu("cpu");
   const Stream s(cpu);
   for (const Placement& p : kUnaryPlacements) {
     for (int64_t n : lengths(p.all_lengths)) {
-      INFO("op " << static_cast<int>(op) << ", " << p.what << ", n " << n);
+      INFO(p.what << ", n " << n);
       const size_t size = static_cast<size_t>(8 + 3 * n);
-      const std::vector<T> input = testing::mixed_values<T>(size, 11 + n);
+      const std::vector<T> input = testing::mixed_values<T>(size, seed + n);
       const Shape os({n}, {p.out_stride}, p.out_offset);
       const Shape is({n}, {p.in_stride}, p.in_offset);
       // The expected buffer: the sentinel (or, in place, the input) outside out's elements.
@@ -137,10 +136,22 @@ TEMPLATE_TEST_CASE("unary ops: every level gives the functor's bits", "[levels]"
       const Buffer<T> in(cpu, input);
       testing::expect_bits_at_every_level<T>(
           p.in_place ? input : std::vector<T>(size, T(-777)), want, [&](const Buffer<T>& out) {
-            k::unary(s, op, out.view(os), p.in_place ? out.view(is) : in.view(is));
+            kernel(s, out.view(os), p.in_place ? out.view(is) : in.view(is));
           });
     }
   }
+}
+
+TEMPLATE_TEST_CASE("unary ops: every level gives the functor's bits", "[levels]", float,
+                   double) {
+  using T = TestType;
+  const Unary op = GENERATE(Unary::kNeg, Unary::kExp, Unary::kLog, Unary::kSqrt, Unary::kTanh,
+                            Unary::kSigmoid, Unary::kRelu, Unary::kAbs, Unary::kSign,
+                            Unary::kReciprocal, Unary::kSquare);
+  INFO("op " << static_cast<int>(op));
+  check_unary_case<T>(
+      [op](const Stream& s, const k::View& o, const k::View& i) { k::unary(s, op, o, i); },
+      unary_fn<T>(op), 11);
 }
 
 TEMPLATE_TEST_CASE("unary_scalar ops: every level gives the functor's bits", "[levels]",
@@ -150,29 +161,15 @@ TEMPLATE_TEST_CASE("unary_scalar ops: every level gives the functor's bits", "[l
                                   UnaryScalar::kRSub, UnaryScalar::kRDiv, UnaryScalar::kGe);
   const double scalar = GENERATE(2.0, -0.3);
   const T st = static_cast<T>(scalar);
+  INFO("op " << static_cast<int>(op) << " " << scalar);
   // x ^ 2 is the square (one rounding), as kernels.h's unary_scalar computes it.
   const auto fn = op == UnaryScalar::kPow && st == T(2) ? std::function<T(T)>(k::SquareOp{})
                                                          : scalar_fn<T>(op, st);
-  const Device cpu("cpu");
-  const Stream s(cpu);
-  for (const Placement& p : kUnaryPlacements) {
-    for (int64_t n : lengths(p.all_lengths)) {
-      INFO("op " << static_cast<int>(op) << " " << scalar << ", " << p.what << ", n " << n);
-      const size_t size = static_cast<size_t>(8 + 3 * n);
-      const std::vector<T> input = testing::mixed_values<T>(size, 23 + n);
-      const Shape os({n}, {p.out_stride}, p.out_offset);
-      const Shape is({n}, {p.in_stride}, p.in_offset);
-      std::vector<T> want = p.in_place ? input : std::vector<T>(size, T(-777));
-      const std::vector<int64_t> out_at = os.offsets(), in_at = is.offsets();
-      for (size_t i = 0; i < out_at.size(); ++i) want[out_at[i]] = fn(input[in_at[i]]);
-      const Buffer<T> in(cpu, input);
-      testing::expect_bits_at_every_level<T>(
-          p.in_place ? input : std::vector<T>(size, T(-777)), want, [&](const Buffer<T>& out) {
-            k::unary_scalar(s, op, out.view(os), p.in_place ? out.view(is) : in.view(is),
-                            scalar);
-          });
-    }
-  }
+  check_unary_case<T>(
+      [op, scalar](const Stream& s, const k::View& o, const k::View& i) {
+        k::unary_scalar(s, op, o, i, scalar);
+      },
+      fn, 23);
 }
 
 // Where the two inputs of a binary case live: in their own buffers, or in out's.

@@ -240,8 +240,10 @@ TEST_CASE("cuda im2col, col2im and max pooling give the cpu's bits", "[cuda][ker
   x[17] = std::numeric_limits<double>::quiet_NaN();
   for (const k::Window2d& w : {square_window(3, 1, 1, 1), square_window(2, 2, 0, 1),
                                square_window(3, 2, 1, 2), square_window(2, 1, 0, 1)}) {
-    const int64_t oh = k::window_output_size(7, w.kernel[0], w.stride[0], w.padding[0], w.dilation[0]);
-    const int64_t ow = k::window_output_size(6, w.kernel[1], w.stride[1], w.padding[1], w.dilation[1]);
+    const int64_t oh =
+        k::window_output_size(7, w.kernel[0], w.stride[0], w.padding[0], w.dilation[0]);
+    const int64_t ow =
+        k::window_output_size(6, w.kernel[1], w.stride[1], w.padding[1], w.dilation[1]);
     INFO("window " << w.kernel[0] << " stride " << w.stride[0] << " padding " << w.padding[0]
                    << " dilation " << w.dilation[0] << ": " << oh << "x" << ow);
     const int64_t rows = 3 * w.kernel[0] * w.kernel[1];

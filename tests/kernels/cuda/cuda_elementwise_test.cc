@@ -239,7 +239,8 @@ TEST_CASE("cuda cat, stack and arange equal the cpu's", "[cuda][kernels][join]")
     Buffer<int64_t> r(d, 10, int64_t(0));
     // cat along dim 1 of a [3, 4] and a transposed [3, 2] into a [3, 6]; stack two [2, 3]
     // (one transposed) along dim 1 into a [2, 2, 3].
-    k::cat(s, out.view(Shape({3, 6})), {bx.view(Shape({3, 4})), bx.view(Shape({2, 3}).transposed(0, 1))}, 1);
+    k::cat(s, out.view(Shape({3, 6})),
+           {bx.view(Shape({3, 4})), bx.view(Shape({2, 3}).transposed(0, 1))}, 1);
     k::stack(s, out.view(Shape({2, 2, 3}, {6, 3, 1}, 20)),
              {bx.view(Shape({2, 3})), bx.view(Shape({3, 2}).transposed(0, 1))}, 1);
     k::arange(s, out.view(Shape({5}, {2}, 40)), -1.5, 0.25);
