@@ -141,6 +141,16 @@ void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, doub
                          void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
                          const void* in, const void* mean, const void* var, const void* weight);
 
+// Convolution through cuDNN (kernels/cuda/cudnn_conv.cu). kForward: a = out, b = in,
+// c = weight; kBackwardInput: a = grad_in, b = grad_out, c = weight; kBackwardWeight:
+// a = grad_weight, b = grad_out, c = in. The caller has checked the views and the limits.
+enum class ConvPass { kForward, kBackwardInput, kBackwardWeight };
+struct ConvShape {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
+};
+void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape& s,
+                  const Window2d& w, void* a, const void* b, const void* c);
+
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where
 // matmul_allow_tf32() (runtime/cuda_settings.h). Packed operands go through scratch on

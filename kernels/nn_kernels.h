@@ -16,8 +16,11 @@
 #ifndef STREAMGRAD_KERNELS_NN_KERNELS_H_
 #define STREAMGRAD_KERNELS_NN_KERNELS_H_
 
+#include <vector>
+
 #include "kernels/view.h"
 #include "kernels/window.h"
+#include "runtime/device.h"
 #include "runtime/stream.h"
 
 namespace streamgrad {
@@ -48,6 +51,32 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
 void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
                          const View* grad_bias, const View& grad_out, const View& in,
                          const View& mean, const View& var, const View* weight, double eps);
+
+// Convolution through cuDNN, on cuda streams only (conv2d runs unfold and matmul on cpu
+// and sim). Views are contiguous and of one dtype: in [N, C, H, W], weight
+// [O, C / groups, kH, kW], out [N, O, oH, oW] with oH, oW as window `w` gives. Each
+// (device, pass, dtype, shapes, window, groups, TF32 setting) is planned once: descriptors
+// and the first deterministic algorithm cuDNN's heuristics offer, kept in
+// cudnn_conv_plan_cache(device) (kernels/plan_cache.h). float32 uses TF32 tensor cores only
+// where cudnn_allow_tf32() (runtime/cuda_settings.h). Workspace comes from the caching
+// allocator on the launch's stream. Launch names: cudnn_conv2d, cudnn_conv2d_backward_input,
+// cudnn_conv2d_backward_weight.
+//
+// Whether conv2d should take this path: a cuda device in a build with cuDNN, float32 or
+// float64, groups >= 1, and every size and element count within cuDNN's 32-bit limits.
+bool cudnn_conv2d_supported(const Device& device, DType dt, const std::vector<int64_t>& in,
+                            const std::vector<int64_t>& weight, const Window2d& w,
+                            int64_t groups);
+void cudnn_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
+                  const Window2d& w, int64_t groups);
+// grad_in [N, C, H, W] = the gradient of conv2d's out with respect to in, for grad_out.
+void cudnn_conv2d_backward_input(const Stream& stream, const View& grad_in,
+                                 const View& grad_out, const View& weight, const Window2d& w,
+                                 int64_t groups);
+// grad_weight [O, C / groups, kH, kW] = the gradient with respect to the weight.
+void cudnn_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
+                                  const View& grad_out, const View& in, const Window2d& w,
+                                  int64_t groups);
 
 }  // namespace kernels
 }  // namespace streamgrad

@@ -42,6 +42,31 @@ void conv_pool_norm(Catalogue& c) {
           return conv2d(x, w, Tensor(), p);
         }),
         {dense({1, 2, 2, 2}), dense({4, 1, 1, 2})});
+  c.add("conv2d_input_grad", "weight [2,2,1,2] and grad_output [1,2,2,2] onto input [1,2,2,3]",
+        binary([](T w, T g) { return conv2d_input_grad({1, 2, 2, 3}, w, g); }),
+        {dense({2, 2, 1, 2}), dense({1, 2, 2, 2})});
+  c.add("conv2d_input_grad_groups",
+        "2 groups, stride 2, padding 1: weight [2,1,1,2], grad [1,2,2,2]",
+        binary([](T w, T g) {
+          Conv2dParams p;
+          p.groups = 2;
+          p.stride = {2, 2};
+          p.padding = {1, 1};
+          return conv2d_input_grad({1, 2, 2, 3}, w, g, p);
+        }),
+        {dense({2, 1, 1, 2}), dense({1, 2, 2, 2})});
+  c.add("conv2d_weight_grad", "input [1,2,2,3] and grad_output [1,2,2,2] onto weight [2,2,1,2]",
+        binary([](T x, T g) { return conv2d_weight_grad(x, {2, 2, 1, 2}, g); }),
+        {dense({1, 2, 2, 3}), dense({1, 2, 2, 2})});
+  c.add("conv2d_weight_grad_groups",
+        "2 groups, dilation (1,2): input [1,2,2,3], grad [1,4,2,1]",
+        binary([](T x, T g) {
+          Conv2dParams p;
+          p.groups = 2;
+          p.dilation = {1, 2};
+          return conv2d_weight_grad(x, {4, 1, 1, 2}, g, p);
+        }),
+        {dense({1, 2, 2, 3}), dense({1, 4, 2, 1})});
   c.add("unfold", "[1,1,3,4] 2x2 windows, padding 1, stride 2",
         unary([](T x) {
           Conv2dParams p;

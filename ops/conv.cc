@@ -1,9 +1,15 @@
-// unfold / fold (im2col / col2im) and conv2d built on them.
+// unfold / fold (im2col / col2im), conv2d built on them, and conv2d's gradients as
+// functions (conv2d_input_grad, conv2d_weight_grad).
 //
 // unfold's backward is fold and fold's is unfold, so conv2d — unfold, one matmul per
 // group, a bias add — is differentiable to any order without a hand-written backward.
 // The matmul is batched over N with the weight broadcast; its backward sums the weight
 // gradient over the batch.
+// On cuda (float32 and float64, within cuDNN's 32-bit limits) conv2d runs cuDNN's
+// kernels instead, with a CudnnConvolutionBackward node: cuDNN's backward kernels, or,
+// when the backward itself is recorded (create_graph), conv2d_input_grad and
+// conv2d_weight_grad, which are the composed path's gradients written out, so the
+// result stays differentiable to any order.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/grad_mode.h"
@@ -76,6 +82,68 @@ struct FoldBackward final : Node {
   std::array<int64_t, 2> kernel_size{};
   Conv2dParams params;
 };
+
+// product(g) for each of `groups` groups, concatenated along `dim`.
+template <typename Fn>
+Tensor concat_groups(int64_t groups, int64_t dim, Fn product) {
+  if (groups == 1) return product(0);
+  std::vector<Tensor> parts;
+  for (int64_t g = 0; g < groups; ++g) parts.push_back(product(g));
+  return cat(parts, dim);
+}
+
+struct CudnnConvolutionBackward final : Node {
+  std::string name() const override { return "CudnnConvolutionBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    const Tensor& g = grads[0];
+    if (!g.defined()) return {Tensor(), Tensor()};
+    const Tensor x = input.unpack("CudnnConvolutionBackward");
+    const Tensor wt = weight.unpack("CudnnConvolutionBackward");
+    Tensor gx, gw;
+    if (grad_mode_enabled()) {
+      if (needs_grad(*this, 0)) gx = conv2d_input_grad(x.sizes(), wt, g, params);
+      if (needs_grad(*this, 1)) gw = conv2d_weight_grad(x, wt.sizes(), g, params);
+      return {gx, gw};
+    }
+    const Tensor gc = contiguous(g);
+    if (needs_grad(*this, 0)) {
+      gx = new_output(x.sizes(), x.dtype(), x.device());
+      kernels::cudnn_conv2d_backward_input(stream_of(gx), gx.view(), gc.view(), wt.view(),
+                                           window, params.groups);
+    }
+    if (needs_grad(*this, 1)) {
+      gw = new_output(wt.sizes(), wt.dtype(), wt.device());
+      kernels::cudnn_conv2d_backward_weight(stream_of(gw), gw.view(), gc.view(), x.view(),
+                                            window, params.groups);
+    }
+    return {gx, gw};
+  }
+  void release_variables() override {
+    input.reset();
+    weight.reset();
+  }
+  SavedTensor input, weight;  // contiguous
+  Conv2dParams params;
+  kernels::Window2d window;
+};
+
+// conv2d through cuDNN, without the bias; inputs checked by conv2d.
+Tensor cudnn_conv2d(const Tensor& input, const Tensor& weight, const kernels::Window2d& w,
+                    const Conv2dParams& p, std::array<int64_t, 2> o) {
+  const Tensor x = contiguous_data(input), wt = contiguous_data(weight);
+  Tensor out = new_output({input.size(0), weight.size(0), o[0], o[1]}, input.dtype(),
+                          input.device());
+  kernels::cudnn_conv2d(stream_of(out), out.view(), x.view(), wt.view(), w, p.groups);
+  if (any_requires_grad({input, weight})) {
+    auto node = std::make_shared<CudnnConvolutionBackward>();
+    node->input = SavedTensor(x);
+    node->weight = SavedTensor(wt);
+    node->params = p;
+    node->window = w;
+    wire(node, {input, weight}, {out});
+  }
+  return out;
+}
 
 void check_image(const char* op, const Tensor& input) {
   check_defined(input, op, "the input");
@@ -154,24 +222,89 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
              " must be [", out_ch, "], one per output channel");
   }
   const std::array<int64_t, 2> k{weight.size(2), weight.size(3)};
+  const kernels::Window2d w = window_of("conv2d", k, p);
+  const std::array<int64_t, 2> o = positions("conv2d", input, input.size(2), input.size(3), w);
+  if (kernels::cudnn_conv2d_supported(input.device(), input.dtype(), input.sizes(),
+                                      weight.sizes(), w, groups)) {
+    const Tensor out = cudnn_conv2d(input, weight, w, p, o);
+    return bias.defined() ? add(out, reshape(bias, {out_ch, 1, 1})) : out;
+  }
   const Tensor cols = unfold(input, k, p);  // [N, C * kH * kW, L]
   const int64_t rows = weight.size(1) * k[0] * k[1];
   const Tensor w2 = reshape(weight, {out_ch, rows});
-  Tensor out;
-  if (groups == 1) {
-    out = matmul(w2, cols);
-  } else {
-    std::vector<Tensor> parts;
-    const int64_t per_group = out_ch / groups;
-    for (int64_t g = 0; g < groups; ++g) {
-      parts.push_back(matmul(narrow(w2, 0, g * per_group, per_group), narrow(cols, 1, g * rows, rows)));
-    }
-    out = cat(parts, 1);
-  }
+  const int64_t per_group = out_ch / groups;
+  Tensor out = concat_groups(groups, 1, [&](int64_t g) {
+    return groups == 1 ? matmul(w2, cols)
+                       : matmul(narrow(w2, 0, g * per_group, per_group),
+                                narrow(cols, 1, g * rows, rows));
+  });
   if (bias.defined()) out = add(out, reshape(bias, {out_ch, 1}));
-  const kernels::Window2d w = window_of("conv2d", k, p);
-  const std::array<int64_t, 2> o = positions("conv2d", input, input.size(2), input.size(3), w);
   return reshape(out, {input.size(0), out_ch, o[0], o[1]});
+}
+
+namespace {
+
+// Checks one of conv2d's gradient functions' arguments: the [N, O, oH, oW] gradient
+// against the input and weight sizes it names; returns the window.
+kernels::Window2d check_grad_args(const char* op, const Shape& input_size,
+                                  const Shape& weight_size, const Tensor& grad_output,
+                                  const Tensor& other, const Conv2dParams& p) {
+  check_defined(grad_output, op, "grad_output");
+  check_floating(grad_output, op);
+  check_same_device(grad_output, other, op);
+  check_same_dtype(grad_output, other, op);
+  SG_CHECK(input_size.size() == 4 && weight_size.size() == 4 && grad_output.dim() == 4,
+           ValueError, op, ": expected a 4-d input size, weight and grad_output, got input size [",
+           absl::StrJoin(input_size, ", "), "], weight [", absl::StrJoin(weight_size, ", "),
+           "] and grad_output ", grad_output.describe());
+  const int64_t groups = p.groups;
+  SG_CHECK(groups > 0 && weight_size[0] % groups == 0 &&
+               input_size[1] == weight_size[1] * groups,
+           ValueError, op, ": input size [", absl::StrJoin(input_size, ", "), "] and weight [",
+           absl::StrJoin(weight_size, ", "), "] do not match ", groups, " groups");
+  const kernels::Window2d w = window_of(op, {weight_size[2], weight_size[3]}, p);
+  const std::array<int64_t, 2> o = positions(op, grad_output, input_size[2], input_size[3], w);
+  SG_CHECK(grad_output.sizes() == Shape({input_size[0], weight_size[0], o[0], o[1]}),
+           ValueError, op, ": grad_output ", grad_output.describe(), " is not conv2d's output "
+           "for input size [", absl::StrJoin(input_size, ", "), "] and weight [",
+           absl::StrJoin(weight_size, ", "), "]; expected [", input_size[0], ", ",
+           weight_size[0], ", ", o[0], ", ", o[1], "]");
+  return w;
+}
+
+}  // namespace
+
+Tensor conv2d_input_grad(const Shape& input_size, const Tensor& weight,
+                         const Tensor& grad_output, const Conv2dParams& p) {
+  check_defined(weight, "conv2d_input_grad", "the weight");
+  check_grad_args("conv2d_input_grad", input_size, weight.sizes(), grad_output, weight, p);
+  const int64_t out_ch = weight.size(0), per_group = out_ch / p.groups;
+  const std::array<int64_t, 2> k{weight.size(2), weight.size(3)};
+  const Tensor g3 = reshape(grad_output, {input_size[0], out_ch, -1});  // [N, O, L]
+  const Tensor w2 = reshape(weight, {out_ch, -1});                      // [O, rows]
+  // [N, C * kH * kW, L]: each group's weight rows transposed onto its gradient rows.
+  const Tensor cols = concat_groups(p.groups, 1, [&](int64_t g) {
+    return matmul(transpose(narrow(w2, 0, g * per_group, per_group), 0, 1),
+                  narrow(g3, 1, g * per_group, per_group));
+  });
+  return fold(cols, {input_size[2], input_size[3]}, k, p);
+}
+
+Tensor conv2d_weight_grad(const Tensor& input, const Shape& weight_size,
+                          const Tensor& grad_output, const Conv2dParams& p) {
+  check_image("conv2d_weight_grad", input);
+  check_grad_args("conv2d_weight_grad", input.sizes(), weight_size, grad_output, input, p);
+  const int64_t out_ch = weight_size[0], per_group = out_ch / p.groups;
+  const int64_t rows = weight_size[1] * weight_size[2] * weight_size[3];
+  const Tensor cols = unfold(input, {weight_size[2], weight_size[3]}, p);  // [N, C*kk, L]
+  const Tensor g3 = reshape(grad_output, {input.size(0), out_ch, -1});    // [N, O, L]
+  // [O, rows]: each group's gradient rows against its columns, summed over the batch.
+  const Tensor w2 = concat_groups(p.groups, 0, [&](int64_t g) {
+    return sum(matmul(narrow(g3, 1, g * per_group, per_group),
+                      transpose(narrow(cols, 1, g * rows, rows), 1, 2)),
+               {0});
+  });
+  return reshape(w2, weight_size);
 }
 
 }  // namespace streamgrad

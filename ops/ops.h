@@ -125,6 +125,12 @@ Tensor fold(const Tensor& input, std::array<int64_t, 2> output_size,
 // weight [O, C / groups, kH, kW], bias [O] or an undefined Tensor.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& params = {});
+// conv2d's gradients with respect to its input and its weight, for grad_output (as
+// torch.nn.grad.conv2d_input / conv2d_weight); both differentiable.
+Tensor conv2d_input_grad(const Shape& input_size, const Tensor& weight,
+                         const Tensor& grad_output, const Conv2dParams& params = {});
+Tensor conv2d_weight_grad(const Tensor& input, const Shape& weight_size,
+                          const Tensor& grad_output, const Conv2dParams& params = {});
 struct Pool2dParams {
   std::array<int64_t, 2> kernel_size{1, 1};
   std::array<int64_t, 2> stride{0, 0};  // {0, 0}: the kernel size (PyTorch's default)

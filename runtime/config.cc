@@ -122,6 +122,11 @@ Override& tf32_override() {
   return o;
 }
 
+Override& cudnn_tf32_override() {
+  static Override o;
+  return o;
+}
+
 }  // namespace
 
 const RuntimeConfig& config() {
@@ -180,5 +185,9 @@ void set_launch_blocking(bool on) { blocking_override().set(on); }
 bool matmul_allow_tf32() { return tf32_override().get(config().allow_tf32); }
 
 void set_matmul_allow_tf32(bool allow) { tf32_override().set(allow); }
+
+bool cudnn_allow_tf32() { return cudnn_tf32_override().get(config().allow_tf32); }
+
+void set_cudnn_allow_tf32(bool allow) { cudnn_tf32_override().set(allow); }
 
 }  // namespace streamgrad

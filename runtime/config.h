@@ -22,8 +22,10 @@
 //                                     (cpu_settings.h; set_num_threads() overrides it).
 //   STREAMGRAD_CPU_CAPABILITY=default|avx2|avx512   the code level of the cpu kernels'
 //                                     loops, at most the machine's (cpu_settings.h).
-//   STREAMGRAD_ALLOW_TF32=1           float32 cuda matmuls may use TF32 tensor cores
-//                                     (cuda_settings.h; set_matmul_allow_tf32() overrides).
+//   STREAMGRAD_ALLOW_TF32=1           float32 cuda matmuls and cuDNN convolutions may use
+//                                     TF32 tensor cores (cuda_settings.h;
+//                                     set_matmul_allow_tf32() and set_cudnn_allow_tf32()
+//                                     override it).
 //
 // Thread-safety: config() is immutable after first use; the launch-blocking override is
 // an atomic. Failure: a malformed value throws ValueError naming the variable.

@@ -98,6 +98,10 @@ void arg_reduce(const Stream&, bool, DType, const cpu::Layout<3>&, int64_t, int6
                 int64_t*, const void*) {
   no_cuda("arg_reduce");
 }
+void cudnn_conv2d(const Stream&, ConvPass, DType, const ConvShape&, const Window2d&, void*,
+                  const void*, const void*) {
+  no_cuda("cudnn_conv2d");
+}
 
 }  // namespace cuda
 }  // namespace kernels

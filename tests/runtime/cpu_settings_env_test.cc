@@ -16,7 +16,11 @@ TEST_CASE("the environment sets the starting thread count and level", "[cpu_sett
   CHECK(cpu_capability() == machine_cpu_capability());
 }
 
-TEST_CASE("STREAMGRAD_ALLOW_TF32 sets the starting TF32 switch", "[cuda_settings]") {
+TEST_CASE("STREAMGRAD_ALLOW_TF32 sets the starting TF32 switches", "[cuda_settings]") {
+  CHECK(matmul_allow_tf32());
+  CHECK(cudnn_allow_tf32());
+  set_cudnn_allow_tf32(false);
+  CHECK_FALSE(cudnn_allow_tf32());
   CHECK(matmul_allow_tf32());
   set_matmul_allow_tf32(false);
   CHECK_FALSE(matmul_allow_tf32());

@@ -14,12 +14,20 @@ namespace {
 
 using Catch::Matchers::Contains;
 
-TEST_CASE("TF32 for float32 cuda matmuls is off unless asked for", "[cuda_settings]") {
+TEST_CASE("TF32 for float32 cuda matmuls and convolutions is off unless asked for",
+          "[cuda_settings]") {
   CHECK_FALSE(matmul_allow_tf32());
+  CHECK_FALSE(cudnn_allow_tf32());
   set_matmul_allow_tf32(true);
   CHECK(matmul_allow_tf32());
+  CHECK_FALSE(cudnn_allow_tf32());  // two switches, as torch.backends.cuda and .cudnn
+  set_cudnn_allow_tf32(true);
+  CHECK(cudnn_allow_tf32());
   set_matmul_allow_tf32(false);
   CHECK_FALSE(matmul_allow_tf32());
+  CHECK(cudnn_allow_tf32());
+  set_cudnn_allow_tf32(false);
+  CHECK_FALSE(cudnn_allow_tf32());
 }
 
 TEST_CASE("the level defaults to the machine's and names itself", "[cpu_settings]") {
