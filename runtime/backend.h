@@ -23,6 +23,9 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/device.h"
 #include "runtime/stream.h"
@@ -33,6 +36,10 @@ namespace streamgrad {
 // order; on cuda it runs at once on the calling thread and enqueues device work on the
 // stream's raw handle (see runtime/cuda/cuda_stream.h).
 using HostFn = std::function<void()>;
+
+// (label, value) pairs in display order, for tools/devices: what users otherwise read
+// from nvidia-smi or lscpu ("compute capability" -> "9.0").
+using Facts = std::vector<std::pair<std::string, std::string>>;
 
 class BackendEvent {
  public:
@@ -49,6 +56,11 @@ class Backend {
   virtual int device_count() const noexcept = 0;
   // A human-readable name for device `index` ("simulated accelerator (physical 1)").
   virtual std::string device_name(int index) const = 0;
+  // Facts about the backend as a whole (cuda: runtime and driver versions, and why there
+  // are no devices when there are none) and about device `index`. Never throw: a fact
+  // that cannot be read says why in its value.
+  virtual Facts backend_facts() const = 0;
+  virtual Facts device_facts(int index) const = 0;
   // Called when `index` becomes the thread's current device of this type (cuda sets the
   // runtime's current device); never fails.
   virtual void on_set_device(int index) noexcept = 0;

@@ -71,9 +71,14 @@ Device resolve_device(Device device, const char* op) {
              "masked by STREAMGRAD_VISIBLE_DEVICES";
       break;
     case DeviceType::kCuda:
-      hint = find_backend(DeviceType::kCuda) == nullptr
-                 ? "this build has no CUDA support"
-                 : "no usable GPU or driver was found (CUDA_VISIBLE_DEVICES may mask them)";
+      if (Backend* cuda = find_backend(DeviceType::kCuda)) {
+        hint = "no usable GPU or driver was found (CUDA_VISIBLE_DEVICES may mask them)";
+        for (const auto& fact : cuda->backend_facts()) {
+          if (fact.first == "no devices because") hint = "no usable GPU: " + fact.second;
+        }
+      } else {
+        hint = "this build has no CUDA support: nvcc was missing when it was built";
+      }
       break;
     default:
       break;

@@ -1,5 +1,7 @@
-// tools/devices: lists every device with its streams and memory statistics, and shows
-// two streams of each accelerator ordered by an event.
+// tools/devices: lists every device with its streams and memory statistics and what
+// users otherwise read from nvidia-smi (a GPU's name, memory, compute capability; the CUDA
+// driver and runtime versions, and why there is no GPU when there is none), and shows two
+// streams of each accelerator ordered by an event.
 //
 //   devices            a readable report
 //   devices --json     {"devices":[{"name":"sim:0",...}], ...}
@@ -38,10 +40,19 @@ struct Demo {
   double producer_ms = 0;
 };
 
+// A device type's backend: whether this build has it, how many devices, its facts.
+struct BackendReport {
+  DeviceType type;
+  bool built = false;
+  int device_count = 0;
+  Facts facts;
+};
+
 struct DeviceReport {
   Device device;
   std::string description;
   size_t total_memory;
+  Facts facts;
   std::vector<StreamRow> streams;
   bool has_demo = false;
   Demo demo{Stream::default_for("cpu"), Stream::default_for("cpu")};
@@ -71,6 +82,20 @@ Demo run_demo(Device d) {
   return demo;
 }
 
+std::vector<BackendReport> collect_backends() {
+  std::vector<BackendReport> out;
+  for (DeviceType t : {DeviceType::kCpu, DeviceType::kSim, DeviceType::kCuda}) {
+    BackendReport r{t};
+    if (Backend* b = find_backend(t)) {
+      r.built = true;
+      r.device_count = device_count(t);
+      r.facts = b->backend_facts();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::vector<DeviceReport> collect(bool with_demo) {
   std::vector<DeviceReport> out;
   std::vector<Device> devices{Device("cpu")};
@@ -79,7 +104,8 @@ std::vector<DeviceReport> collect(bool with_demo) {
   }
   for (const Device& d : devices) {
     Backend& b = backend(d.type());
-    DeviceReport r{d, b.device_name(d.index()), b.total_memory(d.index()), {}};
+    DeviceReport r{d, b.device_name(d.index()), b.total_memory(d.index()),
+                   b.device_facts(d.index()), {}};
     if (with_demo && !d.is_cpu()) {
       r.has_demo = true;
       r.demo = run_demo(d);
@@ -96,14 +122,33 @@ std::vector<DeviceReport> collect(bool with_demo) {
   return out;
 }
 
-void print_text(const std::vector<DeviceReport>& reports) {
+std::string joined(const Facts& facts) {
+  std::string out;
+  for (const auto& f : facts) absl::StrAppend(&out, out.empty() ? "" : ", ", f.first, " ", f.second);
+  return out;
+}
+
+void print_text(const std::vector<BackendReport>& backends,
+                const std::vector<DeviceReport>& reports) {
   const SimSchedulerOptions sim = sim_scheduler();
-  absl::PrintF("default device: %s   sim scheduler: %s%s\n\n", default_device().str(),
+  absl::PrintF("default device: %s   sim scheduler: %s%s\n", default_device().str(),
                sim.kind == SimSchedulerKind::kThreaded ? "threaded" : "deterministic/",
                sim.kind == SimSchedulerKind::kThreaded ? "" : sim_policy_name(sim.policy));
+  for (const BackendReport& b : backends) {
+    if (b.type == DeviceType::kCpu) continue;
+    if (!b.built) {
+      absl::PrintF("%s: not in this build (its toolkit was missing when it was built)\n",
+                   device_type_name(b.type));
+      continue;
+    }
+    absl::PrintF("%s: %d device%s%s%s\n", device_type_name(b.type), b.device_count,
+                 b.device_count == 1 ? "" : "s", b.facts.empty() ? "" : "; ", joined(b.facts));
+  }
+  absl::PrintF("\n");
   for (const DeviceReport& r : reports) {
     absl::PrintF("%s  %s, %s memory\n", r.device.str(), r.description,
                  format_bytes(static_cast<int64_t>(r.total_memory)));
+    if (!r.facts.empty()) absl::PrintF("  %s\n", joined(r.facts));
     absl::PrintF("  streams:");
     for (const StreamRow& s : r.streams) {
       absl::PrintF(" s%d%s%s", s.stream.id(), s.stream.is_default() ? "(default)" : "",
@@ -127,13 +172,27 @@ void print_text(const std::vector<DeviceReport>& reports) {
   }
 }
 
-void print_json(const std::vector<DeviceReport>& reports) {
+nlohmann::ordered_json facts_json(const Facts& facts) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& f : facts) j[f.first] = f.second;
+  return j;
+}
+
+void print_json(const std::vector<BackendReport>& backends,
+                const std::vector<DeviceReport>& reports) {
   using nlohmann::ordered_json;  // keys stay in the order written: readers grep the text
   const SimSchedulerOptions sim = sim_scheduler();
   ordered_json j;
   j["default_device"] = default_device().str();
   j["sim_scheduler"] = sim.kind == SimSchedulerKind::kThreaded ? "threaded" : "deterministic";
   j["sim_policy"] = sim_policy_name(sim.policy);
+  j["backends"] = ordered_json::array();
+  for (const BackendReport& b : backends) {
+    j["backends"].push_back({{"type", device_type_name(b.type)},
+                             {"built", b.built},
+                             {"device_count", b.device_count},
+                             {"facts", facts_json(b.facts)}});
+  }
   j["devices"] = ordered_json::array();
   for (const DeviceReport& r : reports) {
     ordered_json d;
@@ -142,6 +201,7 @@ void print_json(const std::vector<DeviceReport>& reports) {
     d["index"] = r.device.index();
     d["description"] = r.description;
     d["total_memory_bytes"] = static_cast<int64_t>(r.total_memory);
+    d["facts"] = facts_json(r.facts);
     d["streams"] = ordered_json::array();
     for (const StreamRow& s : r.streams) {
       d["streams"].push_back({{"id", s.stream.id()},
@@ -177,14 +237,17 @@ void print_json(const std::vector<DeviceReport>& reports) {
 int main(int argc, char** argv) {
   const streamgrad::ToolSpec spec{
       "devices",
-      "devices: lists every streamgrad device with its streams and memory statistics.\n"
+      "devices: lists every streamgrad device with its streams, memory statistics and\n"
+      "hardware facts (for GPUs: name, memory, compute capability, driver and runtime).\n"
       "Usage: devices [--json] [--nodemo]",
       __FILE__, {}, {}};
-  return streamgrad::run_tool(spec, argc, argv, [&] {    const auto reports = streamgrad::collect(absl::GetFlag(FLAGS_demo));
+  return streamgrad::run_tool(spec, argc, argv, [&] {
+    const auto backends = streamgrad::collect_backends();
+    const auto reports = streamgrad::collect(absl::GetFlag(FLAGS_demo));
     if (absl::GetFlag(FLAGS_json)) {
-      streamgrad::print_json(reports);
+      streamgrad::print_json(backends, reports);
     } else {
-      streamgrad::print_text(reports);
+      streamgrad::print_text(backends, reports);
     }
     for (const auto& r : reports) {
       if (!r.demo_ok()) return 1;

@@ -76,14 +76,19 @@ class Prefix : public nn::Dataset {
   int64_t n_;
 };
 
+// --device=auto is the first GPU where one is usable, else sim:0. A device that does not
+// exist is an error that says why (no driver, no GPU, a build without CUDA) and what to
+// pass instead.
 Device pick_device(const std::string& flag) {
-  if (flag != "auto") return resolve_device(Device(flag), "train");
-  if (device_count(DeviceType::kCuda) > 0) {
-    // TODO(issue 12): cuda kernels. Until they land, a GPU cannot run the ops.
-    std::cerr << "train: a cuda device is present, but streamgrad has no cuda kernels yet "
-                 "(issue 12); training on sim:0\n";
+  if (flag == "auto") {
+    return device_count(DeviceType::kCuda) > 0 ? Device(DeviceType::kCuda, 0) : Device("sim:0");
   }
-  return Device("sim:0");
+  try {
+    return resolve_device(Device(flag), "--device");
+  } catch (const DeviceError& e) {
+    throw DeviceError(absl::StrCat(e.what(), ". Train on --device=cpu or --device=sim:0 ",
+                                   "instead; tools/devices lists this machine's devices"));
+  }
 }
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& name, const std::vector<Tensor>& params,

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "runtime/backend.h"
+#include "runtime/cpu_settings.h"
 #include "runtime/error.h"
 
 namespace streamgrad {
@@ -28,6 +29,12 @@ class CpuBackend final : public Backend {
   DeviceType type() const noexcept override { return DeviceType::kCpu; }
   int device_count() const noexcept override { return 1; }
   std::string device_name(int) const override { return "host cpu"; }
+  Facts backend_facts() const override { return {}; }
+  Facts device_facts(int) const override {
+    return {{"hardware threads", std::to_string(std::thread::hardware_concurrency())},
+            {"kernel threads", std::to_string(get_num_threads())},
+            {"kernel level", cpu_capability_name(cpu_capability())}};
+  }
   void on_set_device(int) noexcept override {}
 
   StreamId create_stream(int, int) override { return 0; }

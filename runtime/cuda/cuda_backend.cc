@@ -3,7 +3,9 @@
 // and host synchronisation, exactly as on sim. Work handed to submit() runs at once on
 // the calling thread and enqueues device work on the stream's raw handle.
 #include <algorithm>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -108,10 +110,11 @@ CudaEvent& as_cuda(BackendEvent& event) { return static_cast<CudaEvent&>(event);
 class CudaBackend final : public Backend {
  public:
   // Never throws: without a driver cudaGetDeviceCount fails (35, or 100 without a GPU)
-  // and the backend simply has no devices.
+  // and the backend simply has no devices; backend_facts says why.
   CudaBackend() {
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    count_error_ = cudaGetDeviceCount(&count);
+    if (count_error_ != cudaSuccess) {
       (void)cudaGetLastError();
       count = 0;
     }
@@ -127,6 +130,40 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop;
     check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties", index);
     return absl::StrCat(prop.name, " (sm_", prop.major, prop.minor, ")");
+  }
+  Facts backend_facts() const override {
+    int runtime = 0, driver = 0;
+    (void)cudaRuntimeGetVersion(&runtime);
+    (void)cudaDriverGetVersion(&driver);  // 0 where no driver is installed
+    (void)cudaGetLastError();
+    Facts f = {{"runtime", version(runtime)},
+               {"driver", driver_release()},
+               {"driver's CUDA", driver == 0 ? "none" : version(driver)}};
+    if (count_ == 0) {
+      f.emplace_back("no devices because",
+                     count_error_ == cudaSuccess
+                         ? "cudaGetDeviceCount found none"
+                         : absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorName(count_error_),
+                                        " (", cudaGetErrorString(count_error_), ")"));
+    }
+    return f;
+  }
+  Facts device_facts(int index) const override {
+    cudaDeviceProp prop;
+    const cudaError_t err = cudaGetDeviceProperties(&prop, index);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return {{"properties", absl::StrCat("unreadable: ", cudaGetErrorName(err))}};
+    }
+    char bus[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), index) != cudaSuccess) {
+      (void)cudaGetLastError();
+    }
+    return {{"compute capability", absl::StrCat(prop.major, ".", prop.minor)},
+            {"multiprocessors", absl::StrCat(prop.multiProcessorCount)},
+            {"memory bus width", absl::StrCat(prop.memoryBusWidth, " bits")},
+            {"L2 cache", absl::StrCat(prop.l2CacheSize / 1024, " KiB")},
+            {"PCI bus id", bus}};
   }
   void on_set_device(int index) noexcept override {
     if (cudaSetDevice(index) != cudaSuccess) (void)cudaGetLastError();
@@ -338,7 +375,25 @@ class CudaBackend final : public Backend {
     return d.streams.at(static_cast<size_t>(s.id()));
   }
 
+  // 12080 -> "12.8", as nvidia-smi prints CUDA versions.
+  static std::string version(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
+
+  // The kernel module's release ("550.54.14"), as nvidia-smi's "Driver Version", read
+  // from the file the module publishes (NVML would be one more library for one string).
+  static std::string driver_release() {
+    std::ifstream f("/proc/driver/nvidia/version");
+    std::string line;
+    if (!f || !std::getline(f, line)) return "not installed";
+    const size_t module = line.find("Kernel Module");
+    if (module == std::string::npos) return "unknown";
+    std::istringstream rest(line.substr(module + 13));
+    std::string release;
+    rest >> release;
+    return release.empty() ? "unknown" : release;
+  }
+
   int count_ = 0;
+  cudaError_t count_error_ = cudaSuccess;
   std::unique_ptr<PerDevice[]> devices_;
 };
 

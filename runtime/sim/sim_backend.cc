@@ -60,6 +60,12 @@ class SimBackend final : public Backend {
   std::string device_name(int index) const override {
     return absl::StrCat("simulated accelerator (physical ", physical_[index], ")");
   }
+  Facts backend_facts() const override {
+    return {{"visible devices", absl::StrCat(physical_.size())}};
+  }
+  Facts device_facts(int index) const override {
+    return {{"physical index", absl::StrCat(physical_[index])}};
+  }
   void on_set_device(int) noexcept override {}
 
   StreamId create_stream(int index, int priority) override {

@@ -10,7 +10,25 @@ for want in "cpu  host cpu" "sim:0  simulated accelerator" "sim:1  simulated acc
   grep -qF "$want" <<<"$text" || { echo "text report lacks: $want"; echo "$text"; exit 1; }
 done
 
+# CUDA: a build without it says so; with it, zero devices come with the reason and the
+# versions, and every GPU with its compute capability (what nvidia-smi would show).
+cuda_line=$(grep -E '^cuda: ' <<<"$text") || { echo "no cuda line: $text"; exit 1; }
+case "$cuda_line" in
+  "cuda: not in this build"*) ;;
+  "cuda: 0 devices; runtime "*", no devices because cudaGetDeviceCount"*) ;;
+  "cuda: "[1-9]*" device"*"; runtime "*", driver "*)
+    grep -qE '^cuda:0  .* \(sm_[0-9]+\), ' <<<"$text" || { echo "no cuda:0 row: $text"; exit 1; }
+    grep -qF "compute capability" <<<"$text" || { echo "no compute capability: $text"; exit 1; } ;;
+  *) echo "unexpected cuda line: $cuda_line"; exit 1 ;;
+esac
+grep -qE '^  hardware threads [0-9]+, kernel threads [0-9]+, kernel level ' <<<"$text" ||
+  { echo "no cpu facts: $text"; exit 1; }
+
 json=$("$bin" --json)
+for want in '"backends":[{"type":"cpu","built":true,"device_count":1' \
+            '{"type":"cuda","built":'; do
+  grep -qF "$want" <<<"$json" || { echo "JSON report lacks: $want"; echo "$json"; exit 1; }
+done
 for want in '{"default_device":"' '"devices":[{"name":"cpu","type":"cpu","index":0' \
             '{"name":"sim:0","type":"sim","index":0' '{"name":"sim:1","type":"sim","index":1' \
             '"memory":{"allocated_bytes":0' '"ordered":true'; do

@@ -5,7 +5,8 @@
 # --eval-only of its checkpoint reads that accuracy back; --metrics, --plot and --trace
 # write what they promise; twobranch on two streams runs clean under the process-wide
 # stream sanitizer (throw mode: a finding would fail the run); bad checkpoints, a
-# checkpoint of another model or optimiser, and missing data are one message and exit 2.
+# checkpoint of another model or optimiser, missing data and a device that does not exist
+# (cuda:0 without a GPU: why, and what to pass) are one message and exit 2.
 set -euo pipefail
 bin="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -52,4 +53,11 @@ refused "truncated" "${quick[@]}" --resume="$tmp/cut.st"
 refused "holds a cnn model, not --model=mlp" --model=mlp --resume="$tmp/full.st"
 refused "trained with --optimizer=adam, not sgd" "${quick[@]}" --optimizer=sgd --resume="$tmp/full.st"
 refused "cannot open the file" --data="$tmp/nowhere"
+refused "device sim:7 does not exist" --device=sim:7 --limit=64
+# cuda:0 where there is no GPU says why and what to pass instead; where there is one it
+# trains (bench/gpu.sh runs that).
+if ! "$2" --nodemo 2>/dev/null | grep -qE '^cuda: [1-9]'; then
+  refused "Train on --device=cpu or --device=sim:0 instead" --device=cuda:0 --limit=64
+  refused "device cuda:0 does not exist" --device=cuda:0 --limit=64
+fi
 echo "train_test: ok"
