@@ -59,6 +59,16 @@ int current_device_index(DeviceType type) {
   return thread_devices().index[static_cast<int>(type)];
 }
 
+std::string cuda_unavailable_reason() {
+  Backend* cuda = find_backend(DeviceType::kCuda);
+  if (cuda == nullptr) return "this build has no CUDA support: nvcc was missing when it was built";
+  if (cuda->device_count() > 0) return "";
+  for (const auto& fact : cuda->backend_facts()) {
+    if (fact.first == "no devices because") return "no usable GPU: " + fact.second;
+  }
+  return "no usable GPU or driver was found (CUDA_VISIBLE_DEVICES may mask them)";
+}
+
 Device resolve_device(Device device, const char* op) {
   if (device.is_cpu()) return device;
   const int index = device.has_index() ? device.index() : current_device_index(device.type());
@@ -71,14 +81,7 @@ Device resolve_device(Device device, const char* op) {
              "masked by STREAMGRAD_VISIBLE_DEVICES";
       break;
     case DeviceType::kCuda:
-      if (Backend* cuda = find_backend(DeviceType::kCuda)) {
-        hint = "no usable GPU or driver was found (CUDA_VISIBLE_DEVICES may mask them)";
-        for (const auto& fact : cuda->backend_facts()) {
-          if (fact.first == "no devices because") hint = "no usable GPU: " + fact.second;
-        }
-      } else {
-        hint = "this build has no CUDA support: nvcc was missing when it was built";
-      }
+      hint = count == 0 ? cuda_unavailable_reason() : "CUDA_VISIBLE_DEVICES may mask some GPUs";
       break;
     default:
       break;

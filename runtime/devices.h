@@ -14,6 +14,9 @@
 //   resolve_device(d, op)   fills in a missing index and checks the device exists,
 //                           throwing DeviceError that names `op` otherwise.
 //   synchronize(device)     host waits for all work on every stream of the device.
+//   cuda_unavailable_reason()  why there is no cuda device ("this build has no CUDA
+//                           support...", "no usable GPU: cudaGetDeviceCount: ..."), or ""
+//                           when there is one; for messages.
 //
 // Thread-safety: the current device is per thread; everything else is safe from any
 // thread. Failure: DeviceError naming the device, how many exist, and the variable that
@@ -21,6 +24,7 @@
 #ifndef STREAMGRAD_RUNTIME_DEVICES_H_
 #define STREAMGRAD_RUNTIME_DEVICES_H_
 
+#include <string>
 #include <vector>
 
 #include "runtime/device.h"
@@ -38,6 +42,7 @@ int current_device_index(DeviceType type);
 void set_current_device(Device device);
 Device resolve_device(Device device, const char* op);
 void synchronize(Device device);
+std::string cuda_unavailable_reason();
 
 }  // namespace streamgrad
 

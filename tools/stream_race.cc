@@ -15,10 +15,15 @@
 //                                             "flagged_runs":G,"as_expected":true,...}],
 //                                             "scheduler":...,"seed":...,...}
 //   stream_race --list                        the scenarios and their expectations
+//   stream_race --device=cuda                 the same programs on GPUs (cuda:0, and cuda:1
+//                                             for the cross-device one where it exists)
 //
-// Schedulers: threaded (a pool of workers serving every stream, --jitter-us of random
-// delay before each launch), or the deterministic adversarial, random and round-robin policies; run i uses
-// seed --seed + i. Each run is wrapped in a SanitizerSuppression (the races are on purpose,
+// Schedulers (sim): threaded (a pool of workers serving every stream, --jitter-us of
+// random delay before each launch), or the deterministic adversarial, random and
+// round-robin policies; run i uses seed --seed + i. On cuda the GPU schedules the streams:
+// wrong values then depend on real timing (the scenarios' sleeps make them likely), while
+// the sanitizer's findings, which depend only on the order of launches and syncs, are the
+// same as on sim. Each run is wrapped in a SanitizerSuppression (the races are on purpose,
 // so a process-wide STREAMGRAD_SANITIZE_STREAMS=1 sanitizer must not throw) and, unless
 // --nosanitizer, in a collect-mode StreamSanitizer of its own that counts the findings.
 // A run that throws counts as wrong and its message is kept.
@@ -46,6 +51,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/grad_mode.h"
 #include "nlohmann/json.hpp"
+#include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 #include "tools/cli_flags.h"
@@ -54,6 +60,7 @@
 ABSL_FLAG(std::string, scenarios, "", "comma-separated scenarios to run (default: all)");
 ABSL_FLAG(bool, list, false, "list the scenarios and their expectations, then exit");
 ABSL_FLAG(int, repeat, 1000, "runs per scenario");
+ABSL_FLAG(std::string, device, "sim", "device type the scenarios run on: sim or cuda");
 ABSL_FLAG(std::string, scheduler, "threaded",
           "sim scheduler: threaded, adversarial, random or round-robin");
 ABSL_FLAG(uint64_t, seed, 0, "seed of run 0 (run i uses seed + i)");
@@ -71,7 +78,9 @@ namespace streamgrad {
 namespace {
 
 struct Settings {
+  DeviceType device = DeviceType::kSim;
   std::vector<const RaceScenario*> scenarios;
+  std::vector<std::string> left_out;  // scenarios needing more devices than there are
   int repeat = 0;
   std::string scheduler;
   SimSchedulerOptions sim;  // seed set per run
@@ -114,6 +123,12 @@ const RaceScenario& scenario_named(absl::string_view name, const char* flag) {
 
 Settings parse_settings() {
   Settings s;
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device == "cuda") {
+    s.device = DeviceType::kCuda;
+  } else if (device != "sim") {
+    throw UsageError{absl::StrCat("unknown --device '", device, "'; known: sim, cuda")};
+  }
   const std::string names = absl::GetFlag(FLAGS_scenarios);
   if (names.empty()) {
     for (const RaceScenario& sc : race_scenarios()) s.scenarios.push_back(&sc);
@@ -151,11 +166,41 @@ Settings parse_settings() {
                                     ec ? ec.message() : "a file is in the way", ")")};
     }
   }
-  if (device_count(DeviceType::kSim) < 2) {
+  const int count = device_count(s.device);
+  if (s.device == DeviceType::kSim && count < 2) {
     throw UsageError{"stream_race needs sim:0 and sim:1; check STREAMGRAD_SIM_DEVICES and "
                      "STREAMGRAD_VISIBLE_DEVICES"};
   }
+  if (s.device == DeviceType::kCuda) {
+    if (count == 0) {
+      throw UsageError{absl::StrCat("--device=cuda: ", cuda_unavailable_reason(),
+                                    "; run on the sim devices (--device=sim) instead")};
+    }
+    if (s.scheduler != "threaded") {
+      throw UsageError{absl::StrCat("--scheduler=", s.scheduler,
+                                    " applies to sim devices; on cuda the GPU schedules")};
+    }
+  }
+  set_race_device_type(s.device);
+  std::vector<const RaceScenario*> runnable;
+  for (const RaceScenario* sc : s.scenarios) {
+    if (sc->devices <= count) {
+      runnable.push_back(sc);
+    } else {
+      s.left_out.push_back(sc->name);
+    }
+  }
+  s.scenarios = runnable;
   return s;
+}
+
+// Waits until every stream of the race devices is idle.
+void drain(const Settings& s) {
+  if (s.device == DeviceType::kSim) {
+    sim_run_until_idle();
+    return;
+  }
+  for (int i = 0; i < device_count(s.device); ++i) synchronize(Device(s.device, i));
 }
 
 bool expected_unsafe(const Settings& s, const RaceScenario& sc) {
@@ -166,9 +211,11 @@ bool expected_unsafe(const Settings& s, const RaceScenario& sc) {
 // overlaps the next one or escapes its sanitizer (or its trace, which is then complete).
 // Throws Error only when the trace cannot be written.
 void run_once(const Settings& s, const RaceScenario& sc, uint64_t seed, bool traced, Report& r) {
-  SimSchedulerOptions sim = s.sim;
-  sim.seed = seed;
-  set_sim_scheduler(sim);
+  if (s.device == DeviceType::kSim) {
+    SimSchedulerOptions sim = s.sim;
+    sim.seed = seed;
+    set_sim_scheduler(sim);
+  }
   SanitizerSuppression races_on_purpose;
   std::unique_ptr<StreamSanitizer> san;
   if (s.sanitizer) san = std::make_unique<StreamSanitizer>(StreamSanitizer::Mode::kCollect);
@@ -177,7 +224,7 @@ void run_once(const Settings& s, const RaceScenario& sc, uint64_t seed, bool tra
   ++r.runs;
   try {
     const RaceOutcome o = sc.run();
-    sim_run_until_idle();
+    drain(s);
     if (!o.right) {
       ++r.wrong;
       if (r.first_wrong.empty()) r.first_wrong = absl::StrCat("run ", r.runs - 1, ": ", o.detail);
@@ -187,7 +234,7 @@ void run_once(const Settings& s, const RaceScenario& sc, uint64_t seed, bool tra
     ++r.errors;
     if (r.first_error.empty()) r.first_error = absl::StrCat("run ", r.runs - 1, ": ", e.what());
     try {
-      sim_run_until_idle();
+      drain(s);
     } catch (const std::exception&) {
       // The run is already counted as wrong with its first error.
     }
@@ -231,10 +278,20 @@ std::vector<Report> run_all(const Settings& s) {
 const char* on_off(bool b) { return b ? "on" : "off"; }
 
 void print_text(const Settings& s, const std::vector<Report>& reports) {
-  absl::PrintF("stream_race: scheduler=%s seed=%d jitter_us=%g repeat=%d sanitizer=%s "
-               "legacy_seed_streams=%s legacy_leaf_sync=%s\n\n",
-               s.scheduler, s.seed, s.sim.jitter_us, s.repeat, on_off(s.sanitizer),
-               on_off(s.engine.legacy_seed_streams), on_off(s.engine.legacy_leaf_sync));
+  if (s.device == DeviceType::kSim) {
+    absl::PrintF("stream_race: device=sim scheduler=%s seed=%d jitter_us=%g ", s.scheduler,
+                 s.seed, s.sim.jitter_us);
+  } else {
+    absl::PrintF("stream_race: device=%s (%s) ", race_device(0).str(),
+                 backend(s.device).device_name(0));
+  }
+  absl::PrintF("repeat=%d sanitizer=%s legacy_seed_streams=%s legacy_leaf_sync=%s\n",
+               s.repeat, on_off(s.sanitizer), on_off(s.engine.legacy_seed_streams),
+               on_off(s.engine.legacy_leaf_sync));
+  for (const std::string& name : s.left_out) {
+    absl::PrintF("left out: %s (needs two %s devices)\n", name, device_type_name(s.device));
+  }
+  absl::PrintF("\n");
   absl::PrintF("%-36s %-8s %6s %6s %9s %8s %-11s %9s\n", "scenario", "expected", "runs", "wrong",
                "findings", "flagged", "as_expected", "time ms");
   int unexpected = 0, safe_failed = 0;
@@ -277,7 +334,9 @@ void print_json(const Settings& s, const std::vector<Report>& reports) {
     if (!r.trace_path.empty()) row["trace"] = r.trace_path;
     j["scenarios"].push_back(std::move(row));
   }
-  j["scheduler"] = s.scheduler;
+  j["device"] = device_type_name(s.device);
+  j["left_out"] = s.left_out;
+  j["scheduler"] = s.device == DeviceType::kSim ? s.scheduler : "gpu";
   j["seed"] = s.seed;
   j["jitter_us"] = s.sim.jitter_us;
   j["repeat"] = s.repeat;
@@ -304,7 +363,8 @@ int main(int argc, char** argv) {
       "stream_race",
       "stream_race: runs multi-stream backward scenarios many times and reports race "
       "incidence.\n"
-      "Usage: stream_race [--scenarios=a,b] [--repeat=N] [--scheduler=threaded|adversarial|"
+      "Usage: stream_race [--device=sim|cuda] [--scenarios=a,b] [--repeat=N] "
+      "[--scheduler=threaded|adversarial|"
       "random|round-robin] [--seed=N] [--jitter-us=X] [--legacy-seed-streams] "
       "[--legacy-leaf-sync] [--nosanitizer] [--assume-safe=a,b] [--trace=DIR] [--json] [--list]",
       __FILE__,

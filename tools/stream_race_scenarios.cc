@@ -1,5 +1,6 @@
 #include "tools/stream_race_scenarios.h"
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -21,9 +22,10 @@ constexpr double kLateUs = 200;
 // that size gets back (best fit, lowest address first).
 constexpr int64_t kFreeElems = 3001;
 
-// Functions rather than globals: Device parsing must not run during static initialisation.
-Device sim0() { return Device("sim:0"); }
-TensorOptions on0() { return TensorOptions().device("sim:0"); }
+std::atomic<DeviceType> g_device_type{DeviceType::kSim};
+
+Device dev0() { return race_device(0); }
+TensorOptions on0() { return TensorOptions().device(dev0()); }
 
 RaceOutcome expect(const char* what, double got, double want) {
   if (got == want) return {};
@@ -100,7 +102,7 @@ RaceOutcome seed_filled_on_backward_stream() {
 // orders the graph after S only, so unless S waits for D the first node reads the 7.
 RaceOutcome seed_filled_on_default(bool user_syncs) {
   const Stream s = race_streams().caller;
-  const Stream d = Stream::default_for(sim0());
+  const Stream d = Stream::default_for(dev0());
   ForwardOnF fw = forward_on_f();
   Tensor seed;
   {
@@ -125,7 +127,7 @@ RaceOutcome seed_filled_elsewhere_synced() { return seed_filled_on_default(true)
 // with D current. x.grad = 2 + 3.
 RaceOutcome fork_join() {
   const Stream p1 = race_streams().forward, p2 = race_streams().caller;
-  const Stream d = current_stream(sim0());
+  const Stream d = current_stream(dev0());
   Tensor x = ones({2}, on0()).requires_grad_();
   Tensor y1, y2;
   p1.wait_stream(d);
@@ -202,20 +204,20 @@ RaceOutcome free_while_read_elsewhere(bool recorded) {
 RaceOutcome free_while_read_unrecorded() { return free_while_read_elsewhere(false); }
 RaceOutcome free_while_read_recorded() { return free_while_read_elsewhere(true); }
 
-// (h) With side streams current on both devices: y = to(2 * to(x, sim:1), sim:0), loss =
+// (h) With side streams current on both devices: y = to(2 * to(x, dev 1), dev 0), loss =
 // sum(y * x); backward copies gradients back across devices (S7). x.grad = 4x = 12.
 RaceOutcome cross_device_copy() {
   const Stream a = race_streams().forward, b = race_streams().remote;
   StreamGuard g0(a);
   StreamGuard g1(b);
   Tensor x = full({2}, 3, on0()).requires_grad_();
-  Tensor y = to(mul(to(x, "sim:1"), 2.0), sim0());
+  Tensor y = to(mul(to(x, race_device(1)), 2.0), dev0());
   sum(mul(y, x)).backward();
   const Tensor grad = x.grad();
-  if (grad.device() != sim0()) {
-    return {false, absl::StrCat("x.grad is on ", grad.device().str(), ", want sim:0")};
+  if (grad.device() != dev0()) {
+    return {false, absl::StrCat("x.grad is on ", grad.device().str(), ", want ", dev0().str())};
   }
-  return expect_all("x.grad", grad.to_vector<float>(), 12);  // read on A (sim:0 current)
+  return expect_all("x.grad", grad.to_vector<float>(), 12);  // read on A (device 0 current)
 }
 
 // Leaf grads are accumulated on F; the caller reads them on S right after backward, with
@@ -252,11 +254,20 @@ bool always(const EngineOptions&) { return true; }
 }  // namespace
 
 const RaceStreams& race_streams() {
-  static const RaceStreams streams{Stream::create(sim0()), Stream::create(sim0()),
-                                   Stream::create(sim0()), Stream::create(sim0()),
-                                   Stream::create(Device("sim:1"))};
+  static const RaceStreams streams = [] {
+    // The remote stream exists only where a second device does (one GPU: the
+    // cross-device scenario is left out, and its stream is never used).
+    const bool two = device_count(race_device_type()) > 1;
+    return RaceStreams{Stream::create(dev0()), Stream::create(dev0()), Stream::create(dev0()),
+                       Stream::create(dev0()),
+                       two ? Stream::create(race_device(1)) : Stream::default_for(dev0())};
+  }();
   return streams;
 }
+
+void set_race_device_type(DeviceType type) { g_device_type.store(type); }
+DeviceType race_device_type() { return g_device_type.load(); }
+Device race_device(int index) { return Device(race_device_type(), index); }
 
 const std::vector<RaceScenario>& race_scenarios() {
   static const std::vector<RaceScenario> catalogue{
@@ -288,8 +299,9 @@ const std::vector<RaceScenario>& race_scenarios() {
        "as free_while_read_elsewhere, with t.storage().record_stream(R) before the drop", never,
        free_while_read_recorded},
       {"cross_device_copy",
-       "to(sim:1), compute, to(sim:0) on side streams of both devices; backward copies back",
-       never, cross_device_copy},
+       "to(device 1), compute, to(device 0) on side streams of both devices; backward copies "
+       "back",
+       never, cross_device_copy, 2},
       {"leaf_sync",
        "leaf grads accumulated on F; read on S right after backward with S current",
        seed_on_caller_or_read_on_caller, leaf_sync},

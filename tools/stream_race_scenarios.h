@@ -1,5 +1,6 @@
-// The catalogue of tools/stream_race: small multi-stream programs on the sim devices, each
-// with a known-correct result, some of which race on purpose (DESIGN.md §5, S3–S9).
+// The catalogue of tools/stream_race: small multi-stream programs on the sim devices (or
+// on GPUs: set_race_device_type), each with a known-correct result, some of which race on
+// purpose (DESIGN.md §5, S3–S9).
 //
 //   for (const RaceScenario& s : race_scenarios()) {
 //     const bool unsafe = s.unsafe(engine_options());  // does it race under these switches?
@@ -24,8 +25,9 @@
 // cache as its stage; run one scenario at a time. The catalogue itself is immutable.
 // Failure: run() reports a wrong value in its outcome and lets every exception through
 // (streamgrad::Error, SanitizerError from a throwing sanitizer): the caller decides what a
-// throwing run means. The catalogue needs sim:0 and sim:1; race_streams() throws
-// DeviceError when they are absent.
+// throwing run means. The catalogue needs device 0 of the race device type, and device 1
+// for the scenarios whose `devices` is 2; race_streams() throws DeviceError when device 0
+// is absent.
 #ifndef STREAMGRAD_TOOLS_STREAM_RACE_SCENARIOS_H_
 #define STREAMGRAD_TOOLS_STREAM_RACE_SCENARIOS_H_
 
@@ -51,7 +53,14 @@ struct RaceScenario {
   // away, which turns some safe programs unsafe and one unsafe program safe.
   bool (*unsafe)(const EngineOptions& options);
   RaceOutcome (*run)();
+  int devices = 1;  // how many devices of the race device type it needs
 };
+
+// The device type the scenarios run on: sim (the default) or cuda. Set it once, before
+// the first race_streams() or run(); race_device(i) is device i of that type.
+void set_race_device_type(DeviceType type);
+DeviceType race_device_type();
+Device race_device(int index);
 
 // The scenarios in a fixed order (the order of the report).
 const std::vector<RaceScenario>& race_scenarios();
@@ -60,11 +69,11 @@ const RaceScenario* find_race_scenario(const std::string& name);
 
 // The dedicated streams every scenario uses.
 struct RaceStreams {
-  Stream forward;   // sim:0, side stream the forward passes run on (F)
-  Stream caller;    // sim:0, side stream current when backward() is called (S)
-  Stream reader;    // sim:0, another stream reading results (R)
-  Stream producer;  // sim:0, producer whose freed blocks are reused (P)
-  Stream remote;    // sim:1, side stream of the cross-device scenario
+  Stream forward;   // device 0, side stream the forward passes run on (F)
+  Stream caller;    // device 0, side stream current when backward() is called (S)
+  Stream reader;    // device 0, another stream reading results (R)
+  Stream producer;  // device 0, producer whose freed blocks are reused (P)
+  Stream remote;    // device 1, side stream of the cross-device scenario
 };
 const RaceStreams& race_streams();
 

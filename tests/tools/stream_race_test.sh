@@ -9,7 +9,9 @@
 #   5. bad flags exit 2 naming the known scenarios;
 #   6. under STREAMGRAD_SANITIZE_STREAMS=1 (a process-wide sanitizer that throws) no run
 #      throws: the tool's races are suppressed there and counted by its own sanitizer;
-#   7. --trace=DIR writes a complete Chrome trace of each scenario's first run.
+#   7. --trace=DIR writes a complete Chrome trace of each scenario's first run;
+#   8. --device=cuda says why it cannot run where there is no GPU, and gives sim's verdicts
+#      where there is one.
 #
 # Under ThreadSanitizer the unsafe scenarios do not run on the threaded scheduler: sim
 # memory is host memory shared by the stream worker threads, so a stream race there is a
@@ -138,11 +140,33 @@ rc=$?
 for want in "unknown scenario 'nosuch'" "known scenarios: seed_race, " "fork_join" "leaf_sync"; do
   grep -qF "$want" <<<"$err" || fail "--scenarios=nosuch message lacks: $want in $err"
 done
-for bad in --assume-safe=nosuch --scheduler=fifo --repeat=0 --repeat=abc --no-such-flag; do
+for bad in --assume-safe=nosuch --scheduler=fifo --repeat=0 --repeat=abc --no-such-flag \
+           --device=gpu; do
   err=$("$bin" "$bad" 2>&1)
   rc=$?
   [ "$rc" -eq 2 ] || fail "$bad: exit code $rc, want 2: $err"
 done
+
+# 8. --device=cuda: where there is no GPU, one message saying why; where there is one, the
+# same verdicts as on sim (the sanitizer's findings do not depend on timing).
+if ! "$bin" --device=cuda --list >/dev/null 2>&1; then
+  err=$("$bin" --device=cuda --repeat=1 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "--device=cuda without a GPU: exit code $rc, want 2: $err"
+  grep -qE -- "--device=cuda: (no usable GPU|this build has no CUDA support).*--device=sim" \
+    <<<"$err" || fail "--device=cuda message: $err"
+else
+  json=$("$bin" --device=cuda --json --repeat=20)
+  rc=$?
+  [ "$rc" -eq 0 ] || fail "--device=cuda: exit code $rc, want 0: $json"
+  grep -qF '"device":"cuda"' <<<"$json" || fail "--device=cuda: report lacks the device: $json"
+  for s in "${unsafe[@]}"; do expect_unsafe "$json" "$s" 20 '[0-9]+' --device=cuda; done
+  for s in "${safe[@]}"; do
+    if ! grep -qF "\"left_out\":[\"$s\"" <<<"$json"; then expect_safe "$json" "$s" 20 --device=cuda; fi
+  done
+fi
+grep -qF '"device":"sim"' <<<"$("$bin" --json --scenarios=fork_join --repeat=1)" ||
+  fail "the JSON report lacks \"device\":\"sim\""
 
 # The text report and --list.
 text=$("$bin" --scenarios=fork_join --repeat=5)
