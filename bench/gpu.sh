@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Issue 12's GPU run, for a machine with an NVIDIA GPU: builds with -c opt, runs the whole
 # test suite (the device-parameterised tests then include cuda:0, tests/kernels/cuda
-# compares every cuda kernel with the cpu's), the gradcheck catalogue on cuda:0, the
-# stream_race catalogue (sim scenarios: it has no cuda scenarios yet), the GPU figures
-# (bench/gpu_bench.cc) and the engine's chain benchmark on cuda:0, and writes everything
-# to one folder with a summary table.
+# compares every cuda kernel with the cpu's, tests/ops/conv_grad_test checks cuDNN's
+# convolution against the composed path), tools/devices, the gradcheck catalogue on
+# cuda:0, the stream_race catalogue on sim and on cuda, a short tools/train run on cuda:0,
+# the GPU figures (bench/gpu_bench.cc) and the engine's chain benchmark on cuda:0, and
+# writes everything to one folder with a summary table.
 #
 #   bench/gpu.sh [OUT_DIR]        (default: gpu-results-<date>)
 #
@@ -33,8 +34,11 @@ step() {  # step NAME COMMAND...: runs it, keeps its output, records pass/fail
 step build bazel build -c opt //... //bench:gpu_bench //bench:sg_bench
 step tests bazel test -c opt --test_output=errors //...
 step cuda_kernels bazel test -c opt --test_output=all //tests/kernels/cuda/...
+step devices bazel-bin/tools/devices
 step gradcheck bazel-bin/tools/gradcheck --devices=cuda:0 --json
-step stream_race bazel-bin/tools/stream_race --json
+step race_sim bazel-bin/tools/stream_race --json
+step race_cuda bazel-bin/tools/stream_race --device=cuda --json
+step train bazel-bin/tools/train --model=cnn --device=cuda:0 --epochs=1 --json
 step gpu_bench bazel-bin/bench/gpu_bench --device=cuda:0
 step chain bazel-bin/bench/sg_bench --case=chain --n=1000 --numel=1 --op=mul --device=cuda:0
 echo >> "$out/summary.txt"

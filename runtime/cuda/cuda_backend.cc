@@ -3,15 +3,15 @@
 // and host synchronisation, exactly as on sim. Work handed to submit() runs at once on
 // the calling thread and enqueues device work on the stream's raw handle.
 #include <algorithm>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/backend.h"
+#include "runtime/cuda/cuda_facts.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/cuda/sleep_kernel.h"
 #include "runtime/error.h"
@@ -131,40 +131,8 @@ class CudaBackend final : public Backend {
     check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties", index);
     return absl::StrCat(prop.name, " (sm_", prop.major, prop.minor, ")");
   }
-  Facts backend_facts() const override {
-    int runtime = 0, driver = 0;
-    (void)cudaRuntimeGetVersion(&runtime);
-    (void)cudaDriverGetVersion(&driver);  // 0 where no driver is installed
-    (void)cudaGetLastError();
-    Facts f = {{"runtime", version(runtime)},
-               {"driver", driver_release()},
-               {"driver's CUDA", driver == 0 ? "none" : version(driver)}};
-    if (count_ == 0) {
-      f.emplace_back("no devices because",
-                     count_error_ == cudaSuccess
-                         ? "cudaGetDeviceCount found none"
-                         : absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorName(count_error_),
-                                        " (", cudaGetErrorString(count_error_), ")"));
-    }
-    return f;
-  }
-  Facts device_facts(int index) const override {
-    cudaDeviceProp prop;
-    const cudaError_t err = cudaGetDeviceProperties(&prop, index);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      return {{"properties", absl::StrCat("unreadable: ", cudaGetErrorName(err))}};
-    }
-    char bus[32] = {0};
-    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), index) != cudaSuccess) {
-      (void)cudaGetLastError();
-    }
-    return {{"compute capability", absl::StrCat(prop.major, ".", prop.minor)},
-            {"multiprocessors", absl::StrCat(prop.multiProcessorCount)},
-            {"memory bus width", absl::StrCat(prop.memoryBusWidth, " bits")},
-            {"L2 cache", absl::StrCat(prop.l2CacheSize / 1024, " KiB")},
-            {"PCI bus id", bus}};
-  }
+  Facts backend_facts() const override { return cuda_backend_facts(count_, count_error_); }
+  Facts device_facts(int index) const override { return cuda_device_facts(index); }
   void on_set_device(int index) noexcept override {
     if (cudaSetDevice(index) != cudaSuccess) (void)cudaGetLastError();
   }
@@ -285,6 +253,7 @@ class CudaBackend final : public Backend {
   void copy_async(void* dst, const void* src, size_t bytes, const Stream& s) override {
     if (bytes == 0) return;
     const int index = s.device().index();
+    if (count_ > 1) allow_peer_copy(device_of(src), device_of(dst));
     DeviceSwitch on(index);
     // cudaMemcpyDefault lets unified addressing tell host from device memory on each side.
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream(index, s.id())),
@@ -296,6 +265,42 @@ class CudaBackend final : public Backend {
     DeviceSwitch on(index);
     check(cudaMemsetAsync(dst, value, bytes, stream(index, s.id())),
           "fill_async (cudaMemsetAsync)", index);
+  }
+
+  // The GPU holding `p`, or -1 for host memory.
+  static int device_of(const void* p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    return a.type == cudaMemoryTypeDevice ? a.device : -1;
+  }
+
+  // A copy between two GPUs goes over NVLink or PCIe directly once each may access the
+  // other's memory; without that, cudaMemcpy stages it through the host (still correct).
+  // Enabled once per pair, both ways, as PyTorch does on a pair's first copy; a pair that
+  // cannot (no P2P between them) is remembered and left staged.
+  void allow_peer_copy(int a, int b) {
+    if (a < 0 || b < 0 || a == b) return;
+    std::lock_guard<std::mutex> lk(peer_mu_);
+    const int key = std::min(a, b) * kMaxDevicesPerType + std::max(a, b);
+    if (!peer_done_.insert(key).second) return;
+    int can_ab = 0, can_ba = 0;
+    if (cudaDeviceCanAccessPeer(&can_ab, a, b) != cudaSuccess ||
+        cudaDeviceCanAccessPeer(&can_ba, b, a) != cudaSuccess || !can_ab || !can_ba) {
+      (void)cudaGetLastError();
+      return;
+    }
+    for (const auto& [from, to] : {std::pair<int, int>{a, b}, std::pair<int, int>{b, a}}) {
+      DeviceSwitch on(from);
+      const cudaError_t err = cudaDeviceEnablePeerAccess(to, 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();  // the user enabled it: fine
+      } else {
+        check(err, "cudaDeviceEnablePeerAccess (a copy between GPUs)", from);
+      }
+    }
   }
 
   void* raw_alloc(int index, size_t bytes) override {
@@ -375,25 +380,10 @@ class CudaBackend final : public Backend {
     return d.streams.at(static_cast<size_t>(s.id()));
   }
 
-  // 12080 -> "12.8", as nvidia-smi prints CUDA versions.
-  static std::string version(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
-
-  // The kernel module's release ("550.54.14"), as nvidia-smi's "Driver Version", read
-  // from the file the module publishes (NVML would be one more library for one string).
-  static std::string driver_release() {
-    std::ifstream f("/proc/driver/nvidia/version");
-    std::string line;
-    if (!f || !std::getline(f, line)) return "not installed";
-    const size_t module = line.find("Kernel Module");
-    if (module == std::string::npos) return "unknown";
-    std::istringstream rest(line.substr(module + 13));
-    std::string release;
-    rest >> release;
-    return release.empty() ? "unknown" : release;
-  }
-
   int count_ = 0;
   cudaError_t count_error_ = cudaSuccess;
+  std::mutex peer_mu_;
+  std::set<int> peer_done_;  // device pairs (low * kMaxDevicesPerType + high) tried
   std::unique_ptr<PerDevice[]> devices_;
 };
 
