@@ -14,6 +14,7 @@
 #include "engine/gradcheck.h"
 #include "engine/pinned.h"
 #include "engine/tensor.h"
+#include "kernels/plan_cache.h"
 #include "nn/checkpoint.h"
 #include "nn/data/dataset.h"
 #include "nn/data/loader.h"

@@ -78,4 +78,19 @@ TEST_CASE("a training loop", "[readme]") {
   CHECK(losses.back() < losses.front());
 }
 
+// README: "CUDA" (the cache exists, and obeys its controls, with or without a GPU)
+TEST_CASE("the cuDNN plan cache controls", "[readme]") {
+  PlanCache& cache = cudnn_conv_plan_cache(0);  // cuda:0's plans
+  cache.set_max_size(64);                       // least recently used out first; 0: no caching
+  size_t held = cache.size();
+  cache.clear();
+  set_cudnn_allow_tf32(true);                   // torch.backends.cudnn.allow_tf32; off here
+  CHECK(held <= 64);
+  CHECK(cache.size() == 0);
+  CHECK(cache.max_size() == 64);
+  CHECK(cudnn_allow_tf32());
+  set_cudnn_allow_tf32(false);
+  cache.set_max_size(PlanCache::kDefaultMaxSize);
+}
+
 }  // namespace
