@@ -14,13 +14,13 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/stream_handles.cuh"
 #include "kernels/cuda_kernels.h"
 #include "kernels/plan_cache.h"
 #include "runtime/cuda/cuda_stream.h"
@@ -66,25 +66,17 @@ void check_cudnn(cudnnStatus_t status, const char* what, const Problem& p) {
       "asynchronous work can surface here, rerun with STREAMGRAD_LAUNCH_BLOCKING=1"));
 }
 
-// One handle per (device, stream), as for cuBLAS (matmul.cu): a handle is bound to one
-// stream and must not be used by two host threads at once.
+// cuDNN's handle of a stream (stream_handles.cuh).
 struct Handle {
   std::mutex mu;
   cudnnHandle_t handle = nullptr;
 };
 
 Handle& handle_for(const Problem& p) {
-  static std::mutex mu;
-  static auto* handles = new std::map<std::pair<int, int64_t>, std::unique_ptr<Handle>>();
-  std::lock_guard<std::mutex> lk(mu);
-  std::unique_ptr<Handle>& h = (*handles)[{p.stream.device().index(),
-                                           static_cast<int64_t>(p.stream.id())}];
-  if (h != nullptr) return *h;
-  auto fresh = std::make_unique<Handle>();
-  check_cudnn(cudnnCreate(&fresh->handle), "cudnnCreate", p);
-  check_cudnn(cudnnSetStream(fresh->handle, raw_cuda_stream(p.stream)), "cudnnSetStream", p);
-  h = std::move(fresh);
-  return *h;
+  return handle_for_stream<Handle>(p.stream, [&](Handle& fresh) {
+    check_cudnn(cudnnCreate(&fresh.handle), "cudnnCreate", p);
+    check_cudnn(cudnnSetStream(fresh.handle, raw_cuda_stream(p.stream)), "cudnnSetStream", p);
+  });
 }
 
 struct Plan {

@@ -8,7 +8,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/stream_handles.cuh"
 #include "kernels/cuda_kernels.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/cuda_settings.h"
@@ -39,32 +39,22 @@ void check_cublas(cublasStatus_t status, const char* what, const Stream& stream)
       "asynchronous work can surface here, rerun with STREAMGRAD_LAUNCH_BLOCKING=1"));
 }
 
-// One handle per (device, stream): a handle is bound to one stream, and cuBLAS handles
-// must not be used by two host threads at once, hence the lock held around each use.
-// Handles and workspaces live as long as the process, as streams do.
+// cuBLAS's handle of a stream, with its workspace (stream_handles.cuh).
 struct Handle {
   std::mutex mu;
   cublasHandle_t handle = nullptr;
 };
 
 Handle& handle_for(const Stream& stream) {
-  static std::mutex mu;
-  static auto* handles = new std::map<std::pair<int, int64_t>, std::unique_ptr<Handle>>();
-  std::lock_guard<std::mutex> lk(mu);
-  std::unique_ptr<Handle>& h = (*handles)[{stream.device().index(),
-                                           static_cast<int64_t>(stream.id())}];
-  if (h != nullptr) return *h;
-  auto fresh = std::make_unique<Handle>();
-  // Inside launch() the stream's device is current: the handle and workspace live there.
-  check_cublas(cublasCreate(&fresh->handle), "cublasCreate", stream);
-  check_cublas(cublasSetStream(fresh->handle, raw_cuda_stream(stream)), "cublasSetStream",
-               stream);
-  void* workspace = nullptr;
-  check_cuda(cudaMalloc(&workspace, kWorkspaceBytes), "matmul: the cuBLAS workspace");
-  check_cublas(cublasSetWorkspace(fresh->handle, workspace, kWorkspaceBytes),
-               "cublasSetWorkspace", stream);
-  h = std::move(fresh);
-  return *h;
+  return handle_for_stream<Handle>(stream, [&](Handle& fresh) {
+    check_cublas(cublasCreate(&fresh.handle), "cublasCreate", stream);
+    check_cublas(cublasSetStream(fresh.handle, raw_cuda_stream(stream)), "cublasSetStream",
+                 stream);
+    void* workspace = nullptr;
+    check_cuda(cudaMalloc(&workspace, kWorkspaceBytes), "matmul: the cuBLAS workspace");
+    check_cublas(cublasSetWorkspace(fresh.handle, workspace, kWorkspaceBytes),
+                 "cublasSetWorkspace", stream);
+  });
 }
 
 // A [batch, rows, cols] walk of `m` (rows and cols by its strides) against a contiguous
