@@ -80,7 +80,7 @@ help_lists "$gradcheck" "Usage: gradcheck [--ops=a,b]" --ops=\<text\> --devices=
   --streams --json "--seed=<number>  (default 0; an integer from 0 to 18446744073709551615)"
 "$gradcheck" --help | grep -qF "fast mode: compare random projections" ||
   fail "gradcheck --help lacks the help text of --fast"
-help_lists "$stream_race" "Usage: stream_race [--scenarios=a,b]" --scenarios=\<text\> --list \
+help_lists "$stream_race" "Usage: stream_race [--device=sim|cuda] [--scenarios=a,b]" --scenarios=\<text\> --list \
   "--repeat=<number>  (default 1000; an integer from 1 to 10000000)" --scheduler=\<text\> \
   "--seed=<number>  (default 0; an integer from 0 to 18446744073709551615)" \
   "--jitter-us=<number>  (default 20; a finite number from 0 to 1000000)" \
