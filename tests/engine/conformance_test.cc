@@ -7,17 +7,23 @@
 #include <chrono>
 #include <thread>
 
+#include "tests/device_names.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace streamgrad {
 namespace {
 
-std::vector<Device> cpu_and_sim() { return {Device("cpu"), Device("sim:0")}; }
+// cpu, sim:0, and cuda:0 where a GPU is present (tests/device_names.h).
+std::vector<Device> test_devices() {
+  std::vector<Device> out;
+  for (const std::string& name : testing::device_names()) out.emplace_back(name);
+  return out;
+}
 
 // Reference: backward(inputs=[...]) with a non-leaf among the inputs still reaches the
 // leaves behind it ("test_backward_with_inputs" and grad() of an intermediate and a leaf).
 TEST_CASE("capturing a non-leaf gradient does not cut the graph", "[engine][inputs]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   Tensor x = full({2}, 1, TensorOptions().device(d)).requires_grad_();
   Tensor y = mul(x, 2.0);
   Tensor loss = sum(mul(y, 3.0));
@@ -34,7 +40,7 @@ TEST_CASE("capturing a non-leaf gradient does not cut the graph", "[engine][inpu
 // Reference: tensor hooks on a leaf run when grad() captures its gradient too, once.
 TEST_CASE("leaf hooks run in grad(), once, with the leaf's stream current",
           "[engine][hooks]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   Tensor x;
   {
     std::optional<StreamGuard> side;
@@ -59,7 +65,7 @@ TEST_CASE("leaf hooks run in grad(), once, with the leaf's stream current",
 // Reference: "test_retain_grad_inplace" — .grad follows the tensor to the grad_fn of its
 // in-place modification, and a second retain_grad() changes nothing.
 TEST_CASE("retain_grad follows an in-place op and is idempotent", "[engine][hooks]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   Tensor x = full({1}, 1, TensorOptions().device(d)).requires_grad_();
   Tensor a = clone(x);
   a.retain_grad();
@@ -160,7 +166,7 @@ struct Queues : Function<Queues> {
 // same backward, before backward() returns.
 TEST_CASE("queue_callback from inside a callback runs in the same backward",
           "[engine][callbacks]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   std::vector<int> order;
   Queues::order = &order;
   Tensor x = ones({1}, TensorOptions().device(d)).requires_grad_();
@@ -186,7 +192,7 @@ TEST_CASE("an exception from a callback keeps its type and gains context",
 // Reference: an out-of-memory error raised inside backward is still an out-of-memory
 // error for the caller (catchable as such), with the node named.
 TEST_CASE("errors raised in a backward node keep their type", "[engine][errors]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   struct Oom : Function<Oom> {
     static TensorList forward(FunctionCtx&, const TensorList& in) { return {clone(in[0])}; }
     static TensorList backward(FunctionCtx&, const TensorList&) {
@@ -235,7 +241,7 @@ struct Returns : Function<Returns> {
 
 TEST_CASE("custom backward gradients are reduced, cast or moved to fit the input",
           "[engine][validate]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   const TensorOptions on_d = TensorOptions().device(d);
   {
     Returns::make = [](const Tensor& g) { return expand(unsqueeze(g, 0), {4, 3}); };
@@ -290,7 +296,7 @@ TEST_CASE("a tensor cannot be its own gradient", "[engine][errors]") {
 // node that is running: a clear error, never a deadlock, and the engine usable after.
 TEST_CASE("a hook that re-enters its own graph fails instead of deadlocking",
           "[engine][errors][reentrant]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   Tensor x = ones({2}, TensorOptions().device(d)).requires_grad_();
   Tensor y = mul(x, 2.0);
   Tensor z = mul(y, 3.0);
@@ -311,7 +317,7 @@ TEST_CASE("a hook that re-enters its own graph fails instead of deadlocking",
 // gradient" for the input it produced), the node passes "no gradient" on instead of
 // failing on an undefined tensor.
 TEST_CASE("a built-in node that receives no gradient passes none on", "[engine][undefined]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   Returns::make = [](const Tensor&) { return Tensor(); };
   Tensor x = ones({2}, TensorOptions().device(d)).requires_grad_();
   Tensor w = ones({2}, TensorOptions().device(d)).requires_grad_();

@@ -5,12 +5,18 @@
 
 #include <memory>
 
+#include "tests/device_names.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace streamgrad {
 namespace {
 
-std::vector<Device> cpu_and_sim() { return {Device("cpu"), Device("sim:0")}; }
+// cpu, sim:0, and cuda:0 where a GPU is present (tests/device_names.h).
+std::vector<Device> test_devices() {
+  std::vector<Device> out;
+  for (const std::string& name : testing::device_names()) out.emplace_back(name);
+  return out;
+}
 
 // Doubles its input in place and returns it.
 struct DoubleInPlace : Function<DoubleInPlace> {
@@ -27,7 +33,7 @@ struct DoubleInPlace : Function<DoubleInPlace> {
 // function as its grad_fn, its version moves, and gradients flow through it.
 TEST_CASE("mark_dirty: the modified input becomes the output with the new history",
           "[engine][function]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   Tensor x = full({2}, 3, TensorOptions().device(d)).requires_grad_();
   Tensor a = mul(x, 1.0);
   const uint32_t before = a.version();
@@ -128,7 +134,7 @@ struct OnceCube : OnceDifferentiableFunction<OnceCube> {
 // Reference: once_differentiable — first-order gradients are right; differentiating them
 // again is a clear error rather than a silent zero.
 TEST_CASE("a once-differentiable function refuses double backward", "[engine][function]") {
-  const Device d = GENERATE(from_range(cpu_and_sim()));
+  const Device d = GENERATE(from_range(test_devices()));
   Tensor x = full({2}, 2, TensorOptions().device(d)).requires_grad_();
   TensorList g = grad({sum(OnceCube::apply({x}, "OnceCube")[0])}, {x}, {}, false,
                       /*create_graph=*/true);

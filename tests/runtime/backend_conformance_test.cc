@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_devices.h"
 
@@ -170,6 +171,34 @@ TEST_CASE("device counts", "[conformance]") {
   CHECK(device_count(DeviceType::kCuda) >= 0);
   CHECK(is_available(DeviceType::kSim));
   CHECK(all_devices(DeviceType::kSim).size() == 2);
+}
+
+TEST_CASE("facts: every backend and device describes itself without throwing",
+          "[conformance]") {
+  const Device d = GENERATE(from_range(present_devices()));
+  Backend& b = backend(d.type());
+  Facts device_facts, backend_facts;
+  REQUIRE_NOTHROW(device_facts = b.device_facts(d.index()));
+  REQUIRE_NOTHROW(backend_facts = b.backend_facts());
+  for (const Facts* facts : {&device_facts, &backend_facts}) {
+    for (const auto& f : *facts) {
+      INFO(d.str() << ": " << f.first << " = " << f.second);
+      CHECK_FALSE(f.first.empty());
+      CHECK_FALSE(f.second.empty());
+    }
+  }
+  if (d.type() == DeviceType::kCuda) {
+    CHECK(device_facts.front().first == "compute capability");
+  }
+  // Without a GPU the cuda backend says why there is none; with one, it does not.
+  if (Backend* cuda = find_backend(DeviceType::kCuda)) {
+    bool says_why = false;
+    for (const auto& f : cuda->backend_facts()) says_why |= f.first == "no devices because";
+    CHECK(says_why == (cuda->device_count() == 0));
+    CHECK(cuda_unavailable_reason().empty() == (cuda->device_count() > 0));
+  } else {
+    CHECK(cuda_unavailable_reason().find("no CUDA support") != std::string::npos);
+  }
 }
 
 }  // namespace
