@@ -108,13 +108,13 @@ struct CudnnConvolutionBackward final : Node {
     const Tensor gc = contiguous(g);
     if (needs_grad(*this, 0)) {
       gx = new_output(x.sizes(), x.dtype(), x.device());
-      kernels::cudnn_conv2d_backward_input(stream_of(gx), gx.view(), gc.view(), wt.view(),
-                                           window, params.groups);
+      kernels::cudnn_conv2d_backward_input(stream_of(gx), gx.view(), gc.view(),
+                                           contiguous(wt).view(), window, params.groups);
     }
     if (needs_grad(*this, 1)) {
       gw = new_output(wt.sizes(), wt.dtype(), wt.device());
-      kernels::cudnn_conv2d_backward_weight(stream_of(gw), gw.view(), gc.view(), x.view(),
-                                            window, params.groups);
+      kernels::cudnn_conv2d_backward_weight(stream_of(gw), gw.view(), gc.view(),
+                                            contiguous(x).view(), window, params.groups);
     }
     return {gx, gw};
   }
@@ -122,7 +122,9 @@ struct CudnnConvolutionBackward final : Node {
     input.reset();
     weight.reset();
   }
-  SavedTensor input, weight;  // contiguous
+  // As the user passed them (not contiguous copies): under create_graph the gradients
+  // are functions of these, and a copy made without history would cut the second order.
+  SavedTensor input, weight;
   Conv2dParams params;
   kernels::Window2d window;
 };
@@ -136,8 +138,8 @@ Tensor cudnn_conv2d(const Tensor& input, const Tensor& weight, const kernels::Wi
   kernels::cudnn_conv2d(stream_of(out), out.view(), x.view(), wt.view(), w, p.groups);
   if (any_requires_grad({input, weight})) {
     auto node = std::make_shared<CudnnConvolutionBackward>();
-    node->input = SavedTensor(x);
-    node->weight = SavedTensor(wt);
+    node->input = SavedTensor(input);
+    node->weight = SavedTensor(weight);
     node->params = p;
     node->window = w;
     wire(node, {input, weight}, {out});

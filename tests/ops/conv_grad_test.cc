@@ -153,6 +153,10 @@ TEST_CASE("conv2d on cuda stays differentiable under create_graph", "[ops][conv]
   testing::check_second_order(
       [&](const TensorList& in) { return conv2d(in[0], in[1], Tensor(), p); },
       {random_input({1, 2, 3, 3}, cuda, 70), random_input({2, 1, 2, 2}, cuda, 71)});
+  // A non-contiguous weight: the node must keep the weight's history, not a copy's.
+  testing::check_second_order(
+      [&](const TensorList& in) { return conv2d(in[0], transpose(in[1], 2, 3), Tensor(), p); },
+      {random_input({1, 2, 3, 3}, cuda, 72), random_input({2, 1, 3, 2}, cuda, 73)});
 }
 
 TEST_CASE("the cuDNN plan cache holds one plan per problem and obeys max_size and clear",
