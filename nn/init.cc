@@ -12,6 +12,8 @@ namespace nn {
 namespace init {
 namespace {
 
+thread_local bool t_skip_init = false;
+
 TensorOptions options_of(const Tensor& t) {
   return TensorOptions().dtype(t.dtype()).device(t.device());
 }
@@ -52,19 +54,25 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
   return 1;
 }
 
+NoInitGuard::NoInitGuard() : previous_(t_skip_init) { t_skip_init = true; }
+NoInitGuard::~NoInitGuard() { t_skip_init = previous_; }
+
 Tensor uniform_(Tensor t, double low, double high) {
   SG_CHECK(low <= high, ValueError, "init::uniform_: low ", low, " is above high ", high);
+  if (t_skip_init) return t;
   NoGradGuard no_grad;
   return fill_with(t, add(mul(rand(t.sizes(), options_of(t)), high - low), low));
 }
 
 Tensor normal_(Tensor t, double mean, double std) {
   SG_CHECK(std >= 0, ValueError, "init::normal_: std ", std, " is negative");
+  if (t_skip_init) return t;
   NoGradGuard no_grad;
   return fill_with(t, add(mul(randn(t.sizes(), options_of(t)), std), mean));
 }
 
 Tensor constant_(Tensor t, double value) {
+  if (t_skip_init) return t;
   NoGradGuard no_grad;
   fill_(t, value);
   return t;

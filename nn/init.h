@@ -35,6 +35,21 @@ Tensor kaiming_normal_(Tensor t, double a = 0, FanMode mode = FanMode::kFanIn,
                        Nonlinearity nonlinearity = Nonlinearity::kLeakyRelu);
 Tensor xavier_uniform_(Tensor t, double gain = 1);
 
+// While one lives, this thread's init functions return their tensor untouched and draw
+// no random numbers: Module::blank_copy() constructs its copy under one, so that copying
+// a model (clone, replicate for DataParallel) neither spends time initialising tensors
+// it overwrites nor moves the seeded generator training depends on. Nests.
+class NoInitGuard {
+ public:
+  NoInitGuard();
+  ~NoInitGuard();
+  NoInitGuard(const NoInitGuard&) = delete;
+  NoInitGuard& operator=(const NoInitGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace init
 }  // namespace nn
 }  // namespace streamgrad

@@ -38,6 +38,11 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) : Modu
 
 Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
 
+std::shared_ptr<Module> Linear::blank_copy() const {
+  init::NoInitGuard no_init;
+  return std::make_shared<Linear>(weight.size(1), weight.size(0), bias.defined());
+}
+
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                const Conv2dParams& p, bool with_bias)
     : Module("Conv2d"), params(p) {
@@ -54,6 +59,12 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
 }
 
 Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, params); }
+
+std::shared_ptr<Module> Conv2d::blank_copy() const {
+  init::NoInitGuard no_init;
+  return std::make_shared<Conv2d>(weight.size(1) * params.groups, weight.size(0), weight.size(2),
+                                  params, bias.defined());
+}
 
 BatchNorm2d::BatchNorm2d(int64_t num_features, double eps_, double momentum_, bool affine)
     : Module("BatchNorm2d"), eps(eps_), momentum(momentum_) {
@@ -81,6 +92,14 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
   return batch_norm(input, weight, bias, running_mean, running_var, is_training(), momentum, eps);
 }
 
+std::shared_ptr<Module> BatchNorm2d::blank_copy() const {
+  return std::make_shared<BatchNorm2d>(running_mean.size(0), eps, momentum, weight.defined());
+}
+
+void BatchNorm2d::copy_host_state(const Module& other) {
+  batches_ = dynamic_cast<const BatchNorm2d&>(other).batches_;
+}
+
 void BatchNorm2d::state_loaded() {
   // One host read per load: the counter must continue from the loaded count.
   batches_ = num_batches_tracked.item<int64_t>();
@@ -105,6 +124,19 @@ Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indi
 
 Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
   SG_CHECK(p >= 0 && p <= 1, ValueError, "Dropout: probability ", p, " must be in [0, 1]");
+}
+
+std::shared_ptr<Module> Dropout::blank_copy() const { return std::make_shared<Dropout>(p); }
+
+std::shared_ptr<Module> Embedding::blank_copy() const {
+  init::NoInitGuard no_init;
+  return std::make_shared<Embedding>(weight.size(0), weight.size(1), padding_idx);
+}
+
+std::shared_ptr<Module> Sequential::blank_copy() const {
+  auto copy = std::make_shared<Sequential>();
+  for (const auto& layer : layers_) copy->push_back(layer->blank_copy());
+  return copy;
 }
 
 Sequential::Sequential(const std::vector<std::shared_ptr<Module>>& modules) : Sequential() {

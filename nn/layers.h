@@ -29,6 +29,7 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
   Tensor weight, bias;  // [out, in], [out] (undefined without bias)
 };
 
@@ -37,6 +38,7 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
          const Conv2dParams& params = {}, bool bias = true);
   Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
   Tensor weight, bias;  // [out, in / groups, k, k], [out]
   Conv2dParams params;
 };
@@ -46,6 +48,8 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true);
   Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
+  void copy_host_state(const Module& other) override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps, momentum;
 
@@ -60,6 +64,7 @@ class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1);
   Tensor forward(const Tensor& indices) override;
+  std::shared_ptr<Module> blank_copy() const override;
   Tensor weight;
   int64_t padding_idx;
 };
@@ -68,6 +73,7 @@ class ReLU : public Module {
  public:
   ReLU() : Module("ReLU") {}
   Tensor forward(const Tensor& input) override { return relu(input); }
+  std::shared_ptr<Module> blank_copy() const override { return std::make_shared<ReLU>(); }
 };
 
 class MaxPool2d : public Module {
@@ -75,6 +81,9 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(int64_t kernel_size) : MaxPool2d(Pool2dParams{{kernel_size, kernel_size}}) {}
   explicit MaxPool2d(const Pool2dParams& params) : Module("MaxPool2d"), params(params) {}
   Tensor forward(const Tensor& input) override { return max_pool2d(input, params); }
+  std::shared_ptr<Module> blank_copy() const override {
+    return std::make_shared<MaxPool2d>(params);
+  }
   Pool2dParams params;
 };
 
@@ -83,6 +92,9 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(int64_t kernel_size) : AvgPool2d(Pool2dParams{{kernel_size, kernel_size}}) {}
   explicit AvgPool2d(const Pool2dParams& params) : Module("AvgPool2d"), params(params) {}
   Tensor forward(const Tensor& input) override { return avg_pool2d(input, params); }
+  std::shared_ptr<Module> blank_copy() const override {
+    return std::make_shared<AvgPool2d>(params);
+  }
   Pool2dParams params;
 };
 
@@ -91,6 +103,9 @@ class Flatten : public Module {
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
       : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
   Tensor forward(const Tensor& input) override { return flatten(input, start_dim, end_dim); }
+  std::shared_ptr<Module> blank_copy() const override {
+    return std::make_shared<Flatten>(start_dim, end_dim);
+  }
   int64_t start_dim, end_dim;
 };
 
@@ -98,6 +113,7 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& input) override { return dropout(input, p, is_training()); }
+  std::shared_ptr<Module> blank_copy() const override;
   double p;
 };
 
@@ -108,6 +124,7 @@ class Sequential : public Module {
   explicit Sequential(const std::vector<std::shared_ptr<Module>>& modules);
   void push_back(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
   size_t size() const { return layers_.size(); }
   const std::shared_ptr<Module>& operator[](size_t i) const { return layers_.at(i); }
 

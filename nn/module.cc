@@ -125,6 +125,64 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+std::shared_ptr<Module> Module::blank_copy() const {
+  throw ValueError(absl::StrCat(
+      type_name_, ": blank_copy() is not implemented, so it cannot be cloned or replicated "
+      "(DataParallel); override blank_copy() to construct the same module under "
+      "nn::init::NoInitGuard"));
+}
+
+std::shared_ptr<Module> Module::clone() const {
+  std::shared_ptr<Module> copy = blank_copy();
+  NoGradGuard no_grad;
+  for (const TensorMatch& m : matching_tensors(*this, *copy)) {
+    Tensor to = m.to;
+    to.requires_grad_(false);  // set_data refuses floating-to-int moves on grad tensors
+    to.set_data(streamgrad::clone(m.from.detach()));
+    to.requires_grad_(m.from.requires_grad());
+  }
+  for (const auto& [from, to] : matching_modules(*this, *copy)) {
+    to->training_ = from->training_;
+    to->copy_host_state(*from);
+  }
+  return copy;
+}
+
+std::vector<TensorMatch> matching_tensors(const Module& from, const Module& to) {
+  const NamedTensors a = from.state_dict(), b = to.state_dict();
+  const NamedTensors params = to.named_parameters();
+  std::set<const TensorImpl*> is_param;
+  for (const auto& [n, t] : params) is_param.insert(t.impl());
+  SG_CHECK(a.size() == b.size(), ValueError, to.type_name(), ": the copy has ", b.size(),
+           " parameters and buffers where the original ", from.type_name(), " has ", a.size(),
+           "; blank_copy() must build the same module");
+  std::vector<TensorMatch> out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    SG_CHECK(a[i].first == b[i].first && a[i].second.sizes() == b[i].second.sizes(), ValueError,
+             from.type_name(), ": the copy's tensor '", b[i].first, "' ",
+             b[i].second.describe(), " does not match the original's '", a[i].first, "' ",
+             a[i].second.describe(), "; blank_copy() must build the same module");
+    out.push_back({a[i].first, a[i].second, b[i].second, is_param.count(b[i].second.impl()) > 0});
+  }
+  return out;
+}
+
+std::vector<std::pair<const Module*, Module*>> matching_modules(const Module& from, Module& to) {
+  const auto a = from.named_modules(), b = to.named_modules();
+  SG_CHECK(a.size() == b.size(), ValueError, from.type_name(), ": the copy has ", b.size(),
+           " submodules where the original has ", a.size(), "; blank_copy() must build the "
+           "same module");
+  std::vector<std::pair<const Module*, Module*>> out{{&from, &to}};
+  for (size_t i = 0; i < a.size(); ++i) {
+    SG_CHECK(a[i].first == b[i].first && a[i].second->type_name() == b[i].second->type_name(),
+             ValueError, from.type_name(), ": the copy's submodule '", b[i].first, "' (",
+             b[i].second->type_name(), ") does not match the original's '", a[i].first, "' (",
+             a[i].second->type_name(), "); blank_copy() must build the same module");
+    out.emplace_back(a[i].second.get(), b[i].second.get());
+  }
+  return out;
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [path, m] : named_modules()) m->training_ = on;

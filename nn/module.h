@@ -44,6 +44,13 @@ namespace nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// One tensor of a module and the same-named tensor of a copy of it (matching_tensors).
+struct TensorMatch {
+  std::string name;
+  Tensor from, to;
+  bool is_parameter;
+};
+
 class Module {
  public:
   explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
@@ -69,6 +76,21 @@ class Module {
   void to(Device device, bool non_blocking = false);
   void to(DType dtype);  // floating parameters and buffers only, as PyTorch
   void zero_grad(bool set_to_none = true);
+
+  // A module of the same type and configuration with children of its own and tensors of
+  // the right shapes but unspecified values: no initialisation runs and no random number
+  // is drawn (construct under init::NoInitGuard). clone() and nn::parallel::replicate
+  // build on it; every layer of nn/layers.h has one. The default throws ValueError: a
+  // model of your own overrides it to be cloned or replicated (as libtorch's Cloneable).
+  virtual std::shared_ptr<Module> blank_copy() const;
+  // A deep copy, as libtorch's clone(): blank_copy() given this module's parameter and
+  // buffer values (copies on the same devices, requires_grad as here, no history), its
+  // train/eval flags and its host state.
+  std::shared_ptr<Module> clone() const;
+  // State a module keeps on the host beside its tensors (BatchNorm2d's batch count),
+  // taken from `other`, a module of the same type and configuration: clone() and
+  // replicate() give a copy the original's, DataParallel hands the first replica's back.
+  virtual void copy_host_state(const Module& other) { (void)other; }
 
   // Parameters then buffers of each module, depth first in registration order.
   NamedTensors state_dict() const;
@@ -102,6 +124,13 @@ class Module {
   std::deque<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+// The parameters and buffers of `from` paired with `to`'s by name, and the modules of
+// both paired by path (`from` and `to` first): ValueError when a name, a shape or a
+// module type differs, i.e. when `to` is not a copy of `from` (a blank_copy() that does
+// not match its module).
+std::vector<TensorMatch> matching_tensors(const Module& from, const Module& to);
+std::vector<std::pair<const Module*, Module*>> matching_modules(const Module& from, Module& to);
 
 }  // namespace nn
 }  // namespace streamgrad
