@@ -19,12 +19,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nlohmann/json.hpp"
 #include "nn/checkpoint.h"
 #include "nn/data/loader.h"
 #include "nn/optim.h"
+#include "nn/parallel/data_parallel.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 #include "ops/ops.h"
@@ -34,6 +37,9 @@
 
 ABSL_FLAG(std::string, model, "cnn", "mlp, cnn or twobranch");
 ABSL_FLAG(std::string, device, "auto", "auto (cuda if usable, else sim:0), cpu, sim:N or cuda:N");
+ABSL_FLAG(std::string, data_parallel, "",
+          "comma-separated devices of one type (sim:0,sim:1): train with DataParallel over them "
+          "(the model lives on the first; overrides --device)");
 ABSL_FLAG(int64_t, epochs, 5, "passes over the training set");
 ABSL_FLAG(int64_t, batch_size, 64, "examples per training batch");
 ABSL_FLAG(double, lr, 0, "learning rate (0: 1e-3 for adam/adamw, 0.05 for sgd)");
@@ -191,8 +197,28 @@ void print_result(double accuracy, int64_t epochs, double examples_per_s, Device
   print_json_line(j);
 }
 
+// --data-parallel's devices (empty without it), each checked to exist.
+std::vector<Device> data_parallel_devices() {
+  std::vector<Device> out;
+  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_data_parallel), ',',
+                                               absl::SkipEmpty())) {
+    try {
+      out.push_back(resolve_device(Device(std::string(name)), "--data-parallel"));
+    } catch (const Error& e) {
+      throw UsageError{e.what()};
+    }
+  }
+  if (!absl::GetFlag(FLAGS_data_parallel).empty() && out.size() < 2) {
+    throw UsageError{absl::StrCat("--data-parallel=", absl::GetFlag(FLAGS_data_parallel),
+                                  ": name at least two devices (sim:0,sim:1)")};
+  }
+  return out;
+}
+
 int train() {
-  const Device device = pick_device(absl::GetFlag(FLAGS_device));
+  const std::vector<Device> parallel_devices = data_parallel_devices();
+  const Device device = parallel_devices.empty() ? pick_device(absl::GetFlag(FLAGS_device))
+                                                 : parallel_devices.front();
   const std::string data_dir = user_path(absl::GetFlag(FLAGS_data));
   auto train_set = nn::load_fashion_mnist(data_dir, /*train=*/true);
   auto test_set = nn::load_fashion_mnist(data_dir, /*train=*/false);
@@ -213,6 +239,11 @@ int train() {
   model->to(device);
   if (auto* two = dynamic_cast<TwoBranch*>(model.get())) {
     two->use_streams(device, absl::GetFlag(FLAGS_streams) == 2);
+  }
+  // What forward runs: the model, or DataParallel over it. Checkpoints hold the model.
+  std::shared_ptr<nn::Module> runner = model;
+  if (!parallel_devices.empty()) {
+    runner = std::make_shared<nn::parallel::DataParallel>(model, parallel_devices);
   }
   std::unique_ptr<nn::Optimizer> opt =
       make_optimizer(absl::GetFlag(FLAGS_optimizer), model->parameters(), absl::GetFlag(FLAGS_lr));
@@ -245,7 +276,7 @@ int train() {
 
   const int64_t epochs = absl::GetFlag(FLAGS_epochs);
   if (absl::GetFlag(FLAGS_eval_only)) {
-    const Evaluation ev = evaluate(*model, test_loader);
+    const Evaluation ev = evaluate(*runner, test_loader);
     std::fprintf(stderr, "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
                  model_name.c_str(), device.str().c_str(), static_cast<long long>(done), ev.loss,
                  100 * ev.accuracy);
@@ -253,8 +284,15 @@ int train() {
     return 0;
   }
   const bool terminal = isatty(STDERR_FILENO) == 1;
+  std::string where = device.str();
+  if (!parallel_devices.empty()) {
+    where = absl::StrCat(absl::StrJoin(parallel_devices, "+", [](std::string* out, const Device& d) {
+                           out->append(d.str());
+                         }),
+                         " (DataParallel)");
+  }
   std::fprintf(stderr, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
-               model_name.c_str(), device.str().c_str(), static_cast<long long>(train_data->size()),
+               model_name.c_str(), where.c_str(), static_cast<long long>(train_data->size()),
                static_cast<long long>(epochs), absl::GetFlag(FLAGS_optimizer).c_str());
   std::unique_ptr<TraceRecorder> trace;
   if (!absl::GetFlag(FLAGS_trace).empty()) trace = std::make_unique<TraceRecorder>();
@@ -279,7 +317,7 @@ int train() {
     double epoch_loss = 0, running = 0;
     int64_t step = 0, examples = 0, interval = 0;
     for (nn::Batch b; train_loader.next(&b);) {
-      const Tensor l = train_step(*model, *opt, b);
+      const Tensor l = train_step(*runner, *opt, b);
       interval_sum = interval_sum.defined() ? add(interval_sum, l) : l;
       ++step;
       ++interval;
@@ -296,11 +334,12 @@ int train() {
     }
     bar.finish();
     if (schedule != nullptr) schedule->step();
+    for (const Device& d : parallel_devices) synchronize(d);
     synchronize(device);
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += train_s;
     train_examples += examples;
-    const Evaluation ev = evaluate(*model, test_loader);
+    const Evaluation ev = evaluate(*runner, test_loader);
     EpochRecord r;
     r.epoch = static_cast<int>(epoch);
     r.train_loss = epoch_loss / std::max<int64_t>(step, 1);
@@ -330,7 +369,7 @@ int train() {
   if (absl::GetFlag(FLAGS_json)) {
     // A resumed run that had nothing left to train reports the checkpoint's accuracy.
     const double accuracy =
-        records.empty() ? evaluate(*model, test_loader).accuracy : records.back().test_accuracy;
+        records.empty() ? evaluate(*runner, test_loader).accuracy : records.back().test_accuracy;
     print_result(accuracy, std::max(epochs, done),
                  train_seconds > 0 ? train_examples / train_seconds : 0.0, device, model_name);
   }
@@ -344,7 +383,8 @@ int main(int argc, char** argv) {
   const streamgrad::ToolSpec spec{
       "train",
       "Trains a model on Fashion-MNIST and reports loss and accuracy per epoch.\n"
-      "Usage: train [--model=mlp|cnn|twobranch] [--device=auto|cpu|sim:N|cuda:N] [--epochs=N]",
+      "Usage: train [--model=mlp|cnn|twobranch] [--device=auto|cpu|sim:N|cuda:N] "
+      "[--data-parallel=sim:0,sim:1] [--epochs=N]",
       __FILE__,
       {{"epochs", 1, 1000},
        {"batch_size", 1, 65536},

@@ -1,5 +1,7 @@
 #include "tools/train_models.h"
 
+#include "nn/init.h"
+
 #include "engine/grad_mode.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
@@ -52,6 +54,11 @@ TwoBranch::TwoBranch() : Module("TwoBranch") {
   head_ = register_module("head", std::make_shared<nn::Linear>(512, 10));
 }
 
+std::shared_ptr<nn::Module> TwoBranch::blank_copy() const {
+  nn::init::NoInitGuard no_init;
+  return std::make_shared<TwoBranch>();
+}
+
 void TwoBranch::use_streams(Device device, bool two_streams) {
   two_streams_ = two_streams && !device.is_cpu();
   if (!two_streams_) return;
@@ -66,7 +73,7 @@ void TwoBranch::use_streams(Device device, bool two_streams) {
     StreamGuard on_side(side_[i]);
     for (const Tensor& p : (i == 0 ? dense_ : conv_)->parameters()) {
       p.storage().record_stream(side_[i]);  // read there by the clone: not reused before (S8)
-      p.set_data(clone(p.detach()));
+      p.set_data(streamgrad::clone(p.detach()));
     }
   }
   for (const Stream& s : side_) main.wait_stream(s);  // the optimiser updates them on main

@@ -31,6 +31,9 @@ class TwoBranch : public nn::Module {
   // caller's stream. Streams are made once per model.
   void use_streams(Device device, bool two_streams);
   Tensor forward(const Tensor& images) override;
+  // The same model (for DataParallel's replicas); it runs on one stream whatever
+  // use_streams chose for this one.
+  std::shared_ptr<Module> blank_copy() const override;
 
  private:
   std::shared_ptr<nn::Sequential> dense_, conv_;

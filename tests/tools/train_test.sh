@@ -31,6 +31,20 @@ resumed=$("$bin" "${quick[@]}" --epochs=2 --json --resume="$tmp/one.st" 2>/dev/n
 evaluated=$("$bin" "${quick[@]}" --eval-only --json --resume="$tmp/full.st" 2>/dev/null)
 [ "$(field test_accuracy "$evaluated")" = "$acc" ] || fail "--eval-only differs: $full / $evaluated"
 
+# DataParallel over sim:0 and sim:1: the mlp (no batch norm, no dropout) follows the
+# single-device run to float32 rounding, so the accuracy is within a point; the cnn's
+# batch norm sees half batches, so it only has to train.
+mlp=(--model=mlp --limit=1024 --test-limit=500 --epochs=1 --json)
+one=$("$bin" "${mlp[@]}" --device=sim:0 2>/dev/null)
+two=$("$bin" "${mlp[@]}" --data-parallel=sim:0,sim:1 2>"$tmp/dp.err") ||
+  fail "--data-parallel: $(cat "$tmp/dp.err")"
+grep -qF "on sim:0+sim:1 (DataParallel)" "$tmp/dp.err" || fail "--data-parallel banner: $(cat "$tmp/dp.err")"
+awk -v a="$(field test_accuracy "$one")" -v b="$(field test_accuracy "$two")" \
+  'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01 && b > 0.5) }' ||
+  fail "--data-parallel accuracy $(field test_accuracy "$two") vs one device $(field test_accuracy "$one")"
+cnn_dp=$("$bin" "${quick[@]}" --epochs=1 --json --data-parallel=sim:0,sim:1 2>/dev/null) ||
+  fail "--data-parallel with the cnn failed"
+
 [ "$(wc -l <"$tmp/m.jsonl")" -eq 2 ] || fail "--metrics: want 2 lines: $(cat "$tmp/m.jsonl")"
 grep -qF '"epoch":2' "$tmp/m.jsonl" || fail "--metrics lacks epoch 2"
 grep -qF '<svg' "$tmp/curves.svg" || fail "--plot wrote no SVG"
@@ -54,6 +68,8 @@ refused "holds a cnn model, not --model=mlp" --model=mlp --resume="$tmp/full.st"
 refused "trained with --optimizer=adam, not sgd" "${quick[@]}" --optimizer=sgd --resume="$tmp/full.st"
 refused "cannot open the file" --data="$tmp/nowhere"
 refused "device sim:7 does not exist" --device=sim:7 --limit=64
+refused "name at least two devices" --data-parallel=sim:0 --limit=64
+refused "device sim:7 does not exist" --data-parallel=sim:0,sim:7 --limit=64
 # cuda:0 where there is no GPU says why and what to pass instead; where there is one it
 # trains (bench/gpu.sh runs that).
 if ! "$2" --nodemo 2>/dev/null | grep -qE '^cuda: [1-9]'; then
