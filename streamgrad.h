@@ -22,6 +22,9 @@
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/optim.h"
+#include "nn/parallel/data_parallel.h"
+#include "nn/parallel/parallel.h"
+#include "nn/parallel/replicate.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 

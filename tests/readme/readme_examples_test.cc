@@ -93,4 +93,19 @@ TEST_CASE("the cuDNN plan cache controls", "[readme]") {
   cache.set_max_size(PlanCache::kDefaultMaxSize);
 }
 
+// README: "Several devices in one process: DataParallel"
+TEST_CASE("DataParallel as the README shows it", "[readme]") {
+  auto model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(4, 3)});
+  const Tensor images = randn({6, 4});
+  const Tensor labels = from_vector<int64_t>({0, 1, 2, 0, 1, 2});
+  model->to(Device("sim:0"));
+  auto dp = std::make_shared<nn::parallel::DataParallel>(
+      model, std::vector<Device>{Device("sim:0"), Device("sim:1")});
+  nn::SGD opt(dp->parameters(), nn::SGDOptions(0.1));  // the model's own parameters
+  cross_entropy(dp->forward(images), to(labels, Device("sim:0"))).backward();
+  CHECK(model->parameters()[0].grad().defined());
+  opt.step();
+}
+
 }  // namespace
