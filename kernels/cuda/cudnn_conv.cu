@@ -61,16 +61,11 @@ void check_cudnn(cudnnStatus_t status, const char* what, const Problem& p) {
       pass_name(p.pass), ": ", what, " on ", p.stream.str(), " failed with ",
       cudnnGetErrorString(status), " for image [", s.n, ", ", s.c, ", ", s.h, ", ", s.w,
       "], weight [", s.o, ", ", s.c / s.groups, ", ", s.kh, ", ", s.kw, "], ", s.groups,
-      " groups, ", dtype_name(p.dt),
-      "; out of memory: free tensors or empty_cache(); otherwise errors of earlier "
-      "asynchronous work can surface here, rerun with STREAMGRAD_LAUNCH_BLOCKING=1"));
+      " groups, ", dtype_name(p.dt), "; ", kLibraryFailureHint));
 }
 
 // cuDNN's handle of a stream (stream_handles.cuh).
-struct Handle {
-  std::mutex mu;
-  cudnnHandle_t handle = nullptr;
-};
+using Handle = StreamHandle<cudnnHandle_t>;
 
 Handle& handle_for(const Problem& p) {
   return handle_for_stream<Handle>(p.stream, [&](Handle& fresh) {

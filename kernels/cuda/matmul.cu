@@ -34,16 +34,11 @@ void check_cublas(cublasStatus_t status, const char* what, const Stream& stream)
   if (status == CUBLAS_STATUS_SUCCESS) return;
   throw DeviceError(absl::StrCat(
       "matmul: ", what, " on ", stream.str(), " failed with ", cublasGetStatusName(status),
-      " (", cublasGetStatusString(status),
-      "); out of memory: free tensors or empty_cache(); otherwise errors of earlier "
-      "asynchronous work can surface here, rerun with STREAMGRAD_LAUNCH_BLOCKING=1"));
+      " (", cublasGetStatusString(status), "); ", kLibraryFailureHint));
 }
 
 // cuBLAS's handle of a stream, with its workspace (stream_handles.cuh).
-struct Handle {
-  std::mutex mu;
-  cublasHandle_t handle = nullptr;
-};
+using Handle = StreamHandle<cublasHandle_t>;
 
 Handle& handle_for(const Stream& stream) {
   return handle_for_stream<Handle>(stream, [&](Handle& fresh) {

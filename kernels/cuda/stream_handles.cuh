@@ -1,6 +1,6 @@
 // One library handle (cuBLAS, cuDNN) per (device, stream), made on first use:
 //
-//   struct Handle { std::mutex mu; cublasHandle_t handle = nullptr; };
+//   using Handle = StreamHandle<cublasHandle_t>;
 //   Handle& h = handle_for_stream<Handle>(stream, [&](Handle& fresh) { ...create... });
 //   std::lock_guard<std::mutex> lk(h.mu);   // around each use
 //
@@ -26,6 +26,17 @@
 namespace streamgrad {
 namespace kernels {
 namespace cuda {
+
+template <typename Raw>
+struct StreamHandle {
+  std::mutex mu;  // held around each use
+  Raw handle = nullptr;
+};
+
+// What to do when a library call fails, appended to the libraries' error messages.
+constexpr const char* kLibraryFailureHint =
+    "out of memory: free tensors or empty_cache(); otherwise errors of earlier asynchronous "
+    "work can surface here, rerun with STREAMGRAD_LAUNCH_BLOCKING=1";
 
 template <typename Handle, typename Make>
 Handle& handle_for_stream(const Stream& stream, Make make) {
