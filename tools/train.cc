@@ -334,8 +334,8 @@ int train() {
     }
     bar.finish();
     if (schedule != nullptr) schedule->step();
+    if (parallel_devices.empty()) synchronize(device);
     for (const Device& d : parallel_devices) synchronize(d);
-    synchronize(device);
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += train_s;
     train_examples += examples;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "nn/parallel/parallel.h"
 #include "nn/parallel/replicate.h"
+#include "ops/op_utils.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
@@ -67,9 +68,7 @@ Tensor DataParallel::forward(const Tensor& input) {
   SG_CHECK(input.defined() && input.dim() > 0, ValueError,
            "DataParallel: expected a batched input to split, got ",
            input.defined() ? input.describe() : std::string("an undefined tensor"));
-  const int64_t d = dim_ < 0 ? dim_ + input.dim() : dim_;
-  SG_CHECK(d >= 0 && d < input.dim(), ValueError, "DataParallel: dim ", dim_,
-           " is out of range for input ", input.describe());
+  const int64_t d = ops_internal::wrap_dim(dim_, input.dim(), "DataParallel");
   const int64_t batch = input.size(d), n = static_cast<int64_t>(device_ids_.size());
   SG_CHECK(batch >= n, ValueError, "DataParallel: a batch of ", batch, " along dim ", d,
            " cannot be split over the ", n, " devices [", device_list(device_ids_),
@@ -88,6 +87,8 @@ Tensor DataParallel::forward(const Tensor& input) {
 }
 
 std::shared_ptr<Module> DataParallel::blank_copy() const {
+  // A clone, not a blank copy of the module: the constructor checks that the module's
+  // tensors are on device_ids[0], which a blank copy's (made on cpu) are not.
   return std::make_shared<DataParallel>(module->clone(), device_ids_, &output_device_, dim_);
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
+#include "ops/op_utils.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
@@ -12,16 +13,7 @@
 namespace streamgrad {
 namespace nn {
 namespace parallel {
-namespace {
 
-int64_t wrap_dim(const char* op, int64_t dim, int64_t rank) {
-  const int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
-  SG_CHECK(dim >= lo && dim <= hi, ValueError, op, ": dim ", dim, " is out of range for a ", rank,
-           "-d tensor (expected ", lo, " to ", hi, ")");
-  return dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim;
-}
-
-}  // namespace
 
 std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devices, int64_t dim) {
   SG_CHECK(input.defined(), ValueError, "scatter: the input is undefined");
@@ -29,7 +21,7 @@ std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devi
            " to; pass at least one");
   SG_CHECK(input.dim() > 0, ValueError, "scatter: cannot split the 0-d tensor ", input.describe(),
            "; give it a batch dimension");
-  const int64_t d = wrap_dim("scatter", dim, input.dim());
+  const int64_t d = ops_internal::wrap_dim(dim, input.dim(), "scatter");
   const int64_t n = input.size(d), k = static_cast<int64_t>(devices.size());
   SG_CHECK(n > 0, ValueError, "scatter: ", input.describe(), " has no elements along dim ", d,
            " to split");
@@ -54,7 +46,7 @@ Tensor gather(const std::vector<Tensor>& tensors, Device device, int64_t dim) {
     // A loss per replica: gathered into a vector of them, as the reference does.
     moved.push_back(to(scalars ? unsqueeze(t, 0) : t, device));
   }
-  return cat(moved, scalars ? 0 : wrap_dim("gather", dim, moved.front().dim()));
+  return cat(moved, scalars ? 0 : ops_internal::wrap_dim(dim, moved.front().dim(), "gather"));
 }
 
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& modules,
