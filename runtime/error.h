@@ -5,6 +5,8 @@
 //   ValueError        bad argument: malformed device string, shape, dtype, index.
 //   DeviceError       a device, stream or event used where it does not belong or is absent.
 //   OutOfMemoryError  an allocation the device cannot satisfy (carries the byte counts).
+//   DistributedError  other processes: a rendezvous that timed out, a peer that is gone,
+//                     processes that disagree (distributed/).
 //   InternalError     a broken invariant inside streamgrad: a bug to report, not user error.
 //   SG_CHECK(cond, ErrorType, parts...)   throws ErrorType(StrCat(parts...)) when !cond.
 //   SG_INTERNAL_CHECK(cond, parts...)     throws InternalError naming file and line.
@@ -71,6 +73,12 @@ class OutOfMemoryError : public Error {
 
  private:
   size_t requested_, allocated_, reserved_;
+};
+
+class DistributedError : public Error {
+ public:
+  using Error::Error;
+  SG_ERROR_RETHROWER(DistributedError)
 };
 
 class InternalError : public Error {
