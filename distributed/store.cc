@@ -251,6 +251,16 @@ TCPStore::~TCPStore() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+std::string TCPStore::local_address() const {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  char text[INET_ADDRSTRLEN] = "127.0.0.1";
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
+  }
+  return text;
+}
+
 std::string TCPStore::where() const { return absl::StrCat("the TCP store at ", host_, ":", port_); }
 
 void TCPStore::wait_for_workers() {

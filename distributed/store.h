@@ -74,6 +74,9 @@ class TCPStore final : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   bool check(const std::vector<std::string>& keys) override;
   int port() const { return port_; }
+  // This process's address on the connection to the master ("10.0.0.2"): the interface
+  // that reaches rank 0, which process groups announce so that peers can reach them.
+  std::string local_address() const;
   // Returns once world_size processes have joined; DistributedError after the timeout,
   // saying how many did.
   void wait_for_workers();

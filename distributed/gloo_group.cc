@@ -1,0 +1,340 @@
+// The "gloo" process group (distributed/process_group.h) over Gloo's TCP transport.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "distributed/process_group.h"
+#include "engine/factories.h"
+#include "kernels/view.h"
+#include "ops/ops.h"
+#include "runtime/error.h"
+#include "runtime/launch.h"
+#include "runtime/runtime.h"
+
+namespace streamgrad {
+namespace distributed {
+namespace {
+
+// Gloo's rendezvous reads and writes our store under a prefix of its own.
+class GlooStore final : public gloo::rendezvous::Store {
+ public:
+  explicit GlooStore(std::shared_ptr<distributed::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set("gloo/" + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const std::string v = store_->get("gloo/" + key);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    std::vector<std::string> prefixed;
+    for (const std::string& k : keys) prefixed.push_back("gloo/" + k);
+    store_->wait(prefixed);
+  }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
+    wait(keys);  // the store's own timeout applies
+  }
+
+ private:
+  std::shared_ptr<distributed::Store> store_;
+};
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+template <typename T>
+ReduceFn reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProduct:
+      return &gloo::product<T>;
+    case ReduceOp::kMin:
+      return &gloo::min<T>;
+    case ReduceOp::kMax:
+      return &gloo::max<T>;
+    default:
+      return &gloo::sum<T>;  // kSum, and kAvg before its division
+  }
+}
+
+template <typename Fn>
+void dispatch(DType dt, Fn fn) {
+  switch (dt) {
+    case DType::kFloat32:
+      fn(float{});
+      return;
+    case DType::kFloat64:
+      fn(double{});
+      return;
+    default:
+      fn(int64_t{});
+      return;
+  }
+}
+
+class GlooGroup final : public ProcessGroup {
+ public:
+  GlooGroup(int rank, int size, std::shared_ptr<Store> store, std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), timeout_(timeout) {
+    // A peer killed mid-collective must be an error here, not a SIGPIPE that kills this
+    // process too (Gloo's TCP pairs write without MSG_NOSIGNAL).
+    ::signal(SIGPIPE, SIG_IGN);
+    gloo::transport::tcp::attr attr;
+    auto* tcp = dynamic_cast<TCPStore*>(store.get());
+    attr.hostname = tcp != nullptr ? tcp->local_address() : "127.0.0.1";
+    try {
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      context->setTimeout(timeout);
+      GlooStore gloo_store(store);
+      context->connectFullMesh(gloo_store, device);
+      context_ = std::move(context);
+    } catch (const DistributedError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw DistributedError(absl::StrCat("init_process_group(gloo): rank ", rank, " of ", size,
+                                          " could not connect to its peers: ", e.what()));
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "gloo"; }
+
+  void all_reduce(Tensor& t, ReduceOp op) override {
+    check("all_reduce", t);
+    SG_CHECK(op != ReduceOp::kAvg || is_floating(t.dtype()), ValueError,
+             "all_reduce: kAvg needs a floating tensor, got ", t.describe(),
+             "; sum integers with kSum and divide yourself");
+    void* p = t.data_ptr();
+    const size_t n = static_cast<size_t>(t.numel());
+    const DType dt = t.dtype();
+    const int size = size_;
+    run("all_reduce", {t}, [=](const gloo_ctx& ctx, uint32_t tag, std::chrono::milliseconds ms) {
+      dispatch(dt, [&](auto zero) {
+        using T = decltype(zero);
+        gloo::AllreduceOptions o(ctx);
+        o.setOutput(static_cast<T*>(p), n);
+        o.setReduceFunction(reduce_fn<T>(op));
+        o.setTag(tag);
+        o.setTimeout(ms);
+        gloo::allreduce(o);
+        if (op == ReduceOp::kAvg) {
+          for (size_t i = 0; i < n; ++i) static_cast<T*>(p)[i] /= static_cast<T>(size);
+        }
+      });
+    });
+  }
+
+  void broadcast(Tensor& t, int root) override {
+    check("broadcast", t);
+    SG_CHECK(root >= 0 && root < size_, ValueError, "broadcast: root ", root,
+             " is not a rank of this group of ", size_);
+    void* p = t.data_ptr();
+    const size_t n = static_cast<size_t>(t.numel());
+    const DType dt = t.dtype();
+    run("broadcast", {t}, [=](const gloo_ctx& ctx, uint32_t tag, std::chrono::milliseconds ms) {
+      dispatch(dt, [&](auto zero) {
+        using T = decltype(zero);
+        gloo::BroadcastOptions o(ctx);
+        o.setOutput(static_cast<T*>(p), n);
+        o.setRoot(root);
+        o.setTag(tag);
+        o.setTimeout(ms);
+        gloo::broadcast(o);
+      });
+    });
+  }
+
+  void all_gather(std::vector<Tensor>& output, const Tensor& input) override {
+    check("all_gather", input);
+    check_parts("all_gather", output, input);
+    Tensor in = input, all = empty({size_ * input.numel()},
+                                   TensorOptions().dtype(input.dtype()).device(input.device()));
+    const void* src = in.data_ptr();
+    void* dst = all.data_ptr();
+    const size_t n = static_cast<size_t>(input.numel());
+    const DType dt = input.dtype();
+    run("all_gather", {in, all},
+        [=](const gloo_ctx& ctx, uint32_t tag, std::chrono::milliseconds ms) {
+          dispatch(dt, [&](auto zero) {
+            using T = decltype(zero);
+            gloo::AllgatherOptions o(ctx);
+            o.setInput(const_cast<T*>(static_cast<const T*>(src)), n);
+            o.setOutput(static_cast<T*>(dst), n * static_cast<size_t>(ctx->size));
+            o.setTag(tag);
+            o.setTimeout(ms);
+            gloo::allgather(o);
+          });
+        });
+    for (int i = 0; i < size_; ++i) {
+      copy_(output[i], reshape(narrow(all, 0, i * input.numel(), input.numel()), input.sizes()));
+    }
+  }
+
+  void reduce_scatter(Tensor& output, const std::vector<Tensor>& input, ReduceOp op) override {
+    check("reduce_scatter", output);
+    check_parts("reduce_scatter", input, output);
+    std::vector<Tensor> flat;
+    for (const Tensor& t : input) flat.push_back(reshape(t, {-1}));
+    Tensor all = cat(flat, 0);
+    all_reduce(all, op);
+    copy_(output, reshape(narrow(all, 0, rank_ * output.numel(), output.numel()), output.sizes()));
+  }
+
+  void barrier() override {
+    const uint32_t tag = next_tag_++;
+    try {
+      gloo::BarrierOptions o(context_);
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      gloo::barrier(o);
+    } catch (const std::exception& e) {
+      throw failure("barrier", e);
+    }
+  }
+
+ private:
+  using gloo_ctx = std::shared_ptr<gloo::Context>;
+
+  void check(const char* op, const Tensor& t) const {
+    SG_CHECK(t.defined(), ValueError, op, ": the tensor is undefined");
+    SG_CHECK(t.is_contiguous(), ValueError, op, ": ", t.describe(),
+             " is not contiguous; pass contiguous(t) and copy the result back");
+    SG_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64 ||
+                 t.dtype() == DType::kInt64,
+             ValueError, op, ": ", t.describe(), " is not float32, float64 or int64");
+    SG_CHECK(t.device().is_cpu() || t.device().type() == DeviceType::kSim, DistributedError, op,
+             ": the gloo backend serves cpu and sim tensors, not ", t.describe(),
+             "; cuda tensors need the nccl backend (not built yet)");
+  }
+
+  void check_parts(const char* op, const std::vector<Tensor>& parts, const Tensor& like) const {
+    SG_CHECK(static_cast<int>(parts.size()) == size_, ValueError, op, ": ", parts.size(),
+             " tensors for a group of ", size_, "; pass one per process");
+    for (const Tensor& p : parts) {
+      SG_CHECK(p.defined() && p.sizes() == like.sizes() && p.dtype() == like.dtype() &&
+                   p.device() == like.device(),
+               ValueError, op, ": ", p.defined() ? p.describe() : std::string("undefined"),
+               " does not match ", like.describe(), "; every part must be alike");
+    }
+  }
+
+  DistributedError failure(const char* op, const std::exception& e) const {
+    return DistributedError(absl::StrCat(
+        op, " on rank ", rank_, " of ", size_, " failed: ", e.what(),
+        "; a peer has exited, or did not join this collective within ", timeout_.count(),
+        " ms (every process must issue the same collectives in the same order)"));
+  }
+
+  // Runs body(context, tag, timeout) over `tensors` (read and written): at once on cpu; on
+  // sim on the device's communication stream, ordered after and before the caller's.
+  template <typename Body>
+  void run(const char* op, std::vector<Tensor> tensors, Body body) {
+    const uint32_t tag = next_tag_++;  // in issue order: the same on every process
+    const Device d = tensors.front().device();
+    std::vector<MemRange> ranges;
+    for (const Tensor& t : tensors) ranges.push_back(t.view().byte_range());
+    const LaunchDesc desc{op, ranges, ranges};
+    const gloo_ctx ctx = context_;
+    const std::chrono::milliseconds ms = timeout_;
+    const Stream caller = current_stream(d);
+    if (d.is_cpu()) {
+      launch(caller, desc, [=] {
+        try {
+          body(ctx, tag, ms);
+        } catch (const std::exception& e) {
+          throw failure(op, e);
+        }
+      });
+      return;
+    }
+    // A failure on the communication stream would stay there (a stream's error is reported
+    // by synchronizing that stream), while the caller's stream went on with a stale result.
+    // The task keeps it instead, and a check queued on the caller's stream after the wait
+    // raises it there: at the caller's next synchronisation, as for its own kernels.
+    auto error = std::make_shared<std::exception_ptr>();
+    const Stream comm = comm_stream(d);
+    comm.wait_stream(caller);
+    // The task holds the tensors: their memory lives until it has run.
+    launch(comm, desc, [=, keep = tensors] {
+      try {
+        body(ctx, tag, ms);
+      } catch (const std::exception& e) {
+        *error = std::make_exception_ptr(failure(op, e));
+      }
+    });
+    for (const Tensor& t : tensors) t.storage().record_stream(comm);
+    caller.wait_stream(comm);
+    launch(caller, LaunchDesc{op, {}, {}}, [error] {
+      if (*error != nullptr) std::rethrow_exception(*error);
+    });
+  }
+
+  Stream comm_stream(Device d) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = comm_.find(d.str());
+    if (it == comm_.end()) it = comm_.emplace(d.str(), Stream::create(d)).first;
+    return it->second;
+  }
+
+  const int rank_, size_;
+  const std::chrono::milliseconds timeout_;
+  gloo_ctx context_;
+  std::atomic<uint32_t> next_tag_{0};
+  std::mutex mu_;
+  std::map<std::string, Stream> comm_;  // one communication stream per device
+};
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  int out = 0;
+  SG_CHECK(v != nullptr && absl::SimpleAtoi(v, &out), DistributedError,
+           "init_process_group_from_env: ", name, " is ", v == nullptr ? "not set" : "malformed",
+           v == nullptr ? "" : absl::StrCat(" ('", v, "')"),
+           "; start the processes with tools/launch, or set MASTER_ADDR, MASTER_PORT, RANK "
+           "and WORLD_SIZE");
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, int rank,
+                                                 int world_size, std::shared_ptr<Store> store,
+                                                 std::chrono::milliseconds timeout) {
+  SG_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, DistributedError,
+           "init_process_group: rank ", rank, " is not in a world of ", world_size,
+           " (ranks are 0 to WORLD_SIZE - 1)");
+  SG_CHECK(store != nullptr, DistributedError, "init_process_group: the store is null");
+  SG_CHECK(backend == "gloo", DistributedError, "init_process_group: backend '", backend,
+           "' is not available; this build has 'gloo' (cpu and sim tensors)");
+  return std::make_shared<GlooGroup>(rank, world_size, std::move(store), timeout);
+}
+
+std::shared_ptr<ProcessGroup> init_process_group_from_env(const std::string& backend,
+                                                          std::chrono::milliseconds timeout) {
+  const char* addr = std::getenv("MASTER_ADDR");
+  SG_CHECK(addr != nullptr && *addr != '\0', DistributedError,
+           "init_process_group_from_env: MASTER_ADDR is not set; start the processes with "
+           "tools/launch, or set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE");
+  const int port = env_int("MASTER_PORT"), rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  SG_CHECK(world >= 1 && rank >= 0 && rank < world, DistributedError,
+           "init_process_group_from_env: RANK ", rank, " is not in a world of WORLD_SIZE ",
+           world);
+  auto store = std::make_shared<TCPStore>(addr, port, world, rank == 0, timeout);
+  return init_process_group(backend, rank, world, std::move(store), timeout);
+}
+
+}  // namespace distributed
+}  // namespace streamgrad
