@@ -21,6 +21,7 @@
 #include "kernels/view.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
+#include "runtime/event.h"
 #include "runtime/launch.h"
 #include "runtime/runtime.h"
 
@@ -83,6 +84,29 @@ void dispatch(DType dt, Fn fn) {
   }
 }
 
+class GlooWork final : public Work {
+ public:
+  // `error` is null on cpu, where the collective ran (or threw) at the call.
+  GlooWork(Device device, std::shared_ptr<std::exception_ptr> error, Event done)
+      : device_(device), error_(std::move(error)), done_(std::move(done)) {}
+  void wait() override {
+    if (error_ == nullptr) return;
+    const Stream caller = current_stream(device_);
+    done_.block(caller);
+    // Queued after the wait, so it runs once the collective has: a failure becomes the
+    // caller's stream's error, reported at its next synchronisation like its own kernels'.
+    launch(caller, LaunchDesc{"collective_check", {}, {}}, [error = error_] {
+      if (*error != nullptr) std::rethrow_exception(*error);
+    });
+  }
+  bool is_completed() const override { return done_.query(); }
+
+ private:
+  const Device device_;
+  const std::shared_ptr<std::exception_ptr> error_;
+  Event done_;
+};
+
 class GlooGroup final : public ProcessGroup {
  public:
   GlooGroup(int rank, int size, std::shared_ptr<Store> store, std::chrono::milliseconds timeout)
@@ -112,7 +136,7 @@ class GlooGroup final : public ProcessGroup {
   int size() const override { return size_; }
   std::string backend() const override { return "gloo"; }
 
-  void all_reduce(Tensor& t, ReduceOp op) override {
+  std::shared_ptr<Work> all_reduce_async(Tensor& t, ReduceOp op) override {
     check("all_reduce", t);
     SG_CHECK(op != ReduceOp::kAvg || is_floating(t.dtype()), ValueError,
              "all_reduce: kAvg needs a floating tensor, got ", t.describe(),
@@ -121,7 +145,7 @@ class GlooGroup final : public ProcessGroup {
     const size_t n = static_cast<size_t>(t.numel());
     const DType dt = t.dtype();
     const int size = size_;
-    run("all_reduce", {t}, [=](const gloo_ctx& ctx, uint32_t tag, std::chrono::milliseconds ms) {
+    return run("all_reduce", {t}, [=](const gloo_ctx& ctx, uint32_t tag, std::chrono::milliseconds ms) {
       dispatch(dt, [&](auto zero) {
         using T = decltype(zero);
         gloo::AllreduceOptions o(ctx);
@@ -154,7 +178,7 @@ class GlooGroup final : public ProcessGroup {
         o.setTimeout(ms);
         gloo::broadcast(o);
       });
-    });
+    })->wait();
   }
 
   void all_gather(std::vector<Tensor>& output, const Tensor& input) override {
@@ -177,7 +201,7 @@ class GlooGroup final : public ProcessGroup {
             o.setTimeout(ms);
             gloo::allgather(o);
           });
-        });
+        })->wait();
     for (int i = 0; i < size_; ++i) {
       copy_(output[i], reshape(narrow(all, 0, i * input.numel(), input.numel()), input.sizes()));
     }
@@ -238,10 +262,10 @@ class GlooGroup final : public ProcessGroup {
         " ms (every process must issue the same collectives in the same order)"));
   }
 
-  // Runs body(context, tag, timeout) over `tensors` (read and written): at once on cpu; on
-  // sim on the device's communication stream, ordered after and before the caller's.
+  // Starts body(context, tag, timeout) over `tensors` (read and written): at once on cpu;
+  // on sim on the device's communication stream, after the caller's stream.
   template <typename Body>
-  void run(const char* op, std::vector<Tensor> tensors, Body body) {
+  std::shared_ptr<Work> run(const char* op, std::vector<Tensor> tensors, Body body) {
     const uint32_t tag = next_tag_++;  // in issue order: the same on every process
     const Device d = tensors.front().device();
     std::vector<MemRange> ranges;
@@ -258,12 +282,11 @@ class GlooGroup final : public ProcessGroup {
           throw failure(op, e);
         }
       });
-      return;
+      return std::make_shared<GlooWork>(d, nullptr, Event());
     }
     // A failure on the communication stream would stay there (a stream's error is reported
-    // by synchronizing that stream), while the caller's stream went on with a stale result.
-    // The task keeps it instead, and a check queued on the caller's stream after the wait
-    // raises it there: at the caller's next synchronisation, as for its own kernels.
+    // by synchronizing that stream) while the caller's stream went on with a stale result:
+    // the task keeps it instead, for Work::wait to raise on the caller's stream.
     auto error = std::make_shared<std::exception_ptr>();
     const Stream comm = comm_stream(d);
     comm.wait_stream(caller);
@@ -276,10 +299,9 @@ class GlooGroup final : public ProcessGroup {
       }
     });
     for (const Tensor& t : tensors) t.storage().record_stream(comm);
-    caller.wait_stream(comm);
-    launch(caller, LaunchDesc{op, {}, {}}, [error] {
-      if (*error != nullptr) std::rethrow_exception(*error);
-    });
+    Event done;
+    done.record(comm);
+    return std::make_shared<GlooWork>(d, std::move(error), std::move(done));
   }
 
   Stream comm_stream(Device d) {

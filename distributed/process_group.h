@@ -42,6 +42,20 @@ namespace distributed {
 
 enum class ReduceOp { kSum, kAvg, kProduct, kMin, kMax };
 
+// A collective started by an *_async call (the reference's async_op=True). On sim it is
+// queued on the communication stream; wait() makes the caller's current stream of the
+// tensor's device wait for it (device-side: the host goes on) and raises its failure at
+// that stream's next synchronisation. On cpu the collective has finished (or thrown) by
+// the time the call returns, and wait() does nothing. wait() may be called more than once,
+// from one thread at a time.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  // Whether the collective has finished (host query; never blocks).
+  virtual bool is_completed() const = 0;
+};
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -49,7 +63,14 @@ class ProcessGroup {
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
 
-  virtual void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::kSum) = 0;
+  void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::kSum) {
+    all_reduce_async(tensor, op)->wait();
+  }
+  // As all_reduce, but the caller's stream does not wait until Work::wait(): the
+  // collective overlaps whatever the caller queues meanwhile (which must not touch
+  // `tensor`). DistributedDataParallel reduces its buckets this way during backward.
+  virtual std::shared_ptr<Work> all_reduce_async(Tensor& tensor,
+                                                 ReduceOp op = ReduceOp::kSum) = 0;
   virtual void broadcast(Tensor& tensor, int root) = 0;
   // output[i] gets process i's input; output has size() tensors shaped like input.
   virtual void all_gather(std::vector<Tensor>& output, const Tensor& input) = 0;

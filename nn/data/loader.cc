@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <random>
 
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
@@ -33,8 +32,12 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderO
 
 DataLoader::~DataLoader() { stop_workers(); }
 
+int64_t DataLoader::examples_per_epoch() const {
+  return options_.sampler() != nullptr ? options_.sampler()->size() : dataset_->size();
+}
+
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = dataset_->size(), b = options_.batch_size();
+  const int64_t n = examples_per_epoch(), b = options_.batch_size();
   return options_.drop_last() ? n / b : (n + b - 1) / b;
 }
 
@@ -50,15 +53,17 @@ void DataLoader::stop_workers() {
 
 void DataLoader::start_epoch(int64_t epoch) {
   stop_workers();
-  order_.resize(dataset_->size());
-  std::iota(order_.begin(), order_.end(), 0);
-  if (options_.shuffle()) {
-    // A fixed generator and a Fisher-Yates shuffle written here: std::shuffle's
-    // algorithm is the library's choice, and orders must be the same on every machine.
-    std::mt19937_64 rng(options_.seed() * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(epoch));
-    for (int64_t i = static_cast<int64_t>(order_.size()) - 1; i > 0; --i) {
-      std::swap(order_[i], order_[rng() % static_cast<uint64_t>(i + 1)]);
+  if (options_.sampler() != nullptr) {
+    order_ = options_.sampler()->indices(epoch);
+    for (int64_t i : order_) {
+      SG_CHECK(i >= 0 && i < dataset_->size(), ValueError, "DataLoader: the sampler gave index ",
+               i, " for a data set of ", dataset_->size(), " examples; size the sampler for it");
     }
+  } else if (options_.shuffle()) {
+    order_ = shuffled_indices(dataset_->size(), options_.seed(), epoch);
+  } else {
+    order_.resize(dataset_->size());
+    std::iota(order_.begin(), order_.end(), 0);
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -70,7 +75,7 @@ void DataLoader::start_epoch(int64_t epoch) {
 }
 
 DataLoader::Ready DataLoader::make_batch(int64_t index) const {
-  const int64_t n = dataset_->size(), b = options_.batch_size();
+  const int64_t n = examples_per_epoch(), b = options_.batch_size();
   const int64_t first = index * b, count = std::min(b, n - first);
   Shape shape = dataset_->example_shape();
   const int64_t per = numel_of(shape);
@@ -124,7 +129,7 @@ void DataLoader::worker_loop() {
 
 bool DataLoader::next(Batch* out) {
   SG_CHECK(out != nullptr, ValueError, "DataLoader::next: out is null");
-  SG_CHECK(!workers_.empty() || order_.size() == static_cast<size_t>(dataset_->size()), Error,
+  SG_CHECK(!workers_.empty() || order_.size() == static_cast<size_t>(examples_per_epoch()), Error,
            "DataLoader::next: call start_epoch(epoch) first");
   Ready r;
   {

@@ -17,9 +17,9 @@
 // ran. On cpu there is no copy: batches are host tensors.
 //
 // Order: every example once per epoch; with shuffle, a permutation drawn from
-// (seed, epoch) (the same every run); the last partial batch unless drop_last. With
-// several workers batches are still delivered in order. At most `prefetch` batches are
-// in flight ahead of the consumer.
+// (seed, epoch) (the same every run; nn/data/sampler.h); with a sampler, its indices.
+// The last partial batch unless drop_last. With several workers batches are still
+// delivered in order. At most `prefetch` batches are in flight ahead of the consumer.
 //
 // Thread-safety: one consumer thread calls start_epoch/next. Failure: ValueError for bad
 // options; an exception thrown in a worker (by the dataset) is rethrown by next() for the
@@ -37,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "nn/data/dataset.h"
+#include "nn/data/sampler.h"
 #include "nn/options.h"
 #include "runtime/event.h"
 #include "runtime/stream.h"
@@ -52,6 +53,9 @@ struct DataLoaderOptions {
   SG_NN_OPTION(int, workers) = 1;
   SG_NN_OPTION(int, prefetch) = 2;
   SG_NN_OPTION(Device, device) = Device("cpu");
+  // Which examples, in what order (DistributedSampler: this process's shard); the sampler
+  // decides the order, so `shuffle` and `seed` are then unused.
+  SG_NN_OPTION(std::shared_ptr<const Sampler>, sampler);
   // For the race reproducer and its tests only: the compute stream does not wait for the
   // copy, the missing wait DESIGN.md's sanitizer must catch. Never set it in training.
   SG_NN_OPTION(bool, unsafe_skip_copy_wait) = false;
@@ -71,6 +75,8 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   int64_t batches_per_epoch() const;
+  // The data set's size, or the sampler's.
+  int64_t examples_per_epoch() const;
   // Stops the current epoch's workers (if any) and starts epoch `epoch`.
   void start_epoch(int64_t epoch);
   // The next batch of the epoch on the caller's current stream; false at the end.

@@ -19,6 +19,7 @@
 #include "engine/factories.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
+#include "tests/distributed/world.h"
 
 namespace streamgrad {
 namespace {
@@ -27,47 +28,8 @@ using distributed::ProcessGroup;
 using distributed::ReduceOp;
 using distributed::TCPStore;
 using std::chrono::milliseconds;
-
-// Catch2's assertions are not thread-safe: the ranks' threads take turns. The operands
-// are evaluated before the lock is taken: evaluating one may wait for a collective, which
-// needs the other ranks, which may be waiting for this lock.
-std::mutex g_catch_mu;
-#define TCHECK_EQ(a, b)                         \
-  do {                                          \
-    const auto lhs = (a);                       \
-    const auto rhs = (b);                       \
-    std::lock_guard<std::mutex> lk(g_catch_mu); \
-    CHECK(lhs == rhs);                          \
-  } while (0)
-
-// Runs fn(rank, group) on `world` threads, one group each; rethrows the first failure.
-void run_world(int world, const std::function<void(int, ProcessGroup&)>& fn,
-               milliseconds timeout = milliseconds(10000)) {
-  auto master = std::make_shared<TCPStore>("127.0.0.1", 0, world, true, timeout, false);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        std::shared_ptr<distributed::Store> store =
-            r == 0 ? std::static_pointer_cast<distributed::Store>(master)
-                   : std::make_shared<TCPStore>("127.0.0.1", master->port(), world, false, timeout);
-        auto group = distributed::init_process_group("gloo", r, world, store, timeout);
-        fn(r, *group);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e != nullptr) std::rethrow_exception(e);
-  }
-}
-
-std::vector<double> values(const Tensor& t) {
-  return to(to(t, DType::kFloat64), Device("cpu")).to_vector<double>();
-}
+using testing::run_world;
+using testing::values;
 
 TEST_CASE("all_reduce, broadcast, all_gather, reduce_scatter and barrier on cpu",
           "[distributed]") {
