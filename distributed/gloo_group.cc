@@ -110,7 +110,7 @@ class GlooWork final : public Work {
 class GlooGroup final : public ProcessGroup {
  public:
   GlooGroup(int rank, int size, std::shared_ptr<Store> store, std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), timeout_(timeout) {
+      : rank_(rank), size_(size), timeout_(timeout), store_(store) {
     // A peer killed mid-collective must be an error here, not a SIGPIPE that kills this
     // process too (Gloo's TCP pairs write without MSG_NOSIGNAL).
     ::signal(SIGPIPE, SIG_IGN);
@@ -313,6 +313,9 @@ class GlooGroup final : public ProcessGroup {
 
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
+  // Held for the group's life: rank 0's store serves the others' rendezvous, which may go
+  // on after rank 0's own connections are made (with 4 processes, 2 and 3 still pair up).
+  const std::shared_ptr<Store> store_;
   gloo_ctx context_;
   std::atomic<uint32_t> next_tag_{0};
   std::mutex mu_;

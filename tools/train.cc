@@ -3,15 +3,23 @@
 //   train                                   cnn, 5 epochs, Adam, on sim:0 (or cuda)
 //   train --model=mlp --device=cpu --json   ends with {"test_accuracy":...,"epochs":...}
 //   train --model=twobranch --streams=2 --metrics=m.jsonl --plot=curves.svg
+//   launch --nproc=2 -- train --distributed --device=cpu   DistributedDataParallel over gloo
 //
 // Per epoch: a progress line (a redrawn bar on a terminal), then train loss, test loss,
 // test accuracy, examples/s and peak device memory. The loss is summed on the device and
 // read at progress updates only, so the host runs ahead of the device as it would on a GPU.
-// Exit code 0, 2 for bad flags or unreadable data, 1 for other errors.
+// Under --distributed (a process of tools/launch) each process trains on its
+// DistributedSampler shard, --batch-size examples per process per step, and every process
+// evaluates the whole test set; only rank 0 prints, writes files and the --json line.
+// Exit code 0, or 2 after one message (bad flags, unreadable data, any error). Under
+// --distributed a dead peer is an error naming the collective and this rank, within
+// --dist-timeout.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <fstream>
 #include <iostream>
 
@@ -21,6 +29,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "distributed/ddp.h"
+#include "distributed/process_group.h"
+#include "distributed/sampler.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nlohmann/json.hpp"
@@ -40,6 +51,11 @@ ABSL_FLAG(std::string, device, "auto", "auto (cuda if usable, else sim:0), cpu, 
 ABSL_FLAG(std::string, data_parallel, "",
           "comma-separated devices of one type (sim:0,sim:1): train with DataParallel over them "
           "(the model lives on the first; overrides --device)");
+ABSL_FLAG(bool, distributed, false,
+          "train with DistributedDataParallel (gloo) in a process started by tools/launch, "
+          "which sets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK");
+ABSL_FLAG(double, dist_timeout, 60,
+          "--distributed: seconds a collective or the rendezvous waits for a peer");
 ABSL_FLAG(int64_t, epochs, 5, "passes over the training set");
 ABSL_FLAG(int64_t, batch_size, 64, "examples per training batch");
 ABSL_FLAG(double, lr, 0, "learning rate (0: 1e-3 for adam/adamw, 0.05 for sgd)");
@@ -185,16 +201,33 @@ Evaluation evaluate(nn::Module& model, nn::DataLoader& loader) {
   return {loss_sum.item<float>() / seen, static_cast<double>(correct) / seen};
 }
 
-// The closing line of --json.
+// The closing line of --json; examples_per_s counts every process's examples.
 void print_result(double accuracy, int64_t epochs, double examples_per_s, Device device,
-                  const std::string& model) {
+                  const std::string& model, int world_size) {
   nlohmann::ordered_json j;
   j["test_accuracy"] = accuracy;
   j["epochs"] = epochs;
   j["examples_per_s"] = examples_per_s;
   j["device"] = device.str();
   j["model"] = model;
+  j["world_size"] = world_size;
   print_json_line(j);
+}
+
+// --distributed: the process group from tools/launch's variables, or null without it.
+std::shared_ptr<distributed::ProcessGroup> process_group() {
+  if (!absl::GetFlag(FLAGS_distributed)) return nullptr;
+  if (!absl::GetFlag(FLAGS_data_parallel).empty()) {
+    throw UsageError{"--distributed and --data-parallel exclude each other: DDP runs one "
+                     "process per device"};
+  }
+  if (std::getenv("MASTER_ADDR") == nullptr || std::getenv("RANK") == nullptr) {
+    throw UsageError{"--distributed: MASTER_ADDR or RANK is not set; start the processes with "
+                     "tools/launch --nproc=N -- train --distributed ..."};
+  }
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(absl::GetFlag(FLAGS_dist_timeout) * 1000));
+  return distributed::init_process_group_from_env("gloo", timeout);
 }
 
 // --data-parallel's devices (empty without it), each checked to exist.
@@ -217,8 +250,19 @@ std::vector<Device> data_parallel_devices() {
 
 int train() {
   const std::vector<Device> parallel_devices = data_parallel_devices();
-  const Device device = parallel_devices.empty() ? pick_device(absl::GetFlag(FLAGS_device))
-                                                 : parallel_devices.front();
+  const std::shared_ptr<distributed::ProcessGroup> group = process_group();
+  const int rank = group != nullptr ? group->rank() : 0;
+  const int world = group != nullptr ? group->size() : 1;
+  Device device = parallel_devices.empty() ? pick_device(absl::GetFlag(FLAGS_device))
+                                           : parallel_devices.front();
+  if (group != nullptr && device.type() == DeviceType::kCuda) {
+    const char* local = std::getenv("LOCAL_RANK");  // one GPU per process of a host
+    device = pick_device(absl::StrCat("cuda:", local != nullptr ? local : "0"));
+  }
+  // Only rank 0 reports; the others write their progress nowhere.
+  std::unique_ptr<FILE, int (*)(FILE*)> sink(rank == 0 ? nullptr : std::fopen("/dev/null", "w"),
+                                             &std::fclose);
+  FILE* out = sink != nullptr ? sink.get() : stderr;
   const std::string data_dir = user_path(absl::GetFlag(FLAGS_data));
   auto train_set = nn::load_fashion_mnist(data_dir, /*train=*/true);
   auto test_set = nn::load_fashion_mnist(data_dir, /*train=*/false);
@@ -245,6 +289,7 @@ int train() {
   if (!parallel_devices.empty()) {
     runner = std::make_shared<nn::parallel::DataParallel>(model, parallel_devices);
   }
+  if (group != nullptr) runner = std::make_shared<distributed::DistributedDataParallel>(model, group);
   std::unique_ptr<nn::Optimizer> opt =
       make_optimizer(absl::GetFlag(FLAGS_optimizer), model->parameters(), absl::GetFlag(FLAGS_lr));
   std::unique_ptr<nn::LRScheduler> schedule;
@@ -270,20 +315,25 @@ int train() {
                                            .seed(seed)
                                            .workers(static_cast<int>(absl::GetFlag(FLAGS_workers)))
                                            .prefetch(static_cast<int>(absl::GetFlag(FLAGS_prefetch)));
-  nn::DataLoader train_loader(train_data,
-                              nn::DataLoaderOptions(common).batch_size(absl::GetFlag(FLAGS_batch_size)));
+  nn::DataLoaderOptions train_options = nn::DataLoaderOptions(common).batch_size(absl::GetFlag(FLAGS_batch_size));
+  if (group != nullptr) {
+    train_options.sampler(std::make_shared<distributed::DistributedSampler>(
+        train_data->size(), world, rank, distributed::DistributedSamplerOptions().seed(seed)));
+  }
+  nn::DataLoader train_loader(train_data, train_options);
   nn::DataLoader test_loader(test_data, nn::DataLoaderOptions(common).batch_size(1000).shuffle(false));
 
   const int64_t epochs = absl::GetFlag(FLAGS_epochs);
   if (absl::GetFlag(FLAGS_eval_only)) {
     const Evaluation ev = evaluate(*runner, test_loader);
-    std::fprintf(stderr, "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
+    if (rank != 0) return 0;
+    std::fprintf(out, "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
                  model_name.c_str(), device.str().c_str(), static_cast<long long>(done), ev.loss,
                  100 * ev.accuracy);
-    if (absl::GetFlag(FLAGS_json)) print_result(ev.accuracy, done, 0, device, model_name);
+    if (absl::GetFlag(FLAGS_json)) print_result(ev.accuracy, done, 0, device, model_name, world);
     return 0;
   }
-  const bool terminal = isatty(STDERR_FILENO) == 1;
+  const bool terminal = isatty(STDERR_FILENO) == 1 && group == nullptr;
   std::string where = device.str();
   if (!parallel_devices.empty()) {
     where = absl::StrCat(absl::StrJoin(parallel_devices, "+", [](std::string* out, const Device& d) {
@@ -291,13 +341,14 @@ int train() {
                          }),
                          " (DataParallel)");
   }
-  std::fprintf(stderr, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
+  if (group != nullptr) where = absl::StrCat(device.str(), " x ", world, " processes (DDP, gloo)");
+  std::fprintf(out, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
                model_name.c_str(), where.c_str(), static_cast<long long>(train_data->size()),
                static_cast<long long>(epochs), absl::GetFlag(FLAGS_optimizer).c_str());
   std::unique_ptr<TraceRecorder> trace;
-  if (!absl::GetFlag(FLAGS_trace).empty()) trace = std::make_unique<TraceRecorder>();
+  if (!absl::GetFlag(FLAGS_trace).empty() && rank == 0) trace = std::make_unique<TraceRecorder>();
   std::ofstream metrics;
-  if (!absl::GetFlag(FLAGS_metrics).empty()) {
+  if (!absl::GetFlag(FLAGS_metrics).empty() && rank == 0) {
     metrics.open(user_path(absl::GetFlag(FLAGS_metrics)), std::ios::app);
     if (!metrics) throw UsageError{absl::StrCat("cannot write --metrics=", absl::GetFlag(FLAGS_metrics))};
   }
@@ -311,7 +362,7 @@ int train() {
     const auto start = std::chrono::steady_clock::now();
     reset_peak_stats(device);
     train_loader.start_epoch(epoch);
-    Progress bar(stderr, terminal, train_loader.batches_per_epoch(), static_cast<int>(epoch),
+    Progress bar(out, terminal, train_loader.batches_per_epoch(), static_cast<int>(epoch),
                  static_cast<int>(epochs), /*plain_every=*/200);
     Tensor interval_sum;
     double epoch_loss = 0, running = 0;
@@ -345,33 +396,35 @@ int train() {
     r.train_loss = epoch_loss / std::max<int64_t>(step, 1);
     r.test_loss = ev.loss;
     r.test_accuracy = ev.accuracy;
-    r.examples_per_s = examples / train_s;
+    r.examples_per_s = static_cast<double>(examples) * world / train_s;  // all processes
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     r.peak_memory_bytes = memory_stats(device).allocated_bytes.peak;
     records.push_back(r);
-    std::fprintf(stderr,
+    std::fprintf(out,
                  "epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f "
                  "examples/s, peak memory %s, %.1f s\n",
                  static_cast<long long>(epoch), r.train_loss, r.test_loss, 100 * r.test_accuracy,
                  r.examples_per_s, format_bytes(r.peak_memory_bytes).c_str(), r.seconds);
     if (metrics.is_open()) metrics << epoch_json(r) << "\n" << std::flush;
-    if (!absl::GetFlag(FLAGS_save).empty()) {
+    if (!absl::GetFlag(FLAGS_save).empty() && rank == 0) {
       const absl::Status saved = nn::save_checkpoint(user_path(absl::GetFlag(FLAGS_save)), *model,
                                                      opt.get(), run_metadata(model_name, epoch));
       if (!saved.ok()) throw UsageError{absl::StrCat("--save: ", saved.message())};
     }
   }
   if (trace != nullptr) trace->save(user_path(absl::GetFlag(FLAGS_trace)));
-  if (!absl::GetFlag(FLAGS_plot).empty()) {
+  if (!absl::GetFlag(FLAGS_plot).empty() && rank == 0) {
     const absl::Status s = write_plot_svg(user_path(absl::GetFlag(FLAGS_plot)), records, step_losses);
     if (!s.ok()) throw UsageError{std::string(s.message())};
   }
-  if (absl::GetFlag(FLAGS_json)) {
+  if (absl::GetFlag(FLAGS_json) && rank == 0) {
     // A resumed run that had nothing left to train reports the checkpoint's accuracy.
     const double accuracy =
         records.empty() ? evaluate(*runner, test_loader).accuracy : records.back().test_accuracy;
     print_result(accuracy, std::max(epochs, done),
-                 train_seconds > 0 ? train_examples / train_seconds : 0.0, device, model_name);
+                 train_seconds > 0 ? static_cast<double>(train_examples) * world / train_seconds
+                                   : 0.0,
+                 device, model_name, world);
   }
   return 0;
 }
@@ -384,7 +437,7 @@ int main(int argc, char** argv) {
       "train",
       "Trains a model on Fashion-MNIST and reports loss and accuracy per epoch.\n"
       "Usage: train [--model=mlp|cnn|twobranch] [--device=auto|cpu|sim:N|cuda:N] "
-      "[--data-parallel=sim:0,sim:1] [--epochs=N]",
+      "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--epochs=N]",
       __FILE__,
       {{"epochs", 1, 1000},
        {"batch_size", 1, 65536},
@@ -394,7 +447,8 @@ int main(int argc, char** argv) {
        {"test_limit", 0, 1e9},
        {"streams", 1, 2},
        {"workers", 1, 64},
-       {"prefetch", 1, 1024}},
+       {"prefetch", 1, 1024},
+       {"dist_timeout", 0.1, 86400}},
       {}};
   return streamgrad::run_tool(spec, argc, argv, [] { return streamgrad::train(); });
 }
