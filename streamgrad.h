@@ -2,11 +2,16 @@
 //
 // The one header users include: the runtime (devices, streams, events, guards, memory),
 // tensors and factories, every differentiable op, backward()/grad(), grad and anomaly
-// modes, custom functions, and the nn layer (modules, optimisers, schedulers, checkpoints,
-// data sets and the data loader). See README.md and DESIGN.md.
+// modes, custom functions, the nn layer (modules, optimisers, schedulers, checkpoints,
+// data sets and the data loader, DataParallel) and distributed training (process groups,
+// DistributedDataParallel, DistributedSampler). See README.md and DESIGN.md.
 #ifndef STREAMGRAD_STREAMGRAD_H_
 #define STREAMGRAD_STREAMGRAD_H_
 
+#include "distributed/ddp.h"
+#include "distributed/process_group.h"
+#include "distributed/sampler.h"
+#include "distributed/store.h"
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/function.h"
@@ -18,6 +23,7 @@
 #include "nn/checkpoint.h"
 #include "nn/data/dataset.h"
 #include "nn/data/loader.h"
+#include "nn/data/sampler.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(bazel-bootstrap catch2 libabsl-dev libopenblas-dev zlib1g-dev libbenchmark-dev
-          dataset-fashion-mnist nlohmann-json3-dev libgloo-dev)
+          dataset-fashion-mnist nlohmann-json3-dev libgloo-dev iproute2)
 
 missing=()
 for p in "${packages[@]}"; do
