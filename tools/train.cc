@@ -56,6 +56,8 @@ ABSL_FLAG(bool, distributed, false,
           "which sets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK");
 ABSL_FLAG(double, dist_timeout, 60,
           "--distributed: seconds a collective or the rendezvous waits for a peer");
+ABSL_FLAG(double, bucket_cap_mb, 25,
+          "--distributed: MiB of gradients per all-reduce bucket (DDP's bucket_cap_mb)");
 ABSL_FLAG(int64_t, epochs, 5, "passes over the training set");
 ABSL_FLAG(int64_t, batch_size, 64, "examples per training batch");
 ABSL_FLAG(double, lr, 0, "learning rate (0: 1e-3 for adam/adamw, 0.05 for sgd)");
@@ -289,7 +291,11 @@ int train() {
   if (!parallel_devices.empty()) {
     runner = std::make_shared<nn::parallel::DataParallel>(model, parallel_devices);
   }
-  if (group != nullptr) runner = std::make_shared<distributed::DistributedDataParallel>(model, group);
+  if (group != nullptr) {
+    runner = std::make_shared<distributed::DistributedDataParallel>(
+        model, group,
+        distributed::DistributedDataParallelOptions().bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb)));
+  }
   std::unique_ptr<nn::Optimizer> opt =
       make_optimizer(absl::GetFlag(FLAGS_optimizer), model->parameters(), absl::GetFlag(FLAGS_lr));
   std::unique_ptr<nn::LRScheduler> schedule;
@@ -448,7 +454,8 @@ int main(int argc, char** argv) {
        {"streams", 1, 2},
        {"workers", 1, 64},
        {"prefetch", 1, 1024},
-       {"dist_timeout", 0.1, 86400}},
+       {"dist_timeout", 0.1, 86400},
+       {"bucket_cap_mb", 1e-6, 1e6}},
       {}};
   return streamgrad::run_tool(spec, argc, argv, [] { return streamgrad::train(); });
 }
