@@ -16,7 +16,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "distributed/collective_checks.h"
 #include "distributed/process_group.h"
+#ifdef SG_NCCL
+#include "distributed/nccl_group.h"
+#endif
 #include "engine/factories.h"
 #include "kernels/view.h"
 #include "ops/ops.h"
@@ -233,33 +237,18 @@ class GlooGroup final : public ProcessGroup {
   using gloo_ctx = std::shared_ptr<gloo::Context>;
 
   void check(const char* op, const Tensor& t) const {
-    SG_CHECK(t.defined(), ValueError, op, ": the tensor is undefined");
-    SG_CHECK(t.is_contiguous(), ValueError, op, ": ", t.describe(),
-             " is not contiguous; pass contiguous(t) and copy the result back");
-    SG_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64 ||
-                 t.dtype() == DType::kInt64,
-             ValueError, op, ": ", t.describe(), " is not float32, float64 or int64");
+    internal::check_collective_tensor(op, t);
     SG_CHECK(t.device().is_cpu() || t.device().type() == DeviceType::kSim, DistributedError, op,
              ": the gloo backend serves cpu and sim tensors, not ", t.describe(),
-             "; cuda tensors need the nccl backend (not built yet)");
+             "; cuda tensors need the nccl backend (init_process_group(\"nccl\", ...))");
   }
 
   void check_parts(const char* op, const std::vector<Tensor>& parts, const Tensor& like) const {
-    SG_CHECK(static_cast<int>(parts.size()) == size_, ValueError, op, ": ", parts.size(),
-             " tensors for a group of ", size_, "; pass one per process");
-    for (const Tensor& p : parts) {
-      SG_CHECK(p.defined() && p.sizes() == like.sizes() && p.dtype() == like.dtype() &&
-                   p.device() == like.device(),
-               ValueError, op, ": ", p.defined() ? p.describe() : std::string("undefined"),
-               " does not match ", like.describe(), "; every part must be alike");
-    }
+    internal::check_collective_parts(op, parts, like, size_);
   }
 
   DistributedError failure(const char* op, const std::exception& e) const {
-    return DistributedError(absl::StrCat(
-        op, " on rank ", rank_, " of ", size_, " failed: ", e.what(),
-        "; a peer has exited, or did not join this collective within ", timeout_.count(),
-        " ms (every process must issue the same collectives in the same order)"));
+    return internal::collective_failure(op, rank_, size_, timeout_, e.what());
   }
 
   // Starts body(context, tag, timeout) over `tensors` (read and written): at once on cpu;
@@ -342,8 +331,23 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, int
            "init_process_group: rank ", rank, " is not in a world of ", world_size,
            " (ranks are 0 to WORLD_SIZE - 1)");
   SG_CHECK(store != nullptr, DistributedError, "init_process_group: the store is null");
+  if (backend == "nccl") {
+#ifdef SG_NCCL
+    return make_nccl_group(rank, world_size, std::move(store), timeout);
+#else
+    throw DistributedError(
+        "init_process_group: backend 'nccl' is not in this build (it has no CUDA toolkit); "
+        "this build has 'gloo' (cpu and sim tensors)");
+#endif
+  }
   SG_CHECK(backend == "gloo", DistributedError, "init_process_group: backend '", backend,
-           "' is not available; this build has 'gloo' (cpu and sim tensors)");
+           "' is not available; this build has 'gloo' (cpu and sim tensors)",
+#ifdef SG_NCCL
+           " and 'nccl' (cuda tensors)"
+#else
+           ""
+#endif
+  );
   return std::make_shared<GlooGroup>(rank, world_size, std::move(store), timeout);
 }
 

@@ -1,5 +1,6 @@
 // Process groups: collectives between the processes of a job, as the reference
-// framework's torch.distributed (backend "gloo": cpu and sim tensors, over TCP):
+// framework's torch.distributed (backends "gloo": cpu and sim tensors, over TCP; "nccl":
+// cuda tensors, where the build has CUDA, distributed/nccl_group.h):
 //
 //   auto store = std::make_shared<TCPStore>(addr, port, world, rank == 0);
 //   auto pg = init_process_group("gloo", rank, world, store);
@@ -24,8 +25,9 @@
 // processes). Failure: ValueError for tensors that do not fit the call (naming the op,
 // tensors and what to do); DistributedError when a peer does not answer within the timeout
 // or its connection breaks (a killed rank), naming the op and the rank: at the call on cpu,
-// at the next synchronisation of the stream on sim. An unsupported backend ("nccl" in a
-// build or on tensors it does not serve) is a DistributedError naming what is available.
+// at the next synchronisation of the stream on sim (Work::wait). An unknown backend, "nccl"
+// in a build without CUDA or on a machine without a usable GPU, and tensors a backend does
+// not serve are DistributedErrors naming what is available.
 #ifndef STREAMGRAD_DISTRIBUTED_PROCESS_GROUP_H_
 #define STREAMGRAD_DISTRIBUTED_PROCESS_GROUP_H_
 
