@@ -1,5 +1,5 @@
 // The key-value stores processes meet at (rendezvous), as the reference framework's
-// torch.distributed.TCPStore:
+// torch.distributed.TCPStore and FileStore (at the end of this file):
 //
 //   // rank 0 hosts it; every process (rank 0 too) is a client
 //   TCPStore store("127.0.0.1", 29500, /*world_size=*/2, /*is_master=*/rank == 0);
@@ -96,6 +96,34 @@ class TCPStore final : public Store {
   std::unique_ptr<Server> server_;  // on the master only
   int fd_ = -1;
   std::mutex mu_;  // one request at a time on fd_
+};
+
+// A store in a file that every process can open (the reference's FileStore, init_method
+// "file://"), for the processes of one host (a gloo group over it connects on loopback):
+//   auto pg = init_process_group("gloo", rank, 2, std::make_shared<FileStore>("/tmp/job", 2));
+// Every request locks the file (flock), reads its records and appends; construction is a
+// rendezvous of world_size processes (DistributedError after the timeout, saying how many
+// arrived), and the last process to destroy its store removes the file, so the path can
+// be reused. A file left by a crashed job must be removed before the next one starts (the
+// rendezvous then reports more arrivals than world_size).
+class FileStore final : public Store {
+ public:
+  FileStore(std::string path, int world_size,
+            std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+  ~FileStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  bool check(const std::vector<std::string>& keys) override;
+
+ protected:
+  std::string where() const override;
+
+ private:
+  class Locked;
+  const std::string path_;
+  const int world_size_;
 };
 
 }  // namespace distributed

@@ -6,12 +6,14 @@
 // against the caller's stream, which CI also checks under the stream sanitizer.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -198,6 +200,32 @@ TEST_CASE("init_process_group_from_env reads the launcher's variables", "[distri
   Tensor t = full({2}, 3);
   pg->all_reduce(t);
   CHECK(values(t) == std::vector<double>{3, 3});
+}
+
+}  // namespace
+}  // namespace streamgrad
+
+namespace streamgrad {
+namespace {
+
+TEST_CASE("a gloo group over a file store (init_method file://)", "[distributed][file]") {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/pg_filestore";
+  std::remove(path.c_str());
+  std::vector<std::thread> ranks;
+  std::vector<std::vector<double>> got(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto store = std::make_shared<distributed::FileStore>(path, 2);
+      auto pg = distributed::init_process_group("gloo", r, 2, store);
+      Tensor t = full({3}, r + 1);
+      pg->all_reduce(t);
+      got[static_cast<size_t>(r)] = testing::values(t);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  CHECK(got[0] == std::vector<double>(3, 3));
+  CHECK(got[1] == std::vector<double>(3, 3));
 }
 
 }  // namespace

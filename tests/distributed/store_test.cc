@@ -6,6 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <future>
 #include <memory>
 #include <thread>
@@ -110,6 +114,60 @@ TEST_CASE("bad addresses and ports are refused with the reason", "[distributed]"
                     Catch::Contains("cannot resolve MASTER_ADDR 'no-such-host.invalid'"));
   CHECK_THROWS_WITH(TCPStore("127.0.0.1", 70000, 2, false), Catch::Contains("not a TCP port"));
   CHECK_THROWS_WITH(TCPStore("127.0.0.1", 29500, 0, false), Catch::Contains("world_size 0"));
+}
+
+}  // namespace
+}  // namespace streamgrad
+
+namespace streamgrad {
+namespace {
+
+using distributed::FileStore;
+
+std::string fresh_path(const char* name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::remove(path.c_str());
+  return path;
+}
+
+TEST_CASE("the file store: a rendezvous, shared keys and counters, removed by the last",
+          "[distributed][file]") {
+  const std::string path = fresh_path("filestore_shared");
+  std::vector<std::future<std::string>> peers;
+  for (int r = 0; r < 3; ++r) {
+    peers.push_back(std::async(std::launch::async, [&path, r] {
+      FileStore store(path, 3, milliseconds(5000));
+      store.set("rank/" + std::to_string(r), std::string("\0r", 2) + std::to_string(r));
+      store.add("count", 10);
+      std::string all;
+      for (int p = 0; p < 3; ++p) all += store.get("rank/" + std::to_string(p)).substr(1);
+      store.wait({"rank/0", "rank/1", "rank/2"});
+      while (store.add("count", 0) < 30) std::this_thread::sleep_for(milliseconds(1));
+      return all;
+    }));
+  }
+  for (auto& p : peers) CHECK(p.get() == "r0r1r2");
+  std::ifstream gone(path);
+  CHECK_FALSE(gone.good());  // the last store removed the file
+}
+
+TEST_CASE("the file store reports a process that never arrives and a stale file",
+          "[distributed][file][errors]") {
+  const std::string path = fresh_path("filestore_late");
+  CHECK_THROWS_WITH(FileStore(path, 2, milliseconds(200)),
+                    Catch::Contains("1 of 2 processes arrived") &&
+                        Catch::Contains("within 200 ms"));
+  std::remove(path.c_str());
+  {
+    std::ofstream stale(path);  // as a crashed job of one leaves it: arrived = 1
+  }
+  FileStore first(path, 1, milliseconds(200));  // arrives as the only process
+  CHECK_THROWS_WITH(FileStore(path, 1, milliseconds(200)),
+                    Catch::Contains("2 processes arrived") && Catch::Contains("remove it"));
+  CHECK_THROWS_WITH(FileStore("/nonexistent-dir/x", 1), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(FileStore(fresh_path("filestore_get"), 1, milliseconds(100)).get("never"),
+                    Catch::Contains("'never'") && Catch::Contains("the file store"));
 }
 
 }  // namespace
