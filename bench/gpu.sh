@@ -34,6 +34,7 @@ step() {  # step NAME COMMAND...: runs it, keeps its output, records pass/fail
 step build bazel build -c opt //... //bench:gpu_bench //bench:sg_bench
 step tests bazel test -c opt --test_output=errors //...
 step cuda_kernels bazel test -c opt --test_output=all //tests/kernels/cuda/...
+step nccl bazel test -c opt --test_output=all //tests/distributed:nccl_test
 step devices bazel-bin/tools/devices
 step gradcheck bazel-bin/tools/gradcheck --devices=cuda:0 --json
 step race_sim bazel-bin/tools/stream_race --json
