@@ -41,6 +41,11 @@ inline void check_collective_parts(const char* op, const std::vector<Tensor>& pa
   }
 }
 
+inline void check_collective_root(const char* op, int root, int group_size) {
+  SG_CHECK(root >= 0 && root < group_size, ValueError, op, ": root ", root,
+           " is not a rank of this group of ", group_size);
+}
+
 inline DistributedError collective_failure(const char* op, int rank, int size,
                                            std::chrono::milliseconds timeout,
                                            const std::string& what) {

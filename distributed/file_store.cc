@@ -62,7 +62,8 @@ class FileStore::Locked {
       rec.append(*s);
     }
     for (size_t done = 0; done < rec.size();) {
-      const ssize_t w = ::pwrite(fd_, rec.data() + done, rec.size() - done, end_ + static_cast<off_t>(done));
+      const ssize_t w =
+          ::pwrite(fd_, rec.data() + done, rec.size() - done, end_ + static_cast<off_t>(done));
       if (w < 0 && errno == EINTR) continue;
       SG_CHECK(w > 0, DistributedError, "FileStore: write ", path_, ": ", std::strerror(errno));
       done += static_cast<size_t>(w);

@@ -149,7 +149,8 @@ class GlooGroup final : public ProcessGroup {
     const size_t n = static_cast<size_t>(t.numel());
     const DType dt = t.dtype();
     const int size = size_;
-    return run("all_reduce", {t}, [=](const gloo_ctx& ctx, uint32_t tag, std::chrono::milliseconds ms) {
+    return run("all_reduce", {t}, [=](const gloo_ctx& ctx, uint32_t tag,
+                                      std::chrono::milliseconds ms) {
       dispatch(dt, [&](auto zero) {
         using T = decltype(zero);
         gloo::AllreduceOptions o(ctx);
@@ -167,8 +168,7 @@ class GlooGroup final : public ProcessGroup {
 
   void broadcast(Tensor& t, int root) override {
     check("broadcast", t);
-    SG_CHECK(root >= 0 && root < size_, ValueError, "broadcast: root ", root,
-             " is not a rank of this group of ", size_);
+    internal::check_collective_root("broadcast", root, size_);
     void* p = t.data_ptr();
     const size_t n = static_cast<size_t>(t.numel());
     const DType dt = t.dtype();

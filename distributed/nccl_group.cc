@@ -131,8 +131,7 @@ class NcclGroup final : public ProcessGroup {
 
   void broadcast(Tensor& t, int root) override {
     check("broadcast", t);
-    SG_CHECK(root >= 0 && root < size_, ValueError, "broadcast: root ", root,
-             " is not a rank of this group of ", size_);
+    internal::check_collective_root("broadcast", root, size_);
     void* p = t.data_ptr();
     const size_t n = static_cast<size_t>(t.numel());
     const ncclDataType_t dt = nccl_type(t.dtype());

@@ -44,7 +44,9 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params,
     Bucket& b = buckets_.back();
     bucket_of_[r] = buckets_.size() - 1;
     slot_of_[r] = b.params.size();
-    b.offset.push_back(b.params.empty() ? 0 : b.offset.back() + params_[b.params.back()].second.numel());
+    b.offset.push_back(b.params.empty()
+                           ? 0
+                           : b.offset.back() + params_[b.params.back()].second.numel());
     b.params.push_back(r);
     bytes += pb;
   }
@@ -85,7 +87,9 @@ std::unordered_set<const TensorImpl*> reached_leaves(const std::vector<Tensor>& 
     std::shared_ptr<Node> node = std::move(todo.back());
     todo.pop_back();
     if (!seen.insert(node.get()).second) continue;
-    if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) leaves.insert(acc->variable().impl());
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) {
+      leaves.insert(acc->variable().impl());
+    }
     for (const Edge& e : node->next_edges()) {
       if (e.valid()) todo.push_back(e.function);
     }

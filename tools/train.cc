@@ -321,7 +321,8 @@ int train() {
                                            .seed(seed)
                                            .workers(static_cast<int>(absl::GetFlag(FLAGS_workers)))
                                            .prefetch(static_cast<int>(absl::GetFlag(FLAGS_prefetch)));
-  nn::DataLoaderOptions train_options = nn::DataLoaderOptions(common).batch_size(absl::GetFlag(FLAGS_batch_size));
+  nn::DataLoaderOptions train_options =
+      nn::DataLoaderOptions(common).batch_size(absl::GetFlag(FLAGS_batch_size));
   if (group != nullptr) {
     train_options.sampler(std::make_shared<distributed::DistributedSampler>(
         train_data->size(), world, rank, distributed::DistributedSamplerOptions().seed(seed)));

@@ -220,7 +220,8 @@ TEST_CASE("a peer that leaves before backward makes backward fail, not hang",
                                     m, std::shared_ptr<ProcessGroup>(&pg, [](auto*) {}));
                                 pg.barrier();
                                 if (rank == 1) return;  // gone
-                                Tensor loss = sum(ddp.forward(ones({2, 8}, TensorOptions().device(d))));
+                                Tensor loss =
+                                    sum(ddp.forward(ones({2, 8}, TensorOptions().device(d))));
                                 loss.backward();
                                 values(m->parameters()[0].grad());  // sim: raised here
                               },
@@ -244,7 +245,9 @@ std::vector<TraceSpan> spans_on(const std::string& json, const std::string& devi
   const nlohmann::json doc = nlohmann::json::parse(json);
   int pid = -1;
   for (const auto& e : doc["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == device) pid = e["pid"];
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == device) {
+      pid = e["pid"];
+    }
   }
   std::vector<TraceSpan> out;
   for (const auto& e : doc["traceEvents"]) {
