@@ -6,6 +6,7 @@
 #include "distributed/reducer.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
+#include "ops/ops.h"
 #include "runtime/error.h"
 
 namespace streamgrad {
@@ -45,11 +46,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> m,
 
   // Every process must hold the same model, else the collectives would pair unrelated
   // tensors (or hang on different counts).
+  // On the model's device: a backend may serve no other (nccl: cuda tensors only).
   const nn::NamedTensors state = module->state_dict();
-  const TensorOptions i64 = TensorOptions().dtype(DType::kInt64);
-  Tensor mine = full({2}, 0, i64);
-  static_cast<int64_t*>(mine.data_ptr())[0] = static_cast<int64_t>(state.size());
-  static_cast<int64_t*>(mine.data_ptr())[1] = fingerprint(state);
+  const Device where = state.empty() ? Device("cpu") : state.front().second.device();
+  const TensorOptions i64 = TensorOptions().dtype(DType::kInt64).device(where);
+  const std::vector<int64_t> summary{static_cast<int64_t>(state.size()), fingerprint(state)};
+  Tensor mine = streamgrad::to(from_vector<int64_t>(summary), where);  // Module::to hides it
   std::vector<Tensor> all;
   for (int r = 0; r < group_->size(); ++r) all.push_back(empty({2}, i64));
   group_->all_gather(all, mine);

@@ -251,6 +251,9 @@ class NcclGroup final : public ProcessGroup {
     std::unique_lock<std::mutex> lk(watch_mu_);
     while (!stop_) {
       watch_cv_.wait_for(lk, std::chrono::milliseconds(100));
+      // The events belong to the communicator's device; device_ was set before the first
+      // collective was listed (under this lock).
+      if (!pending_.empty()) cudaSetDevice(device_->index());
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (cudaEventQuery(it->event) == cudaSuccess) {
           cudaEventDestroy(it->event);

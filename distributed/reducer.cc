@@ -208,10 +208,9 @@ void Reducer::finalize() {
   // reference's rule); that needs everyone's usage, one small all-reduce.
   std::vector<double> used_anywhere;
   if (find_unused_) {
-    Tensor used = zeros({static_cast<int64_t>(params_.size())},
-                        TensorOptions().dtype(DType::kFloat64));
-    double* u = static_cast<double*>(used.data_ptr());
-    for (size_t i = 0; i < params_.size(); ++i) u[i] = has_grad_[i] ? 1.0 : 0.0;
+    std::vector<double> mine(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) mine[i] = has_grad_[i] ? 1.0 : 0.0;
+    Tensor used = to(from_vector<double>(mine), d);  // the group may serve only d (nccl)
     group_->all_reduce(used);
     used_anywhere = used.to_vector<double>();
   }

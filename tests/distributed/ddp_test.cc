@@ -308,3 +308,58 @@ TEST_CASE("bucket all-reduces start on the communication stream while backward s
 
 }  // namespace
 }  // namespace streamgrad
+
+namespace streamgrad {
+namespace {
+
+// A group that, like nccl, serves tensors of one device only (forwarding to gloo).
+class OneDeviceGroup final : public ProcessGroup {
+ public:
+  OneDeviceGroup(ProcessGroup& inner, Device d) : inner_(inner), device_(d) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend() const override { return "one-device"; }
+  std::shared_ptr<distributed::Work> all_reduce_async(Tensor& t,
+                                                      distributed::ReduceOp op) override {
+    served(t);
+    return inner_.all_reduce_async(t, op);
+  }
+  void broadcast(Tensor& t, int root) override {
+    served(t);
+    inner_.broadcast(t, root);
+  }
+  void all_gather(std::vector<Tensor>& out, const Tensor& in) override {
+    served(in);
+    inner_.all_gather(out, in);
+  }
+  void reduce_scatter(Tensor& out, const std::vector<Tensor>& in,
+                      distributed::ReduceOp op) override {
+    served(out);
+    inner_.reduce_scatter(out, in, op);
+  }
+  void barrier() override { inner_.barrier(); }
+
+ private:
+  void served(const Tensor& t) const {
+    if (t.device() != device_) throw DistributedError("one-device group got " + t.describe());
+  }
+  ProcessGroup& inner_;
+  const Device device_;
+};
+
+TEST_CASE("DDP communicates only tensors on the model's device (as nccl requires)",
+          "[ddp][sim]") {
+  run_world(2, [](int rank, ProcessGroup& pg) {
+    const Device d(DeviceType::kSim, rank);
+    auto model = std::make_shared<TwoHeads>(rank == 0);
+    model->to(d);
+    auto group = std::make_shared<OneDeviceGroup>(pg, d);
+    auto ddp = std::make_shared<DistributedDataParallel>(
+        model, group, DistributedDataParallelOptions().find_unused_parameters(true));
+    sum(ddp->forward(ones({1, 3}, TensorOptions().device(d)))).backward();
+    TCHECK_EQ(values(model->b->weight.grad()), std::vector<double>(6, 0.5));
+  });
+}
+
+}  // namespace
+}  // namespace streamgrad
