@@ -2,6 +2,7 @@
 // streams run asynchronously under SimExecutor. See runtime/sim/sim.h for its controls.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -43,6 +44,25 @@ SimSchedulerOptions options_from_config() {
   return o;
 }
 
+SimExecutor* g_drained_at_exit = nullptr;  // the (never destroyed) backend's executor
+
+// At exit, waits (at most 10 s) until the threaded scheduler's streams are idle, so that no
+// worker is inside a kernel while exit tears libraries down: OpenBLAS frees its buffers in
+// a destructor, and a dgemm still running on a worker crashed there. The deterministic
+// scheduler has no workers. An exit() from inside a task waits out the limit and goes on.
+void drain_before_exit() {
+  SimExecutor& exec = *g_drained_at_exit;
+  if (exec.options().kind != SimSchedulerKind::kThreaded) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int d = 0; d < static_cast<int>(config().sim_visible.size()); ++d) {
+    for (int id = 0; id < exec.stream_count(d); ++id) {
+      while (!exec.query_stream(d, id) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  }
+}
+
 class SimBackend final : public Backend {
  public:
   SimBackend()
@@ -51,6 +71,10 @@ class SimBackend final : public Backend {
         physical_(config().sim_visible) {
     memory_.resize(physical_.size());
     for (size_t i = 0; i < physical_.size(); ++i) exec_.add_device();
+    // Registered after the libraries' constructors ran, so it runs before their
+    // destructors (which _dl_fini calls after every atexit handler).
+    g_drained_at_exit = &exec_;
+    std::atexit(&drain_before_exit);
   }
 
   SimExecutor& executor() { return exec_; }
