@@ -55,12 +55,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> m,
   std::vector<Tensor> all;
   for (int r = 0; r < group_->size(); ++r) all.push_back(empty({2}, i64));
   group_->all_gather(all, mine);
-  for (int r = 0; r < group_->size(); ++r) {
+  const std::vector<int64_t> first = all[0].to_vector<int64_t>();
+  for (int r = 1; r < group_->size(); ++r) {
     const std::vector<int64_t> theirs = all[static_cast<size_t>(r)].to_vector<int64_t>();
-    SG_CHECK(theirs == all[0].to_vector<int64_t>(), DistributedError,
-             "DistributedDataParallel: rank ", r, "'s model (", theirs[0],
-             " parameters and buffers) differs from rank 0's (", all[0].to_vector<int64_t>()[0],
-             ") in names, shapes or dtypes; every process must build the same model");
+    SG_CHECK(theirs == first, DistributedError, "DistributedDataParallel: rank ", r,
+             "'s model (", theirs[0], " parameters and buffers) differs from rank 0's (",
+             first[0], ") in names, shapes or dtypes; every process must build the same model");
   }
   broadcast_state(false);
 

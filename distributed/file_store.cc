@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -88,13 +87,7 @@ FileStore::FileStore(std::string path, int world_size, std::chrono::milliseconds
   SG_CHECK(arrived <= world_size, DistributedError, "FileStore: ", arrived,
            " processes arrived at ", path_, " for a world of ", world_size,
            "; a file left by an earlier job? remove it before starting");
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (int64_t now = arrived; now < world_size; now = add(kArrived, 0)) {
-    SG_CHECK(std::chrono::steady_clock::now() < deadline, DistributedError,
-             "FileStore: ", now, " of ", world_size, " processes arrived at ", path_,
-             " within ", timeout.count(), " ms; a process may have failed or not started");
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  wait_for_count(kArrived, world_size);
 }
 
 FileStore::~FileStore() {

@@ -295,8 +295,8 @@ class GlooGroup final : public ProcessGroup {
 
   Stream comm_stream(Device d) {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = comm_.find(d.str());
-    if (it == comm_.end()) it = comm_.emplace(d.str(), Stream::create(d)).first;
+    auto it = comm_.find(d);
+    if (it == comm_.end()) it = comm_.emplace(d, Stream::create(d)).first;
     return it->second;
   }
 
@@ -308,7 +308,7 @@ class GlooGroup final : public ProcessGroup {
   gloo_ctx context_;
   std::atomic<uint32_t> next_tag_{0};
   std::mutex mu_;
-  std::map<std::string, Stream> comm_;  // one communication stream per device
+  std::map<Device, Stream> comm_;  // one communication stream per device
 };
 
 int env_int(const char* name) {

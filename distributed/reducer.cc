@@ -1,6 +1,5 @@
 #include "distributed/reducer.h"
 
-#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -144,7 +143,7 @@ void Reducer::mark_ready(size_t i, bool has_grad) {
   Bucket& b = buckets_[bucket_of_[i]];
   const Tensor& p = params_[i].second;
   const Stream s = current_stream(p.device());
-  auto [it, first_on_stream] = b.filled_on.try_emplace(s.str());
+  auto [it, first_on_stream] = b.filled_on.try_emplace(s);
   // The slot may still be read by the previous step's copy-back, on the caller's stream.
   if (first_on_stream) b.copied_back.block(s);
   Tensor view = slot(b, slot_of_[i]);
@@ -163,7 +162,7 @@ void Reducer::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
     const Stream s = current_stream(b.flat.device());
-    for (const auto& [name, filled] : b.filled_on) filled.block(s);  // slots filled elsewhere
+    for (const auto& [stream, filled] : b.filled_on) filled.block(s);  // slots filled elsewhere
     b.work = group_->all_reduce_async(b.flat, ReduceOp::kAvg);
     launch_log_.push_back(next_launch_);
     ++next_launch_;

@@ -33,6 +33,7 @@
 #include "distributed/process_group.h"
 #include "engine/tensor.h"
 #include "runtime/event.h"
+#include "runtime/stream.h"
 
 namespace streamgrad {
 namespace distributed {
@@ -61,7 +62,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     Tensor flat;
     size_t pending = 0;  // slots not yet filled this iteration
     std::shared_ptr<Work> work;
-    std::map<std::string, Event> filled_on;  // last copy-in per stream
+    std::map<Stream, Event> filled_on;  // last copy-in per stream
     Event copied_back;  // on the caller's stream after the last copy-back
   };
 

@@ -81,10 +81,27 @@ void Store::wait(const std::vector<std::string>& keys) {
   while (!check(keys)) {
     if (std::chrono::steady_clock::now() >= deadline) {
       std::string names;
-      for (const std::string& k : keys) absl::StrAppend(&names, names.empty() ? "'" : ", '", k, "'");
+      for (const std::string& k : keys) {
+        absl::StrAppend(&names, names.empty() ? "'" : ", '", k, "'");
+      }
       throw DistributedError(absl::StrCat("wait: keys ", names, " were not all set within ",
                                           timeout_.count(), " ms at ", where(),
                                           "; a process may have failed or not started"));
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+void Store::wait_for_count(const std::string& key, int64_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    const int64_t arrived = add(key, 0);
+    if (arrived >= count) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw DistributedError(absl::StrCat(
+          "only ", arrived, " of ", count, " processes arrived at ", where(), " within ",
+          timeout_.count(), " ms; a process failed to start, or was given another store "
+          "(MASTER_ADDR/MASTER_PORT, or the file's path)"));
     }
     std::this_thread::sleep_for(kPoll);
   }
@@ -263,21 +280,7 @@ std::string TCPStore::local_address() const {
 
 std::string TCPStore::where() const { return absl::StrCat("the TCP store at ", host_, ":", port_); }
 
-void TCPStore::wait_for_workers() {
-  const int world_size = world_size_;
-  const auto deadline = std::chrono::steady_clock::now() + timeout();
-  for (;;) {
-    const int64_t arrived = add("__joined", 0);
-    if (arrived >= world_size) return;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw DistributedError(absl::StrCat(
-          "TCPStore: only ", arrived, " of ", world_size, " processes arrived at ", where(),
-          " within ", timeout().count(), " ms; a rank failed to start or has the wrong "
-          "MASTER_ADDR/MASTER_PORT"));
-    }
-    std::this_thread::sleep_for(kPoll);
-  }
-}
+void TCPStore::wait_for_workers() { wait_for_count("__joined", world_size_); }
 
 bool TCPStore::request(char op, const std::string& key, const std::string& value,
                        std::string* reply) {

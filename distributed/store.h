@@ -57,6 +57,9 @@ class Store {
  protected:
   // Where this store is, for messages ("the TCP store at 127.0.0.1:29500").
   virtual std::string where() const = 0;
+  // The rendezvous of both stores: waits until the counter at `key` reaches `count`;
+  // DistributedError after the timeout, saying how many processes arrived.
+  void wait_for_count(const std::string& key, int64_t count);
 
  private:
   std::chrono::milliseconds timeout_;

@@ -223,10 +223,6 @@ std::shared_ptr<distributed::ProcessGroup> process_group() {
     throw UsageError{"--distributed and --data-parallel exclude each other: DDP runs one "
                      "process per device"};
   }
-  if (std::getenv("MASTER_ADDR") == nullptr || std::getenv("RANK") == nullptr) {
-    throw UsageError{"--distributed: MASTER_ADDR or RANK is not set; start the processes with "
-                     "tools/launch --nproc=N -- train --distributed ..."};
-  }
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(absl::GetFlag(FLAGS_dist_timeout) * 1000));
   return distributed::init_process_group_from_env("gloo", timeout);
@@ -292,9 +288,9 @@ int train() {
     runner = std::make_shared<nn::parallel::DataParallel>(model, parallel_devices);
   }
   if (group != nullptr) {
-    runner = std::make_shared<distributed::DistributedDataParallel>(
-        model, group,
-        distributed::DistributedDataParallelOptions().bucket_cap_mb(absl::GetFlag(FLAGS_bucket_cap_mb)));
+    const auto options = distributed::DistributedDataParallelOptions().bucket_cap_mb(
+        absl::GetFlag(FLAGS_bucket_cap_mb));
+    runner = std::make_shared<distributed::DistributedDataParallel>(model, group, options);
   }
   std::unique_ptr<nn::Optimizer> opt =
       make_optimizer(absl::GetFlag(FLAGS_optimizer), model->parameters(), absl::GetFlag(FLAGS_lr));

@@ -14,7 +14,6 @@ namespace streamgrad {
 namespace nn {
 namespace parallel {
 
-
 std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devices, int64_t dim) {
   SG_CHECK(input.defined(), ValueError, "scatter: the input is undefined");
   SG_CHECK(!devices.empty(), ValueError, "scatter: no devices to scatter ", input.describe(),

@@ -7,7 +7,6 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "distributed/ddp.h"
@@ -76,21 +75,15 @@ TEST_CASE("nccl all_reduce across two GPUs", "[nccl][gpu]") {
     WARN("skipped: fewer than two cuda devices");
     return;
   }
-  auto master = std::make_shared<TCPStore>("127.0.0.1", 0, 2, true);
-  std::vector<std::thread> ranks;
   std::vector<std::vector<double>> got(2);
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      std::shared_ptr<distributed::Store> store =
-          r == 0 ? std::static_pointer_cast<distributed::Store>(master)
-                 : std::make_shared<TCPStore>("127.0.0.1", master->port(), 2, false);
-      auto pg = distributed::init_process_group("nccl", r, 2, store);
-      Tensor t = full({4}, r + 1, TensorOptions().device(Device(DeviceType::kCuda, r)));
-      pg->all_reduce(t);
-      got[static_cast<size_t>(r)] = values(t);
-    });
-  }
-  for (std::thread& t : ranks) t.join();
+  testing::run_world(
+      2,
+      [&](int r, ProcessGroup& pg) {
+        Tensor t = full({4}, r + 1, TensorOptions().device(Device(DeviceType::kCuda, r)));
+        pg.all_reduce(t);
+        got[static_cast<size_t>(r)] = values(t);
+      },
+      std::chrono::milliseconds(10000), "nccl");
   CHECK(got[0] == std::vector<double>(4, 3));
   CHECK(got[1] == std::vector<double>(4, 3));
 }

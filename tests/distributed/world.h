@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,9 +43,11 @@ inline std::mutex& catch_mutex() {
     CHECK(ok);                                                           \
   } while (0)
 
-// Runs fn(rank, group) on `world` threads, one group each; rethrows the first failure.
+// Runs fn(rank, group) on `world` threads, one group of `backend` each; rethrows the first
+// failure.
 inline void run_world(int world, const std::function<void(int, distributed::ProcessGroup&)>& fn,
-                      std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
+                      const std::string& backend = "gloo") {
   using distributed::TCPStore;
   auto master = std::make_shared<TCPStore>("127.0.0.1", 0, world, true, timeout, false);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
@@ -55,7 +58,7 @@ inline void run_world(int world, const std::function<void(int, distributed::Proc
         std::shared_ptr<distributed::Store> store =
             r == 0 ? std::static_pointer_cast<distributed::Store>(master)
                    : std::make_shared<TCPStore>("127.0.0.1", master->port(), world, false, timeout);
-        auto group = distributed::init_process_group("gloo", r, world, store, timeout);
+        auto group = distributed::init_process_group(backend, r, world, store, timeout);
         fn(r, *group);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
