@@ -147,6 +147,9 @@ template Tensor from_vector<double>(const std::vector<double>&, const Shape&,
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&,
                                      const TensorOptions&);
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<Half>(const std::vector<Half>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<BFloat16>(const std::vector<BFloat16>&, const Shape&,
+                                      const TensorOptions&);
 
 Tensor scalar_tensor(double value, const TensorOptions& options) { return full({}, value, options); }
 

@@ -67,10 +67,11 @@ void check_anomaly(const Node& fn, const TensorList& outputs) {
     const Tensor& g = outputs[i];
     if (!g.defined() || !is_floating(g.dtype())) continue;
     bool bad = false;
-    if (g.dtype() == DType::kFloat32) {
-      for (float v : g.to_vector<float>()) bad = bad || !std::isfinite(v);
-    } else {
+    if (g.dtype() == DType::kFloat64) {
       for (double v : g.to_vector<double>()) bad = bad || !std::isfinite(v);
+    } else {  // float32, or a 16-bit dtype read as float32 (exactly)
+      const Tensor f = g.dtype() == DType::kFloat32 ? g : engine_ops().to_dtype(g, DType::kFloat32);
+      for (float v : f.to_vector<float>()) bad = bad || !std::isfinite(v);
     }
     if (bad) {
       std::string forward = fn.name();

@@ -93,15 +93,27 @@ template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template int64_t Tensor::item<int64_t>() const;
 template bool Tensor::item<bool>() const;
+template std::vector<Half> Tensor::to_vector<Half>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template Half Tensor::item<Half>() const;
+template BFloat16 Tensor::item<BFloat16>() const;
 
 namespace {
+// 16-bit values print as the float32 values they hold.
+template <typename T>
+T printable(T v) {
+  return v;
+}
+float printable(Half v) { return v.to_float(); }
+float printable(BFloat16 v) { return v.to_float(); }
+
 template <typename T>
 std::string format_values(const Tensor& t) {
   const std::vector<T> v = t.to_vector<T>();
   const Shape& sizes = t.sizes();
   std::ostringstream os;
   if (sizes.empty()) {
-    os << v[0];
+    os << printable(v[0]);
     return os.str();
   }
   // Row-major nesting with brackets; long tensors are elided in the middle of each row.
@@ -117,7 +129,7 @@ std::string format_values(const Tensor& t) {
     for (size_t d = sizes.size(); d-- > 0 && index[d] == 0;) ++opening;
     if (i > 0) os << (opening > 0 ? ",\n " : ", ");
     os << std::string(opening, '[');
-    os << v[i];
+    os << printable(v[i]);
     size_t closing = 0;
     for (size_t d = sizes.size(); d-- > 0 && index[d] == sizes[d] - 1;) ++closing;
     os << std::string(closing, ']');
@@ -146,6 +158,12 @@ std::string Tensor::str() const {
       break;
     case DType::kBool:
       values = format_values<bool>(*this);
+      break;
+    case DType::kFloat16:
+      values = format_values<Half>(*this);
+      break;
+    case DType::kBFloat16:
+      values = format_values<BFloat16>(*this);
       break;
   }
   std::string extra;

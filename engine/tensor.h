@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/half.h"
 #include "kernels/view.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
@@ -166,6 +167,10 @@ extern template float Tensor::item<float>() const;
 extern template double Tensor::item<double>() const;
 extern template int64_t Tensor::item<int64_t>() const;
 extern template bool Tensor::item<bool>() const;
+extern template std::vector<Half> Tensor::to_vector<Half>() const;
+extern template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+extern template Half Tensor::item<Half>() const;
+extern template BFloat16 Tensor::item<BFloat16>() const;
 
 }  // namespace streamgrad
 

@@ -11,6 +11,9 @@
 // with their sign and the payload's top bits (the quiet bit set when those are all zero),
 // and produces float16 subnormals (down to 2^-24) with correct rounding; 16 bits -> float
 // is exact, so every 16-bit pattern survives a round trip through float.
+// The functions are always inlined (SG_INLINE): the cpu loops of every instruction-set
+// level call them, and an out-of-line copy would be shared between levels (loops.h).
+// DTypeOf<Half> and DTypeOf<BFloat16> name their dtypes (item<Half>() reads one).
 // Thread-safety: value types. Failure: none (every input has a result).
 #ifndef STREAMGRAD_KERNELS_HALF_H_
 #define STREAMGRAD_KERNELS_HALF_H_
@@ -19,17 +22,18 @@
 #include <cstring>
 
 #include "kernels/host_device.h"
+#include "runtime/dtype.h"
 
 namespace streamgrad {
 namespace kernels {
 
 namespace half_internal {
-SG_HOST_DEVICE inline uint32_t float_bits(float f) {
+SG_HOST_DEVICE SG_INLINE uint32_t float_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
   return u;
 }
-SG_HOST_DEVICE inline float bits_float(uint32_t u) {
+SG_HOST_DEVICE SG_INLINE float bits_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
@@ -39,13 +43,13 @@ SG_HOST_DEVICE inline float bits_float(uint32_t u) {
 struct Half {
   uint16_t bits = 0;
 
-  SG_HOST_DEVICE static Half from_bits(uint16_t b) {
+  SG_HOST_DEVICE SG_INLINE static Half from_bits(uint16_t b) {
     Half h;
     h.bits = b;
     return h;
   }
 
-  SG_HOST_DEVICE static Half from_float(float f) {
+  SG_HOST_DEVICE SG_INLINE static Half from_float(float f) {
     const uint32_t u = half_internal::float_bits(f);
     const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
     const uint32_t mag = u & 0x7fffffffu;
@@ -72,7 +76,7 @@ struct Half {
     return from_bits(static_cast<uint16_t>(sign | (v >> 13)));
   }
 
-  SG_HOST_DEVICE float to_float() const {
+  SG_HOST_DEVICE SG_INLINE float to_float() const {
     const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
     const uint32_t exp = (bits >> 10) & 0x1fu, mant = bits & 0x3ffu;
     if (exp == 0x1fu) return half_internal::bits_float(sign | 0x7f800000u | (mant << 13));
@@ -86,13 +90,13 @@ struct Half {
 struct BFloat16 {
   uint16_t bits = 0;
 
-  SG_HOST_DEVICE static BFloat16 from_bits(uint16_t b) {
+  SG_HOST_DEVICE SG_INLINE static BFloat16 from_bits(uint16_t b) {
     BFloat16 h;
     h.bits = b;
     return h;
   }
 
-  SG_HOST_DEVICE static BFloat16 from_float(float f) {
+  SG_HOST_DEVICE SG_INLINE static BFloat16 from_float(float f) {
     const uint32_t u = half_internal::float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: same sign and top payload bits
       const uint16_t top = static_cast<uint16_t>(u >> 16);
@@ -102,12 +106,25 @@ struct BFloat16 {
     return from_bits(static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));
   }
 
-  SG_HOST_DEVICE float to_float() const {
+  SG_HOST_DEVICE SG_INLINE float to_float() const {
     return half_internal::bits_float(static_cast<uint32_t>(bits) << 16);
   }
 };
 
 }  // namespace kernels
+
+using kernels::BFloat16;
+using kernels::Half;
+
+template <>
+struct DTypeOf<Half> {
+  static constexpr DType value = DType::kFloat16;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::kBFloat16;
+};
+
 }  // namespace streamgrad
 
 #endif  // STREAMGRAD_KERNELS_HALF_H_

@@ -14,7 +14,7 @@
 // mapping each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, plus an
 // optional "__metadata__" object of strings), then the data buffer, tensors dense,
 // row-major and little-endian at their offsets, covering it without holes or overlap.
-// Supported dtypes: F32, F64, I64 and BOOL (streamgrad's four); a file holding another
+// Supported dtypes: F32, F64, F16, BF16, I64 and BOOL (streamgrad's six); a file holding another
 // dtype is refused. Writers here pad the header with spaces so the data starts 8-byte
 // aligned and order the data by element size (largest first) then name, as Python does.
 //

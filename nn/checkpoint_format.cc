@@ -30,7 +30,8 @@ namespace {
 using json = nlohmann::json;
 
 std::optional<DType> dtype_of_code(const std::string& code) {
-  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kBool}) {
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kBool, DType::kFloat16,
+                  DType::kBFloat16}) {
     if (code == dtype_code(t)) return t;
   }
   return std::nullopt;
@@ -40,7 +41,7 @@ std::optional<DType> dtype_of_code(const std::string& code) {
 // rather than unknown, so the message says what to do.
 bool is_other_safetensors_dtype(const std::string& code) {
   static const std::set<std::string> kOthers = {
-      "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "I8", "I16",
+      "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "I8", "I16",
       "I32", "U8",   "U16",     "U32",     "U64",     "C64"};
   return kOthers.count(code) == 1;
 }
@@ -85,7 +86,7 @@ absl::Status parse_entry(const char* op, const std::string& path, const std::str
     if (is_other_safetensors_dtype(code)) {
       return absl::InvalidArgumentError(absl::StrCat(
           where(op, path), key, "dtype ", code,
-          " is not supported (streamgrad holds F32, F64, I64 and BOOL); convert it before saving"));
+          " is not supported (streamgrad holds F32, F64, F16, BF16, I64 and BOOL); convert it before saving"));
     }
     return corrupt(op, path, absl::StrCat(key, "unknown dtype '", code, "'"));
   }
@@ -224,6 +225,8 @@ std::string host_bytes(const Tensor& t) {
     case DType::kFloat64: append_bytes(t.to_vector<double>(), &out); break;
     case DType::kInt64: append_bytes(t.to_vector<int64_t>(), &out); break;
     case DType::kBool: append_bytes(t.to_vector<bool>(), &out); break;
+    case DType::kFloat16: append_bytes(t.to_vector<Half>(), &out); break;
+    case DType::kBFloat16: append_bytes(t.to_vector<BFloat16>(), &out); break;
   }
   return out;
 }
@@ -253,6 +256,8 @@ const char* dtype_code(DType dtype) {
     case DType::kFloat64: return "F64";
     case DType::kInt64: return "I64";
     case DType::kBool: return "BOOL";
+    case DType::kFloat16: return "F16";
+    case DType::kBFloat16: return "BF16";
   }
   return "?";
 }
@@ -346,6 +351,8 @@ Tensor make_tensor(const ParsedFile& f, const Entry& e, Device device) {
     case DType::kFloat32: return from_vector(decode<float>(p, n), e.shape, options);
     case DType::kFloat64: return from_vector(decode<double>(p, n), e.shape, options);
     case DType::kInt64: return from_vector(decode<int64_t>(p, n), e.shape, options);
+    case DType::kFloat16: return from_vector(decode<Half>(p, n), e.shape, options);
+    case DType::kBFloat16: return from_vector(decode<BFloat16>(p, n), e.shape, options);
     case DType::kBool: {
       std::vector<bool> v(n);
       for (size_t i = 0; i < n; ++i) v[i] = p[i] != 0;

@@ -44,14 +44,16 @@ Tensor operand_on(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   SG_INTERNAL_CHECK(t.dim() == 0 && t.device().is_cpu(), "operand_on: ", t.describe(),
                     " is not a cpu scalar");
-  if (!is_floating(t.dtype())) return to(t.detach(), device);
+  if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat64) {
+    return to(t.detach(), device);
+  }
   const double value = t.dtype() == DType::kFloat32 ? t.item<float>() : t.item<double>();
   return full({}, value, TensorOptions().dtype(t.dtype()).device(device));
 }
 
 void check_floating(const Tensor& a, const char* op) {
-  SG_CHECK(is_floating(a.dtype()), ValueError, op, ": expected a float32 or float64 tensor, got ",
-           a.describe(), "; convert it with to(tensor, DType::kFloat32)");
+  SG_CHECK(is_floating(a.dtype()), ValueError, op, ": expected a floating tensor (float32, float64, float16 or "
+           "bfloat16), got ", a.describe(), "; convert it with to(tensor, DType::kFloat32)");
 }
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
@@ -83,6 +85,17 @@ void check_fill_value(double value, DType dtype, const char* op) {
       return;
     case DType::kFloat64:
       return;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      // The value as the tensor will hold it: through float32, as the kernels convert.
+      const float f = static_cast<float>(value);
+      const float held = dtype == DType::kFloat16 ? Half::from_float(f).to_float()
+                                                  : BFloat16::from_float(f).to_float();
+      SG_CHECK(!std::isfinite(value) || std::isfinite(held), ValueError, op, ": value ", value,
+               " overflows ", dtype_name(dtype), "; pass a smaller value (or infinity), or "
+               "convert the tensor with to(tensor, DType::kFloat32)");
+      return;
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 // and once more to write, each pass a loop of the level in use (loops_nn.cc). Sums
 // accumulate in double, in fixed lanes, so every level gives the same bits.
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
@@ -118,6 +119,11 @@ T* data_or_null(const View* v) {
 
 void batch_norm_forward(const Stream& stream, const View& out, const View& mean, const View& var,
                         const View& in, const View* weight, const View* bias, double eps) {
+  if (cpu::Widen::applies({&out, &mean, &var, &in, weight, bias})) {
+    cpu::Widen w(stream, "batch_norm");
+    batch_norm_forward(stream, w.out(out), w.out(mean), w.out(var), w.in(in), w.in(weight), w.in(bias), eps);
+    return w.finish();
+  }
   const char* name = "batch_norm";
   const NcsDims d = check_input(name, stream, in);
   check_nc_s(name, "out", out, d);
@@ -153,6 +159,11 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
 void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
                       const View* grad_bias, const View& grad_out, const View& in,
                       const View& mean, const View& var, const View* weight, double eps) {
+  if (cpu::Widen::applies({grad_in, grad_weight, grad_bias, &grad_out, &in, &mean, &var, weight})) {
+    cpu::Widen w(stream, "batch_norm_backward");
+    batch_norm_backward(stream, w.out(grad_in), w.out(grad_weight), w.out(grad_bias), w.in(grad_out), w.in(in), w.in(mean), w.in(var), w.in(weight), eps);
+    return w.finish();
+  }
   const char* name = "batch_norm_backward";
   const NcsDims d = check_input(name, stream, in);
   check_nc_s(name, "grad_out", grad_out, d);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
@@ -130,6 +131,11 @@ cuda::ImageShape shape_of(const ColumnWalk& c) {
 }  // namespace
 
 void im2col(const Stream& stream, const View& cols, const View& in, const Window2d& w) {
+  if (cpu::Widen::applies({&cols, &in})) {
+    cpu::Widen wide(stream, "im2col");
+    im2col(stream, wide.out(cols), wide.in(in), w);
+    return wide.finish();
+  }
   const char* name = "im2col";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   check_columns(name, cols, in, w);
@@ -165,6 +171,11 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
 }
 
 void col2im(const Stream& stream, const View& out, const View& cols, const Window2d& w) {
+  if (cpu::Widen::applies({&out, &cols})) {
+    cpu::Widen wide(stream, "col2im");
+    col2im(stream, wide.out(out, /*keep_values=*/true), wide.in(cols), w);
+    return wide.finish();
+  }
   const char* name = "col2im";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   check_columns(name, cols, out, w);

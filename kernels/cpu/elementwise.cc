@@ -5,6 +5,7 @@
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 
@@ -84,6 +85,11 @@ Layout<3> check_map2(const char* name, const Stream& stream, const View& out, co
 
 void unary(const Stream& stream, Unary op, const View& out, const View& in) {
   const char* name = name_of(op);
+  if (cpu::Widen::applies({&out, &in})) {
+    cpu::Widen w(stream, name);
+    unary(stream, op, w.out(out), w.in(in));
+    return w.finish();
+  }
   const Layout<2> l = check_map1(name, stream, out, in);
   if (l.numel == 0) return;
   void* o = out.data;
@@ -100,6 +106,11 @@ void unary(const Stream& stream, Unary op, const View& out, const View& in) {
 void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const View& in,
                   double scalar) {
   const char* name = name_of(op);
+  if (cpu::Widen::applies({&out, &in})) {
+    cpu::Widen w(stream, name);
+    unary_scalar(stream, op, w.out(out), w.in(in), scalar);
+    return w.finish();
+  }
   const Layout<2> l = check_map1(name, stream, out, in);
   if (l.numel == 0) return;
   void* o = out.data;
@@ -116,6 +127,11 @@ void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const V
 
 void binary(const Stream& stream, Binary op, const View& out, const View& a, const View& b) {
   const char* name = name_of(op);
+  if (cpu::Widen::applies({&out, &a, &b})) {
+    cpu::Widen w(stream, name);
+    binary(stream, op, w.out(out), w.in(a), w.in(b));
+    return w.finish();
+  }
   const Layout<3> l = check_map2(name, stream, out, a, b);
   if (l.numel == 0) return;
   void* o = out.data;
@@ -133,6 +149,11 @@ void binary(const Stream& stream, Binary op, const View& out, const View& a, con
 
 void axpy(const Stream& stream, const View& out, const View& a, const View& b, double alpha) {
   const char* name = "axpy";
+  if (cpu::Widen::applies({&out, &a, &b})) {
+    cpu::Widen w(stream, name);
+    axpy(stream, w.out(out), w.in(a), w.in(b), alpha);
+    return w.finish();
+  }
   const Layout<3> l = check_map2(name, stream, out, a, b);
   if (l.numel == 0) return;
   void* o = out.data;

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
@@ -87,8 +88,8 @@ void copy(const Stream& stream, const View& out, const View& in) {
     cpu::launch_kernel(
         stream, name, {&in}, {&out},
         [o, x, dto, dti](const Layout<2>& l) {
-          cpu::dispatch_any(dto, [&](auto to) {
-            cpu::dispatch_any(
+          cpu::dispatch_all(dto, [&](auto to) {
+            cpu::dispatch_all(
                 dti, [&](auto from) { copy_transposed<decltype(to), decltype(from)>(l, o, x); });
           });
         },
@@ -104,6 +105,11 @@ void copy(const Stream& stream, const View& out, const View& in) {
 }
 
 void arange(const Stream& stream, const View& out, double start, double step) {
+  if (cpu::Widen::applies({&out})) {
+    cpu::Widen w(stream, "arange");
+    arange(stream, w.out(out), start, step);
+    return w.finish();
+  }
   const char* name = "arange";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
@@ -142,6 +143,11 @@ void read_indexed(const Stream& stream, const char* name, const View& out, const
 
 void index_select(const Stream& stream, const View& out, const View& in, int64_t dim,
                   const View& index) {
+  if (cpu::Widen::applies({&out, &in})) {
+    cpu::Widen w(stream, "index_select");
+    index_select(stream, w.out(out), w.in(in), dim, index);
+    return w.finish();
+  }
   const char* name = "index_select";
   check_common(name, stream, out, in, "in", index, dim);
   check_one_d(name, out, in, "in", index, dim, out);
@@ -190,6 +196,11 @@ void accumulate_indexed(const Stream& stream, const char* name, const View& out,
 
 void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                const View& src) {
+  if (cpu::Widen::applies({&out, &src})) {
+    cpu::Widen w(stream, "index_add");
+    index_add(stream, w.out(out, /*keep_values=*/true), dim, index, w.in(src));
+    return w.finish();
+  }
   const char* name = "index_add";
   check_common(name, stream, out, src, "src", index, dim);
   cpu::check_floating(name, "out", out);
@@ -204,6 +215,11 @@ void index_add(const Stream& stream, const View& out, int64_t dim, const View& i
 
 void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                  const View& src) {
+  if (cpu::Widen::applies({&out, &src})) {
+    cpu::Widen w(stream, "scatter_add");
+    scatter_add(stream, w.out(out, /*keep_values=*/true), dim, index, w.in(src));
+    return w.finish();
+  }
   const char* name = "scatter_add";
   check_common(name, stream, out, src, "src", index, dim);
   cpu::check_floating(name, "out", out);
@@ -221,6 +237,11 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
 
 void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
             const View& index) {
+  if (cpu::Widen::applies({&out, &in})) {
+    cpu::Widen w(stream, "gather");
+    gather(stream, w.out(out), w.in(in), dim, index);
+    return w.finish();
+  }
   const char* name = "gather";
   check_common(name, stream, out, in, "in", index, dim);
   cpu::check_same_sizes(name, "index", index, "out", out);

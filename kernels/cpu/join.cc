@@ -51,11 +51,17 @@ void copy_pieces(const std::vector<Piece>& pieces, size_t element_bytes) {
       case 1:
         copy_piece<uint8_t>(p);
         break;
+      case 2:
+        copy_piece<uint16_t>(p);
+        break;
       case 4:
         copy_piece<uint32_t>(p);
         break;
-      default:
+      case 8:
         copy_piece<uint64_t>(p);
+        break;
+      default:
+        SG_INTERNAL_CHECK(false, "join: element size ", element_bytes);
         break;
     }
   }

@@ -67,7 +67,7 @@ void copy_rows(const Layout<2>& l, void* out, const void* in, int64_t begin, int
 }  // namespace
 
 void fill(DType dt, const Layout<1>& l, void* out, double value, int64_t begin, int64_t end) {
-  dispatch_any(dt, [&](auto t) {
+  dispatch_all(dt, [&](auto t) {
     using T = decltype(t);
     fill_rows<T>(l, static_cast<T*>(out), convert<T>(value), begin, end);
   });
@@ -75,8 +75,8 @@ void fill(DType dt, const Layout<1>& l, void* out, double value, int64_t begin, 
 
 void copy(DType to, DType from, const Layout<2>& l, void* out, const void* in, int64_t begin,
           int64_t end) {
-  dispatch_any(to, [&](auto t) {
-    dispatch_any(from, [&](auto f) {
+  dispatch_all(to, [&](auto t) {
+    dispatch_all(from, [&](auto f) {
       copy_rows<decltype(t), decltype(f)>(l, out, in, begin, end);
     });
   });

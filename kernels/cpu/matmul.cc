@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/matmul_plan.h"
 #include "kernels/cuda_kernels.h"
@@ -98,6 +99,11 @@ void run(const cpu::MatmulPlan& p, void* out_base) {
 
 void matmul(const Stream& stream, const View& out, const View& a, const View& b,
             const View* bias) {
+  if (cpu::Widen::applies({&out, &a, &b, bias})) {
+    cpu::Widen w(stream, bias != nullptr ? "linear" : "matmul");
+    matmul(stream, w.out(out), w.in(a), w.in(b), w.in(bias));
+    return w.finish();
+  }
   const char* name = bias == nullptr ? "matmul" : "linear";
   cpu::check_floating_out_a_b(name, stream, out, a, b, /*has_cuda=*/true);
   const int64_t r = out.dim();

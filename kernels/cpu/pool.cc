@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
@@ -127,6 +128,11 @@ bool is_2x2_inside(const PoolShape& s, const Window2d& w) {
 
 void max_pool2d(const Stream& stream, const View& values, const View& indices, const View& in,
                 const Window2d& w) {
+  if (cpu::Widen::applies({&values, &in})) {
+    cpu::Widen wide(stream, "max_pool2d");
+    max_pool2d(stream, wide.out(values), indices, wide.in(in), w);
+    return wide.finish();
+  }
   const char* name = "max_pool2d";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_contiguous(name, "in", in, 3);
@@ -166,6 +172,11 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
 
 void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& grad_out,
                          const View& indices, const Window2d& w) {
+  if (cpu::Widen::applies({&grad_in, &grad_out})) {
+    cpu::Widen wide(stream, "max_pool2d_backward");
+    max_pool2d_backward(stream, wide.out(grad_in), wide.in(grad_out), indices, w);
+    return wide.finish();
+  }
   const char* name = "max_pool2d_backward";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_contiguous(name, "grad_in", grad_in, 3);

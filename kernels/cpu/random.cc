@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
@@ -39,6 +40,11 @@ Layout<1> check_random(const char* name, const Stream& stream, const View& out) 
 
 void uniform(const Stream& stream, const View& out, double low, double high, uint64_t seed,
              uint64_t offset) {
+  if (cpu::Widen::applies({&out})) {
+    cpu::Widen w(stream, "uniform");
+    uniform(stream, w.out(out), low, high, seed, offset);
+    return w.finish();
+  }
   const char* name = "uniform";
   const Layout<1> l = check_random(name, stream, out);
   SG_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high, ValueError, name,
@@ -62,6 +68,11 @@ void uniform(const Stream& stream, const View& out, double low, double high, uin
 
 void normal(const Stream& stream, const View& out, double mean, double stddev, uint64_t seed,
             uint64_t offset) {
+  if (cpu::Widen::applies({&out})) {
+    cpu::Widen w(stream, "normal");
+    normal(stream, w.out(out), mean, stddev, seed, offset);
+    return w.finish();
+  }
   const char* name = "normal";
   const Layout<1> l = check_random(name, stream, out);
   SG_CHECK(std::isfinite(mean) && std::isfinite(stddev) && stddev >= 0, ValueError, name,

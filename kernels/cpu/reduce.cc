@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
@@ -192,6 +193,11 @@ const char* name_of(Reduce op) {
 }  // namespace
 
 void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
+  if (cpu::Widen::applies({&out, &in})) {
+    cpu::Widen w(stream, "reduce");
+    reduce(stream, op, w.out(out), w.in(in));
+    return w.finish();
+  }
   const char* name = name_of(op);
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "out", out);
@@ -233,6 +239,11 @@ void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
 
 void arg_reduce(const Stream& stream, bool is_max, const View& values, const View& indices,
                 const View& in, int64_t dim) {
+  if (cpu::Widen::applies({&values, &in})) {
+    cpu::Widen w(stream, is_max ? "argmax" : "argmin");
+    arg_reduce(stream, is_max, w.out(values), indices, w.in(in), dim);
+    return w.finish();
+  }
   const char* name = is_max ? "argmax" : "argmin";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   cpu::check_output(name, "values", values);

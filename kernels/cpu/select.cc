@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/cuda_kernels.h"
@@ -105,6 +106,11 @@ void check_args(const char* name, const Stream& stream, const View& out, DType o
 }  // namespace
 
 void compare(const Stream& stream, Compare op, const View& out, const View& a, const View& b) {
+  if (cpu::Widen::applies({&out, &a, &b})) {
+    cpu::Widen w(stream, "compare");
+    compare(stream, op, out, w.in(a), w.in(b));
+    return w.finish();
+  }
   const char* name = name_of(op, false);
   check_args(name, stream, out, DType::kBool, {{"a", a}, {"b", b}});
   cpu::check_same_dtype(name, "a", a, "b", b);
@@ -130,6 +136,11 @@ void compare(const Stream& stream, Compare op, const View& out, const View& a, c
 
 void compare_scalar(const Stream& stream, Compare op, const View& out, const View& in,
                     double scalar) {
+  if (cpu::Widen::applies({&out, &in})) {
+    cpu::Widen w(stream, "compare_scalar");
+    compare_scalar(stream, op, out, w.in(in), scalar);
+    return w.finish();
+  }
   const char* name = name_of(op, true);
   check_args(name, stream, out, DType::kBool, {{"in", in}});
   const Layout<2> l = cpu::make_layout<2>(out.sizes, {out.strides.data(), in.strides.data()});
@@ -156,6 +167,11 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
 
 void where(const Stream& stream, const View& out, const View& condition, const View& a,
            const View& b) {
+  if (cpu::Widen::applies({&out, &a, &b})) {
+    cpu::Widen w(stream, "where");
+    where(stream, w.out(out), condition, w.in(a), w.in(b));
+    return w.finish();
+  }
   const char* name = "where";
   check_args(name, stream, out, a.dtype, {{"condition", condition}, {"a", a}, {"b", b}});
   cpu::check_dtype(name, "condition", condition, DType::kBool);

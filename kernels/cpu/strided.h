@@ -13,9 +13,10 @@
 //                       the per-row loops vectorise.
 //   for_each_row_range(layout, begin, end, fn)   the same for flat indices [begin, end)
 //                       only: one part of a parallel split.
-//   Elem<DType>, dispatch_floating(dtype, fn), dispatch_any(dtype, fn)   fn(T{}) with the
-//                       element type (bool is handled as uint8_t so that loads of
-//                       arbitrary bytes stay defined).
+//   Elem<DType>, dispatch_floating(dtype, fn), dispatch_any(dtype, fn),
+//   dispatch_all(dtype, fn)   fn(T{}) with the element type (bool is handled as uint8_t so
+//                       that loads of arbitrary bytes stay defined); see each for the
+//                       dtypes it takes.
 //
 // Thread-safety: pure functions on values. Failure: none; callers validate first (ranks
 // above kMaxDims must be rejected before make_layout).
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "kernels/half.h"
 #include "runtime/dtype.h"
 
 namespace streamgrad {
@@ -143,16 +145,20 @@ struct Elem<DType::kBool> {
   using type = uint8_t;
 };
 
-// Callers have checked that `t` is floating.
+// float32 and float64 only: float16 and bfloat16 reach the arithmetic kernels as float32
+// (cpu/widen.h), so any other dtype here is a bug, reported rather than misread.
 template <typename Fn>
 void dispatch_floating(DType t, Fn&& fn) {
   if (t == DType::kFloat32) {
     fn(float{});
-  } else {
+  } else if (t == DType::kFloat64) {
     fn(double{});
+  } else {
+    unexpected_dtype("dispatch_floating", t);
   }
 }
 
+// The four dtypes the arithmetic kernels compute in (not float16 or bfloat16).
 template <typename Fn>
 void dispatch_any(DType t, Fn&& fn) {
   switch (t) {
@@ -168,6 +174,24 @@ void dispatch_any(DType t, Fn&& fn) {
     case DType::kBool:
       fn(uint8_t{});
       return;
+    default:
+      unexpected_dtype("dispatch_any", t);
+  }
+}
+
+// Every dtype, the 16-bit ones as Half and BFloat16: for kernels that only move, select
+// or convert elements (copy, fill, where, gather, index_select).
+template <typename Fn>
+void dispatch_all(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::kFloat16:
+      fn(Half{});
+      return;
+    case DType::kBFloat16:
+      fn(BFloat16{});
+      return;
+    default:
+      dispatch_any(t, fn);
   }
 }
 

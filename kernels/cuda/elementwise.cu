@@ -190,7 +190,7 @@ void axpy(const Stream& stream, DType dt, const cpu::Layout<3>& l, void* out, co
 }
 
 void fill(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, double value) {
-  cpu::dispatch_any(dt, [&](auto t) {
+  cpu::dispatch_all(dt, [&](auto t) {
     using T = decltype(t);
     launch(stream, "fill", l, Fill<T>{static_cast<T*>(out), cpu::convert<T>(value)});
   });
@@ -198,9 +198,9 @@ void fill(const Stream& stream, DType dt, const cpu::Layout<1>& l, void* out, do
 
 void copy(const Stream& stream, DType to, DType from, const cpu::Layout<2>& l, void* out,
           const void* in) {
-  cpu::dispatch_any(to, [&](auto t) {
+  cpu::dispatch_all(to, [&](auto t) {
     using To = decltype(t);
-    cpu::dispatch_any(from, [&](auto f) {
+    cpu::dispatch_all(from, [&](auto f) {
       using From = decltype(f);
       launch(stream, "copy", l,
              Convert<To, From>{static_cast<To*>(out), static_cast<const From*>(in)});

@@ -1,0 +1,80 @@
+// Internal to the kernels: float16 and bfloat16 operands of the arithmetic kernels are
+// computed in float32. Each 16-bit input is converted into a float32 scratch buffer, the
+// float32 kernel runs, and each 16-bit output is rounded back (round to nearest even)
+// from its float32 result: one rounding per output element, the reference framework's
+// "compute in float32, store in 16 bits" for these dtypes on cpu. Sums, matrix products
+// and convolutions therefore accumulate in float32 (or, for sums, in double).
+//
+//   if (cpu::Widen::applies({&out, &a, &b})) {
+//     cpu::Widen w(stream, "add");
+//     binary(stream, op, w.out(out), w.in(a), w.in(b));  // the float32 kernel
+//     w.finish();                                        // round into out
+//     return;
+//   }
+//
+// Scratch comes from the caching allocator on the launch's stream and is released when
+// the Widen goes out of scope (stream-ordered reuse makes that safe before the queued
+// work ran), so it counts in memory statistics like any other allocation. An input with
+// stride 0 (a broadcast) is widened once per distinct element, not per position.
+// Kernels that only move or convert elements (copy, fill, cat, stack) take the 16-bit
+// dtypes directly and never widen.
+//
+// Thread-safety: a Widen belongs to one call on one thread. Failure: as the kernel's own
+// checks, which run on the widened views (same sizes; dtype float32); mixed dtypes are
+// not widened (applies() is false), so those checks report them. in() and out() check
+// the views they are given (ValueError naming the kernel), and nothing is written to an
+// output before finish().
+#ifndef STREAMGRAD_KERNELS_CPU_WIDEN_H_
+#define STREAMGRAD_KERNELS_CPU_WIDEN_H_
+
+#include <initializer_list>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "kernels/view.h"
+#include "runtime/storage.h"
+#include "runtime/stream.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cpu {
+
+class Widen {
+ public:
+  // Whether the floating views among `views` (nullptr entries skipped) are all of one
+  // 16-bit dtype, and there is at least one.
+  static bool applies(std::initializer_list<const View*> views);
+
+  Widen(const Stream& stream, const char* kernel) : stream_(stream), kernel_(kernel) {}
+  Widen(const Widen&) = delete;
+  Widen& operator=(const Widen&) = delete;
+
+  // `v` itself unless it is float16 or bfloat16; otherwise a float32 copy with v's sizes.
+  View in(const View& v);
+  // For a 16-bit output: a contiguous float32 scratch of v's sizes that finish() rounds
+  // into v; `keep_values` copies v's values in first (for kernels that accumulate into
+  // their output). Other dtypes: v itself.
+  View out(const View& v, bool keep_values = false);
+  // A pointer form for optional views: nullptr stays nullptr. The View lives as long as
+  // this Widen.
+  const View* in(const View* v);
+  const View* out(const View* v, bool keep_values = false);
+  // Enqueues the rounding copies into the outputs.
+  void finish();
+
+ private:
+  View scratch(const View& like, bool compact_broadcast);
+
+  Stream stream_;
+  const char* kernel_;
+  std::vector<Storage> buffers_;
+  std::vector<std::pair<View, View>> outputs_;  // (16-bit destination, float32 scratch)
+  std::vector<std::unique_ptr<View>> held_;     // for the pointer forms
+};
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_CPU_WIDEN_H_
