@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/accumulate_grad.h"
+#include "engine/autocast.h"
 #include "engine/grad_mode.h"
 #include "engine/graph_task.h"
 #include "engine/output_checks.h"
@@ -136,6 +137,9 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
   std::optional<StreamGuard> on_stream;
   if (stream) on_stream.emplace(*stream);  // S2
   GradModeGuard grad_mode(gt.create_graph);
+  // Backward never autocasts: nodes compute in the dtypes their forward chose, also when
+  // backward() is called inside an AutocastGuard on a thread that runs nodes itself.
+  autocast_internal::Suspend no_autocast;
   if (dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr && stream && inputs.size() == 1) {
     const std::optional<Stream>& producer = inputs.value_stream(0);
     if (producer && *producer != *stream && producer->device() == stream->device()) {

@@ -132,6 +132,10 @@ struct RDivBackward final : Node {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  if (needs_promotion(a, b)) {
+    const DType t = promoted_dtype(a, b);
+    return add(to(a, t), to(b, t), alpha);
+  }
   Tensor out;
   if (alpha == 1) {
     out = binary_forward(kernels::Binary::kAdd, a, b, "add");
@@ -150,12 +154,20 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (needs_promotion(a, b)) {
+    const DType t = promoted_dtype(a, b);
+    return mul(to(a, t), to(b, t));
+  }
   Tensor out = binary_forward(kernels::Binary::kMul, a, b, "mul");
   record_product<MulBackward>(a, b, out);
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (needs_promotion(a, b)) {
+    const DType t = promoted_dtype(a, b);
+    return div(to(a, t), to(b, t));
+  }
   Tensor out = binary_forward(kernels::Binary::kDiv, a, b, "div");
   if (any_requires_grad({a, b})) {
     auto node = std::make_shared<DivBackward>();

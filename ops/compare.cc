@@ -11,6 +11,10 @@ using namespace ops_internal;  // NOLINT: the helpers every op uses
 using kernels::Compare;
 
 Tensor compare_forward(Compare op, const Tensor& a, const Tensor& b, const char* name) {
+  if (needs_promotion(a, b)) {
+    const DType t = promoted_dtype(a, b);
+    return compare_forward(op, to(a.detach(), t), to(b.detach(), t), name);
+  }
   check_defined(a, name, "the first input");
   check_defined(b, name, "the second input");
   check_binary_devices(a, b, name);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/grad_mode.h"
 #include "kernels/nn_kernels.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -205,6 +206,7 @@ Tensor fold(const Tensor& input, std::array<int64_t, 2> output_size,
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               const Conv2dParams& p) {
+  SG_AUTOCAST(kLowerPrecision, conv2d, input, weight, bias, p);
   check_image("conv2d", input);
   check_defined(weight, "conv2d", "the weight");
   check_same_device(input, weight, "conv2d");

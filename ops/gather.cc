@@ -1,6 +1,7 @@
 // gather and scatter_add along a dim: each is the other's backward, so both are
 // differentiable to any order. They carry nll_loss's pick of the target class and max
 // pooling's routing of gradients back to the arg-max positions.
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -80,6 +81,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  SG_AUTOCAST(kPromote, scatter_add, self, dim, index, src);
   const int64_t d = check_indexed("scatter_add", self, dim, index, &src);
   check_floating(self, "scatter_add");
   Tensor out = new_output(self.sizes(), self.dtype(), self.device());

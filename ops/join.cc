@@ -5,6 +5,7 @@
 // cat the matching narrow(), stack the index along the new dim. Under create_graph the
 // views are differentiable again.
 #include "absl/strings/str_join.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -72,6 +73,7 @@ void check_list(const std::vector<Tensor>& tensors, const char* op) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  SG_AUTOCAST(kPromote, cat, tensors, dim);
   check_list(tensors, "cat");
   const Tensor& first = tensors[0];
   SG_CHECK(first.dim() > 0, ValueError, "cat: zero-dimensional tensor ", first.describe(),
@@ -105,6 +107,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  SG_AUTOCAST(kPromote, stack, tensors, dim);
   check_list(tensors, "stack");
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<kernels::View> views;

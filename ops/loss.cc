@@ -5,6 +5,7 @@
 // the host. Ignored targets are replaced by class 0 before gather and masked out after.
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -61,12 +62,14 @@ Tensor picked(const Tensor& log_probs, const Targets& t) {
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options) {
+  SG_AUTOCAST(kFloat32, nll_loss, log_probs, target, options);
   check_classification("nll_loss", log_probs, target);
   const Targets t = split_targets(target, options.ignore_index, log_probs.dtype());
   return reduce(neg(picked(log_probs, t)), t.keep, options.reduction);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  SG_AUTOCAST(kFloat32, cross_entropy, input, target, options);
   check_classification("cross_entropy", input, target);
   const double eps = options.label_smoothing;
   SG_CHECK(eps >= 0 && eps <= 1, ValueError, "cross_entropy: label_smoothing ", eps,
@@ -83,6 +86,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  SG_AUTOCAST(kFloat32, mse_loss, input, target, reduction);
   check_defined(input, "mse_loss", "the input");
   check_defined(target, "mse_loss", "the target");
   SG_CHECK(input.sizes() == target.sizes(), ValueError, "mse_loss: input ", input.describe(),

@@ -6,6 +6,7 @@
 // kernel; under create_graph a where() of ops), abs multiplies by a sign mask computed with
 // a kernel (no history): their second derivative is zero almost everywhere.
 #include "engine/grad_mode.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -111,12 +112,14 @@ void record(const Tensor& a, const Tensor& out, Args... args) {
 }  // namespace
 
 Tensor exp(const Tensor& a) {
+  SG_AUTOCAST(kFloat32, exp, a);
   Tensor out = unary_forward(kernels::Unary::kExp, a, "exp");
   record<ExpBackward>(a, out);
   return out;
 }
 
 Tensor log(const Tensor& a) {
+  SG_AUTOCAST(kFloat32, log, a);
   Tensor out = unary_forward(kernels::Unary::kLog, a, "log");
   record<LogBackward>(a, out);
   return out;
@@ -129,6 +132,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor pow(const Tensor& a, double exponent) {
+  SG_AUTOCAST(kFloat32, pow, a, exponent);
   check_defined(a, "pow", "the input");
   check_floating(a, "pow");
   Tensor out = new_output(a.sizes(), a.dtype(), a.device());

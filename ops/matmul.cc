@@ -8,6 +8,7 @@
 // not a matmul then an add: one launch, and no [M, N] temporary. Its backward: dx = g @ W,
 // dW = g^T @ x, db = the column sums of g.
 #include "absl/strings/str_join.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -84,6 +85,7 @@ struct LinearBackward final : Node {
 }  // namespace
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  SG_AUTOCAST(kLowerPrecision, linear, input, weight, bias);
   check_defined(input, "linear", "the input");
   check_defined(weight, "linear", "the weight");
   check_same_device(input, weight, "linear");
@@ -123,6 +125,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  SG_AUTOCAST(kLowerPrecision, matmul, a, b);
   check_defined(a, "matmul", "the first input");
   check_defined(b, "matmul", "the second input");
   check_same_device(a, b, "matmul");

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/grad_mode.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -116,6 +117,7 @@ std::pair<Tensor, Tensor> extremum(const Tensor& a, int64_t dim, bool keepdim, b
 }  // namespace
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  SG_AUTOCAST(kFloat32, mean, a, dims, keepdim);
   check_defined(a, "mean", "the input");
   check_floating(a, "mean");
   const std::vector<bool> reduced = reduced_dims(a, dims, "mean");

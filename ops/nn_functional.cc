@@ -6,6 +6,7 @@
 // small terms.
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -22,6 +23,7 @@ Tensor row_max(const Tensor& input, int64_t dim) {
 }  // namespace
 
 Tensor log_softmax(const Tensor& input, int64_t dim) {
+  SG_AUTOCAST(kFloat32, log_softmax, input, dim);
   check_defined(input, "log_softmax", "the input");
   check_floating(input, "log_softmax");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(input.dim(), 1), "log_softmax");
@@ -31,6 +33,7 @@ Tensor log_softmax(const Tensor& input, int64_t dim) {
 }
 
 Tensor softmax(const Tensor& input, int64_t dim) {
+  SG_AUTOCAST(kFloat32, softmax, input, dim);
   check_defined(input, "softmax", "the input");
   check_floating(input, "softmax");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(input.dim(), 1), "softmax");

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
 #include "kernels/nn_kernels.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -160,6 +161,16 @@ Tensor fused_training(const Tensor& input, const Tensor& weight, const Tensor& b
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps) {
+  if (autocast_internal::active()) {
+    // Float32 for input, weight and bias; the running statistics are updated in place,
+    // so they are passed as they are, never cast.
+    return ops_internal::autocast_call(
+        ops_internal::CastPolicy::kFloat32,
+        [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+          return batch_norm(x, w, b, running_mean, running_var, training, momentum, eps);
+        },
+        input, weight, bias);
+  }
   check_defined(input, "batch_norm", "the input");
   check_floating(input, "batch_norm");
   SG_CHECK(input.dim() >= 2, ValueError, "batch_norm: expected a [N, C] or [N, C, *] input, got ",

@@ -61,6 +61,17 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
            b.describe(), "; convert one with to(tensor, dtype)");
 }
 
+bool needs_promotion(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.dtype() != b.dtype() && is_floating(a.dtype()) &&
+         is_floating(b.dtype());
+}
+
+DType promoted_dtype(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 && b.dim() > 0) return b.dtype();
+  if (b.dim() == 0 && a.dim() > 0) return a.dtype();
+  return promote_floating(a.dtype(), b.dtype());
+}
+
 void check_bool(const Tensor& t, const char* op, const char* what) {
   SG_CHECK(t.dtype() == DType::kBool, ValueError, op, ": expected a bool ", what, ", got ",
            t.describe(), "; make one with a comparison such as gt(x, 0.0), or convert with "

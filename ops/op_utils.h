@@ -38,6 +38,12 @@ Tensor operand_on(const Tensor& t, Device device);
 // Floating dtype, and the same for both.
 void check_floating(const Tensor& a, const char* op);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+// The reference framework's type promotion for two floating operands of an element-wise
+// op: whether their dtypes differ (both floating), and the dtype both are converted to:
+// promote_floating's, except that a 0-dim tensor beside a dimensioned one takes the
+// latter's dtype (float32 x plus a float64 scalar tensor stays float32).
+bool needs_promotion(const Tensor& a, const Tensor& b);
+DType promoted_dtype(const Tensor& a, const Tensor& b);
 // A bool tensor: the condition or mask (`what`) of `op`.
 void check_bool(const Tensor& t, const char* op, const char* what);
 // `value` is stored in a `dtype` tensor without changing it (masked_fill's value): int64

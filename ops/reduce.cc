@@ -1,6 +1,7 @@
 // sum and mean over all or chosen dims; max and min along a dim.
 #include <algorithm>
 
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -38,6 +39,7 @@ struct SumBackward final : Node {
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  SG_AUTOCAST(kFloat32, sum, a, dims, keepdim);
   check_defined(a, "sum", "the input");
   check_floating(a, "sum");
   const std::vector<bool> reduced = reduced_dims(a, dims, "sum");

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -129,6 +130,7 @@ std::shared_ptr<Node> where_backward(const Tensor& condition, const Tensor& inpu
 }  // namespace ops_internal
 
 Tensor where(const Tensor& condition, const Tensor& input, const Tensor& other) {
+  SG_AUTOCAST(kPromote, where, condition, input, other);
   return select(condition, input, other, kWhere);
 }
 
