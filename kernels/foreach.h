@@ -6,7 +6,8 @@
 //   kernels::sgd_update(stream, {lr, momentum, dampening, weight_decay, nesterov}, list);
 //
 // Every view of one call has one floating dtype (callers group parameters by device and
-// dtype, one call per group); each parameter's grad and state views have its sizes and
+// dtype, one call per group; float16 and bfloat16 parameters and state are updated in
+// float32 and rounded back, as kernels.h says); each parameter's grad and state views have its sizes and
 // any strides. Parameters, grads and state views must be pairwise disjoint within an
 // entry (checked); entries must not overlap one another (not checked). Empty parameters
 // are skipped; a list with nothing to update launches nothing. The launch declares every

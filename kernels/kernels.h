@@ -9,9 +9,13 @@
 //
 // Shapes: `out` always has the iteration shape; inputs of element-wise kernels have the
 // same sizes as `out` (callers broadcast with stride 0). Reductions take `out` in keepdim
-// form (same rank as `in`, size 1 on reduced dims). Floating kernels accept float32 and
-// float64 with all views of one dtype; copy and fill accept every dtype (copy converts),
-// index_select every dtype, arange float32/float64/int64.
+// form (same rank as `in`, size 1 on reduced dims). Floating kernels accept float32,
+// float64, float16 and bfloat16 with all views of one dtype; the 16-bit dtypes are
+// computed in float32 and rounded once per output element (kernels/cpu/widen.h: float32
+// copies of the inputs from the caching allocator, so sums, products and convolutions
+// accumulate in float32 or better). copy and fill accept every dtype (copy converts;
+// to float16/bfloat16 rounds to nearest even), index_select every dtype, arange the
+// floating dtypes and int64.
 // float32 sums (reduce) accumulate in double and round once when stored, so long sums
 // keep float32 accuracy; matmul accumulates in float32, as BLAS does.
 //

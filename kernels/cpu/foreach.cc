@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/widen.h"
 #include "kernels/cpu/strided.h"
 #include "kernels/foreach.h"
 #include "kernels/optim_ops.h"
@@ -191,6 +192,22 @@ void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdPa
   const char* name = "sgd_update";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   if (params.empty()) return;
+  std::vector<const View*> all;
+  for (const SgdParam& e : params) {
+    all.insert(all.end(), {&e.param, &e.grad});
+    if (h.momentum != 0) all.push_back(&e.momentum_buffer);
+  }
+  if (cpu::Widen::applies(all)) {  // 16-bit parameters and state, updated in float32
+    cpu::Widen w(stream, name);
+    std::vector<SgdParam> wide = params;
+    for (SgdParam& e : wide) {
+      e.param = w.out(e.param, /*keep_values=*/true);
+      e.grad = w.in(e.grad);
+      if (h.momentum != 0) e.momentum_buffer = w.out(e.momentum_buffer, !e.fresh_buffer);
+    }
+    sgd_update(stream, h, wide);
+    return w.finish();
+  }
   const DType dtype = params[0].param.dtype;
   const bool momentum = h.momentum != 0;
   std::vector<SgdItem> items;
@@ -244,6 +261,20 @@ void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<Ada
   const char* name = h.decoupled ? "adamw_update" : "adam_update";
   cpu::check_stream(name, stream, /*has_cuda=*/true);
   if (params.empty()) return;
+  std::vector<const View*> all;
+  for (const AdamParam& e : params) all.insert(all.end(), {&e.param, &e.grad, &e.exp_avg, &e.exp_avg_sq});
+  if (cpu::Widen::applies(all)) {  // 16-bit parameters and moments, updated in float32
+    cpu::Widen w(stream, name);
+    std::vector<AdamParam> wide = params;
+    for (AdamParam& e : wide) {
+      e.param = w.out(e.param, /*keep_values=*/true);
+      e.grad = w.in(e.grad);
+      e.exp_avg = w.out(e.exp_avg, !e.fresh_state);
+      e.exp_avg_sq = w.out(e.exp_avg_sq, !e.fresh_state);
+    }
+    adam_update(stream, h, wide);
+    return w.finish();
+  }
   const DType dtype = params[0].param.dtype;
   std::vector<AdamItem> items;
   std::vector<MemRange> reads, writes;

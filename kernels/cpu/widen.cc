@@ -22,6 +22,10 @@ View distinct_elements(const View& v) {
 }  // namespace
 
 bool Widen::applies(std::initializer_list<const View*> views) {
+  return applies(std::vector<const View*>(views));
+}
+
+bool Widen::applies(const std::vector<const View*>& views) {
   bool any = false;
   DType seen = DType::kFloat32;
   for (const View* v : views) {

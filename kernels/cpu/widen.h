@@ -45,6 +45,7 @@ class Widen {
   // Whether the floating views among `views` (nullptr entries skipped) are all of one
   // 16-bit dtype, and there is at least one.
   static bool applies(std::initializer_list<const View*> views);
+  static bool applies(const std::vector<const View*>& views);
 
   Widen(const Stream& stream, const char* kernel) : stream_(stream), kernel_(kernel) {}
   Widen(const Widen&) = delete;
