@@ -4,9 +4,12 @@
 //   train --model=mlp --device=cpu --json   ends with {"test_accuracy":...,"epochs":...}
 //   train --model=twobranch --streams=2 --metrics=m.jsonl --plot=curves.svg
 //   launch --nproc=2 -- train --distributed --device=cpu   DistributedDataParallel over gloo
+//   train --amp=bf16 --device=cpu            mixed precision (autocast; fp16 adds loss scaling)
 //
 // Per epoch: a progress line (a redrawn bar on a terminal), then train loss, test loss,
-// test accuracy, examples/s and peak device memory. The loss is summed on the device and
+// test accuracy, examples/s and peak device memory; with --amp=fp16 also the loss scale
+// and how many steps were skipped for Inf/NaN gradients. The opening lines state the
+// mixed-precision policy in use. The loss is summed on the device and
 // read at progress updates only, so the host runs ahead of the device as it would on a GPU.
 // Under --distributed (a process of tools/launch) each process trains on its
 // DistributedSampler shard, --batch-size examples per process per step, and every process
@@ -32,11 +35,13 @@
 #include "distributed/ddp.h"
 #include "distributed/process_group.h"
 #include "distributed/sampler.h"
+#include "engine/autocast.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nlohmann/json.hpp"
 #include "nn/checkpoint.h"
 #include "nn/data/loader.h"
+#include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "nn/parallel/data_parallel.h"
 #include "runtime/runtime.h"
@@ -83,6 +88,10 @@ ABSL_FLAG(std::string, trace, "", "write a Chrome trace of this run's first 20 s
 ABSL_FLAG(std::string, metrics, "", "append one JSON line per epoch to this file");
 ABSL_FLAG(std::string, plot, "", "write loss and accuracy curves to this SVG file");
 ABSL_FLAG(bool, json, false, "end with one JSON line of the results");
+ABSL_FLAG(std::string, amp, "off",
+          "mixed precision: off, bf16 (autocast to bfloat16; cpu, sim, cuda) or fp16 (autocast "
+          "to float16 with dynamic loss scaling; sim and cuda)");
+ABSL_FLAG(double, amp_init_scale, 65536, "--amp=fp16: the loss scale to start from");
 
 namespace streamgrad {
 namespace {
@@ -128,20 +137,25 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& name, const std
 }
 
 // What a checkpoint carries beside the tensors, as __metadata__ strings.
-nn::Metadata run_metadata(const std::string& model, int64_t epoch) {
+nn::Metadata run_metadata(const std::string& model, int64_t epoch,
+                          const nn::GradScaler* scaler) {
   const RngState rng = rng_state();
-  return {{"model", model},
+  nn::Metadata md = {{"model", model},
           {"epoch", std::to_string(epoch)},
           {"rng_seed", std::to_string(rng.seed)},
           {"rng_offset", std::to_string(rng.offset)},
           {"optimizer", absl::GetFlag(FLAGS_optimizer)},
           {"schedule", absl::GetFlag(FLAGS_schedule)}};
+  if (scaler != nullptr) {  // --amp=fp16: the loss scale continues on --resume
+    for (const auto& [key, value] : scaler->state_dict()) md[key] = value;
+  }
+  return md;
 }
 
 // Loads --resume into the model (and the optimiser unless only evaluating) and restores
 // the random state; returns the number of epochs the checkpoint had completed.
 int64_t resume(const std::string& path, const std::string& model_name, nn::Module& model,
-               nn::Optimizer* opt) {
+               nn::Optimizer* opt, nn::GradScaler* scaler) {
   // What the file holds is checked first, so that a mismatch reads as one.
   const absl::StatusOr<nn::Metadata> md = nn::load_safetensors_metadata(path);
   if (!md.ok()) throw UsageError{absl::StrCat("--resume: ", md.status().message())};
@@ -174,6 +188,15 @@ int64_t resume(const std::string& path, const std::string& model_name, nn::Modul
       !absl::SimpleAtoi(field("rng_offset"), &rng.offset)) {
     throw UsageError{absl::StrCat("--resume=", path, ": malformed epoch or random state")};
   }
+  // A checkpoint of a scaled run restores the scale; one without it starts from
+  // --amp-init-scale.
+  if (scaler != nullptr && loaded->count("scaler.scale") == 1) {
+    try {
+      scaler->load_state_dict(*loaded);
+    } catch (const ValueError& e) {
+      throw UsageError{absl::StrCat("--resume=", path, ": ", e.what())};
+    }
+  }
   set_rng_state(rng);
   return epoch;
 }
@@ -182,8 +205,9 @@ struct Evaluation {
   double loss = 0, accuracy = 0;
 };
 
-Evaluation evaluate(nn::Module& model, nn::DataLoader& loader) {
+Evaluation evaluate(nn::Module& model, nn::DataLoader& loader, const AmpConfig& amp) {
   NoGradGuard no_grad;
+  AutocastGuard autocast(amp.device_type, amp.dtype, amp.enabled);
   model.eval();
   loader.start_epoch(0);
   int64_t correct = 0, seen = 0;
@@ -205,7 +229,7 @@ Evaluation evaluate(nn::Module& model, nn::DataLoader& loader) {
 
 // The closing line of --json; examples_per_s counts every process's examples.
 void print_result(double accuracy, int64_t epochs, double examples_per_s, Device device,
-                  const std::string& model, int world_size) {
+                  const std::string& model, int world_size, const std::string& amp) {
   nlohmann::ordered_json j;
   j["test_accuracy"] = accuracy;
   j["epochs"] = epochs;
@@ -213,7 +237,36 @@ void print_result(double accuracy, int64_t epochs, double examples_per_s, Device
   j["device"] = device.str();
   j["model"] = model;
   j["world_size"] = world_size;
+  j["amp"] = amp;
   print_json_line(j);
+}
+
+// --amp's configuration for `device` (the scaler is the caller's, made for fp16 only).
+AmpConfig amp_config(const std::string& flag, Device device) {
+  AmpConfig c;
+  c.device_type = device.type();
+  if (flag == "off") return c;
+  if (flag != "bf16" && flag != "fp16") {
+    throw UsageError{absl::StrCat("unknown --amp=", flag, "; expected off, bf16 or fp16")};
+  }
+  if (flag == "fp16" && device.type() == DeviceType::kCpu) {
+    throw UsageError{"--amp=fp16 runs on sim and cuda devices; on cpu use --amp=bf16"};
+  }
+  c.enabled = true;
+  c.dtype = flag == "bf16" ? DType::kBFloat16 : DType::kFloat16;
+  return c;
+}
+
+// The report's statement of the dtype policy in use.
+std::string amp_policy(const AmpConfig& amp, const nn::GradScaler* scaler) {
+  if (!amp.enabled) return "amp off: everything in float32";
+  const char* low = dtype_name(amp.dtype);
+  return absl::StrCat(
+      "amp ", low, ": matmul, linear and conv2d in ", low,
+      "; softmax, log_softmax, losses, batch_norm, sums and exp/log/pow in float32; other ops "
+      "in their inputs' dtype; parameters, gradients and optimiser state in float32; ",
+      scaler != nullptr ? absl::StrFormat("dynamic loss scaling from %g", scaler->get_scale())
+                        : std::string("no loss scaling"));
 }
 
 // --distributed: the process group from tools/launch's variables, or null without it.
@@ -279,6 +332,13 @@ int train() {
   const std::string model_name = absl::GetFlag(FLAGS_model);
   std::shared_ptr<nn::Module> model = make_model(model_name);
   model->to(device);
+  AmpConfig amp = amp_config(absl::GetFlag(FLAGS_amp), device);
+  std::unique_ptr<nn::GradScaler> scaler;
+  if (amp.enabled && amp.dtype == DType::kFloat16) {
+    scaler = std::make_unique<nn::GradScaler>(
+        nn::GradScalerOptions().init_scale(absl::GetFlag(FLAGS_amp_init_scale)));
+    amp.scaler = scaler.get();
+  }
   if (auto* two = dynamic_cast<TwoBranch*>(model.get())) {
     two->use_streams(device, absl::GetFlag(FLAGS_streams) == 2);
   }
@@ -308,7 +368,7 @@ int train() {
   if (!absl::GetFlag(FLAGS_resume).empty()) {
     const bool eval_only = absl::GetFlag(FLAGS_eval_only);
     done = resume(user_path(absl::GetFlag(FLAGS_resume)), model_name, *model,
-                  eval_only ? nullptr : opt.get());
+                  eval_only ? nullptr : opt.get(), scaler.get());
     // The schedule continues where it was: lr as after `done` epochs.
     for (int64_t e = 0; schedule != nullptr && e < done; ++e) schedule->step();
   }
@@ -328,12 +388,12 @@ int train() {
 
   const int64_t epochs = absl::GetFlag(FLAGS_epochs);
   if (absl::GetFlag(FLAGS_eval_only)) {
-    const Evaluation ev = evaluate(*runner, test_loader);
+    const Evaluation ev = evaluate(*runner, test_loader, amp);
     if (rank != 0) return 0;
     std::fprintf(out, "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
                  model_name.c_str(), device.str().c_str(), static_cast<long long>(done), ev.loss,
                  100 * ev.accuracy);
-    if (absl::GetFlag(FLAGS_json)) print_result(ev.accuracy, done, 0, device, model_name, world);
+    if (absl::GetFlag(FLAGS_json)) print_result(ev.accuracy, done, 0, device, model_name, world, absl::GetFlag(FLAGS_amp));
     return 0;
   }
   const bool terminal = isatty(STDERR_FILENO) == 1 && group == nullptr;
@@ -348,6 +408,7 @@ int train() {
   std::fprintf(out, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
                model_name.c_str(), where.c_str(), static_cast<long long>(train_data->size()),
                static_cast<long long>(epochs), absl::GetFlag(FLAGS_optimizer).c_str());
+  std::fprintf(out, "train: %s\n", amp_policy(amp, scaler.get()).c_str());
   std::unique_ptr<TraceRecorder> trace;
   if (!absl::GetFlag(FLAGS_trace).empty() && rank == 0) trace = std::make_unique<TraceRecorder>();
   std::ofstream metrics;
@@ -369,9 +430,12 @@ int train() {
                  static_cast<int>(epochs), /*plain_every=*/200);
     Tensor interval_sum;
     double epoch_loss = 0, running = 0;
-    int64_t step = 0, examples = 0, interval = 0;
+    int64_t step = 0, examples = 0, interval = 0, skipped = 0;
     for (nn::Batch b; train_loader.next(&b);) {
-      const Tensor l = train_step(*runner, *opt, b);
+      const double scale_before = scaler != nullptr ? scaler->get_scale() : 0;
+      const Tensor l = train_step(*runner, *opt, b, amp);
+      // The scale backs off exactly when the step found Inf/NaN gradients and was skipped.
+      if (scaler != nullptr && scaler->get_scale() < scale_before) ++skipped;
       interval_sum = interval_sum.defined() ? add(interval_sum, l) : l;
       ++step;
       ++interval;
@@ -393,7 +457,7 @@ int train() {
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += train_s;
     train_examples += examples;
-    const Evaluation ev = evaluate(*runner, test_loader);
+    const Evaluation ev = evaluate(*runner, test_loader, amp);
     EpochRecord r;
     r.epoch = static_cast<int>(epoch);
     r.train_loss = epoch_loss / std::max<int64_t>(step, 1);
@@ -408,10 +472,15 @@ int train() {
                  "examples/s, peak memory %s, %.1f s\n",
                  static_cast<long long>(epoch), r.train_loss, r.test_loss, 100 * r.test_accuracy,
                  r.examples_per_s, format_bytes(r.peak_memory_bytes).c_str(), r.seconds);
+    if (scaler != nullptr) {
+      std::fprintf(out, "epoch %lld: loss scale %g, %lld of %lld steps skipped (Inf/NaN gradients)\n",
+                   static_cast<long long>(epoch), scaler->get_scale(),
+                   static_cast<long long>(skipped), static_cast<long long>(step));
+    }
     if (metrics.is_open()) metrics << epoch_json(r) << "\n" << std::flush;
     if (!absl::GetFlag(FLAGS_save).empty() && rank == 0) {
       const absl::Status saved = nn::save_checkpoint(user_path(absl::GetFlag(FLAGS_save)), *model,
-                                                     opt.get(), run_metadata(model_name, epoch));
+                                                     opt.get(), run_metadata(model_name, epoch, scaler.get()));
       if (!saved.ok()) throw UsageError{absl::StrCat("--save: ", saved.message())};
     }
   }
@@ -423,11 +492,11 @@ int train() {
   if (absl::GetFlag(FLAGS_json) && rank == 0) {
     // A resumed run that had nothing left to train reports the checkpoint's accuracy.
     const double accuracy =
-        records.empty() ? evaluate(*runner, test_loader).accuracy : records.back().test_accuracy;
+        records.empty() ? evaluate(*runner, test_loader, amp).accuracy : records.back().test_accuracy;
     print_result(accuracy, std::max(epochs, done),
                  train_seconds > 0 ? static_cast<double>(train_examples) * world / train_seconds
                                    : 0.0,
-                 device, model_name, world);
+                 device, model_name, world, absl::GetFlag(FLAGS_amp));
   }
   return 0;
 }
@@ -440,7 +509,8 @@ int main(int argc, char** argv) {
       "train",
       "Trains a model on Fashion-MNIST and reports loss and accuracy per epoch.\n"
       "Usage: train [--model=mlp|cnn|twobranch] [--device=auto|cpu|sim:N|cuda:N] "
-      "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--epochs=N]",
+      "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--amp=off|bf16|fp16] "
+      "[--epochs=N]",
       __FILE__,
       {{"epochs", 1, 1000},
        {"batch_size", 1, 65536},
@@ -452,7 +522,8 @@ int main(int argc, char** argv) {
        {"workers", 1, 64},
        {"prefetch", 1, 1024},
        {"dist_timeout", 0.1, 86400},
-       {"bucket_cap_mb", 1e-6, 1e6}},
+       {"bucket_cap_mb", 1e-6, 1e6},
+       {"amp_init_scale", 1e-30, 3e38}},
       {}};
   return streamgrad::run_tool(spec, argc, argv, [] { return streamgrad::train(); });
 }

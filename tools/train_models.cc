@@ -2,6 +2,7 @@
 
 #include "nn/init.h"
 
+#include "engine/autocast.h"
 #include "engine/grad_mode.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
@@ -103,11 +104,22 @@ std::shared_ptr<nn::Module> make_model(const std::string& name) {
   throw ValueError("unknown model '" + name + "'; expected mlp, cnn or twobranch");
 }
 
-Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch) {
+Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch,
+                  const AmpConfig& amp) {
   optimizer.zero_grad();
-  Tensor loss = cross_entropy(model.forward(batch.data), batch.target);
-  loss.backward();
-  optimizer.step();
+  Tensor loss;
+  {
+    AutocastGuard autocast(amp.device_type, amp.dtype, amp.enabled);
+    loss = cross_entropy(model.forward(batch.data), batch.target);
+  }
+  if (amp.scaler != nullptr) {
+    amp.scaler->scale(loss).backward();
+    amp.scaler->step(optimizer);
+    amp.scaler->update();
+  } else {
+    loss.backward();
+    optimizer.step();
+  }
   return loss.detach();
 }
 

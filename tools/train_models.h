@@ -8,7 +8,10 @@
 //              stream (each waits for the caller's stream first; the caller's stream waits
 //              for both before the join), so backward replays them there too (S2).
 //
-// train_step is the step tools/train runs, shared with the tests of these models.
+// train_step is the step tools/train runs, shared with the tests of these models. With an
+// AmpConfig it runs the forward and the loss under an AutocastGuard (engine/autocast.h)
+// and, given a GradScaler, scales the loss, skips steps whose gradients overflowed and
+// updates the scale (nn/grad_scaler.h).
 //
 // Thread-safety and failure: as nn::Module. make_model throws ValueError for an unknown
 // name.
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "nn/data/loader.h"
+#include "nn/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
 
@@ -48,7 +52,16 @@ std::shared_ptr<nn::Module> make_model(const std::string& name);
 // One optimisation step on `batch` with the cross-entropy loss: zero_grad, forward,
 // backward, step. Returns the loss, detached and still on the device: reading it is the
 // caller's choice, so the host can run ahead of the device.
-Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch);
+// Mixed precision for train_step: off, or autocast on `device_type` in `dtype`, with loss
+// scaling when `scaler` is set (float16 needs it; bfloat16 has float32's range).
+struct AmpConfig {
+  bool enabled = false;
+  DeviceType device_type = DeviceType::kCpu;
+  DType dtype = DType::kBFloat16;
+  nn::GradScaler* scaler = nullptr;
+};
+Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch,
+                  const AmpConfig& amp = {});
 
 }  // namespace streamgrad
 
