@@ -2,9 +2,10 @@
 //
 // The one header users include: the runtime (devices, streams, events, guards, memory),
 // tensors and factories, every differentiable op, backward()/grad(), grad and anomaly
-// modes, custom functions, the nn layer (modules, optimisers, schedulers, checkpoints,
-// data sets and the data loader, DataParallel) and distributed training (process groups,
-// DistributedDataParallel, DistributedSampler). See README.md and DESIGN.md.
+// modes, custom functions, the nn layer (modules, optimisers, schedulers, the gradient
+// scaler, checkpoints, data sets and the data loader, DataParallel) and distributed
+// training (process groups, DistributedDataParallel, DistributedSampler). See README.md
+// and DESIGN.md.
 #ifndef STREAMGRAD_STREAMGRAD_H_
 #define STREAMGRAD_STREAMGRAD_H_
 
@@ -24,6 +25,7 @@
 #include "nn/data/dataset.h"
 #include "nn/data/loader.h"
 #include "nn/data/sampler.h"
+#include "nn/grad_scaler.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"

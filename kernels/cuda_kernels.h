@@ -114,6 +114,16 @@ void sgd_update(const Stream& stream, DType dt, const SgdHyper& h,
                 const std::vector<SgdItem>& items);
 void adam_update(const Stream& stream, DType dt, const AdamHyper& h,
                  const std::vector<AdamItem>& items);
+// One non-empty grad of non_finite_check_and_unscale (kernels/foreach.h).
+struct UnscaleItem {
+  cpu::Layout<1> layout;
+  void* grad;
+};
+// non_finite_check_and_unscale: one kernel per item, each setting *found_inf to 1.0 when
+// it meets an Inf or NaN.
+void non_finite_check_and_unscale(const Stream& stream, DType dt,
+                                  const std::vector<UnscaleItem>& items, float* found_inf,
+                                  double inv_scale);
 
 // The kernels of kernels/nn_kernels.h, on views the cpu entry points have checked
 // (contiguous). ImageShape: images [batch, channels, height, width] with oh x ow window

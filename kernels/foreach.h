@@ -1,6 +1,7 @@
 // Multi-tensor optimiser updates (the reference framework's "foreach" path): one launch
 // updates every parameter of a list, where the per-tensor path launches several kernels
-// per parameter. The per-element math is kernels/optim_ops.h.
+// per parameter; and the gradient scaler's unscale-and-check over a list of gradients
+// (non_finite_check_and_unscale, below). The per-element math is kernels/optim_ops.h.
 //
 //   std::vector<kernels::SgdParam> list = {{p.view(), g.view(), buf.view()}, ...};
 //   kernels::sgd_update(stream, {lr, momentum, dampening, weight_decay, nesterov}, list);
@@ -22,7 +23,7 @@
 // nvcc; ValueError naming
 // the kernel and the entry for malformed or overlapping views, mismatched sizes or
 // dtypes, non-floating dtypes, and an Adam step below 1. Launch names: sgd_update,
-// adam_update, adamw_update.
+// adam_update, adamw_update, non_finite_check_and_unscale.
 #ifndef STREAMGRAD_KERNELS_FOREACH_H_
 #define STREAMGRAD_KERNELS_FOREACH_H_
 
@@ -72,6 +73,24 @@ struct AdamParam {
 
 void adam_update(const Stream& stream, const AdamHyper& hyper,
                  const std::vector<AdamParam>& params);
+
+// The reference framework's _amp_foreach_non_finite_check_and_unscale_ (what
+// nn::GradScaler::unscale_ launches once per device and dtype): one launch multiplies
+// every element of every grad by inv_scale in place and sets found_inf to 1.0 when any
+// element of any grad is Inf or NaN. found_inf is never reset to 0 (callers zero-fill it
+// first), so several calls can share one flag. Each element is multiplied in the grads'
+// dtype by inv_scale rounded to it (NonFiniteCheckAndUnscale, kernels/optim_ops.h); Inf
+// and NaN elements are multiplied too.
+//   grads: float32 or float64, all of grad 0's dtype, any sizes and strides, no two
+// elements of one grad at one address (no broadcast stride 0); grads must not overlap one
+// another (not checked). Empty grads are skipped; a list with nothing in it launches
+// nothing. found_inf: one float32 element on the stream's device, disjoint from every
+// grad (checked even when nothing is launched). The launch declares every grad and
+// found_inf as read and written. On sim streams it runs asynchronously: the call only
+// enqueues it, and reading found_inf is the caller's synchronisation. On cuda, one
+// kernel per grad within the one launch.
+void non_finite_check_and_unscale(const Stream& stream, const std::vector<View>& grads,
+                                  const View& found_inf, double inv_scale);
 
 // The per-element update of a call, in T (kernels/optim_ops.h): the cpu and cuda kernels
 // build it alike.

@@ -1,7 +1,8 @@
 // The per-element math of the optimiser updates (SGD with momentum, dampening, nesterov
-// and weight decay; Adam and AdamW), as SG_HOST_DEVICE functors: the cpu multi-tensor
-// kernels (kernels/cpu/foreach.cc) and the cuda kernels (kernels/cuda/foreach.cu) call
-// them, so that both devices agree element for element.
+// and weight decay; Adam and AdamW) and of the gradient scaler's unscale-and-check
+// (nn/grad_scaler.h), as SG_HOST_DEVICE functors: the cpu multi-tensor kernels
+// (kernels/cpu/foreach.cc) and the cuda kernels (kernels/cuda/foreach.cu) call them, so
+// that both devices agree element for element.
 //
 // Each functor performs exactly the steps of nn/optim.cc's per-tensor path (one kernel
 // per step there), in the element type T with the same scalars rounded to T, so that the
@@ -88,6 +89,22 @@ struct AdamUpdate {
     const T denom = scaled + eps;
     const T ratio = m / denom;
     return p + neg_step * ratio;
+  }
+};
+
+// The reference framework's _amp_foreach_non_finite_check_and_unscale_, per element:
+// returns g * inv_scale and sets `found` (never clears it) when g is Inf or NaN. The
+// test needs no library call, so host and device code share it and the cpu loops
+// vectorise it: g - g is 0 for every finite g and NaN for Inf and NaN, and only NaN
+// compares unequal to itself (this project compiles without -ffinite-math-only).
+template <typename T>
+struct NonFiniteCheckAndUnscale {
+  T inv_scale;
+
+  SG_HOST_DEVICE T operator()(T g, int& found) const {
+    const T zero_if_finite = g - g;
+    found |= zero_if_finite != zero_if_finite;
+    return g * inv_scale;
   }
 };
 

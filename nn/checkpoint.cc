@@ -71,7 +71,7 @@ absl::Status plan_optimizer(const char* op, const std::string& path, const Parse
   for (const auto& [key, text] : f.metadata) {
     if (!absl::StartsWith(key, kOptimizerPrefix)) continue;
     double v = 0;
-    if (!absl::SimpleAtod(text, &v)) {
+    if (!parse_metadata_number(text, &v)) {
       return invalid(op, path, absl::StrCat("__metadata__ '", key, "' is '", text,
                                             "', not a number"));
     }
@@ -104,6 +104,16 @@ absl::Status plan_optimizer(const char* op, const std::string& path, const Parse
 }
 
 }  // namespace
+
+// %.17g: every double reads back exactly.
+std::string metadata_number(double value) { return absl::StrFormat("%.17g", value); }
+
+bool parse_metadata_number(const std::string& text, double* value) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v)) return false;
+  *value = v;
+  return true;
+}
 
 absl::Status save_safetensors(const std::string& path, const NamedTensors& tensors,
                               const Metadata& metadata) {
@@ -154,8 +164,7 @@ absl::Status save_checkpoint(const std::string& path, const Module& module,
   if (optimizer != nullptr) {
     const OptimizerState s = optimizer->state_dict();
     for (const auto& [key, t] : s.tensors) all.emplace_back(kOptimizerPrefix + key, t);
-    // %.17g: every double reads back exactly.
-    for (const auto& [key, v] : s.scalars) md[kOptimizerPrefix + key] = absl::StrFormat("%.17g", v);
+    for (const auto& [key, v] : s.scalars) md[kOptimizerPrefix + key] = metadata_number(v);
   }
   absl::Status st = check_names(kOp, path, all);
   if (!st.ok()) return st;

@@ -5,6 +5,7 @@
 //   save_safetensors / load_safetensors   named tensors (+ string metadata) to and from a file
 //   save_checkpoint / load_checkpoint     a Module's state dict and, optionally, an
 //                                         Optimizer's state, all-or-nothing on load
+//   metadata_number / parse_metadata_number   numbers as metadata strings, exactly
 //
 //   auto status = nn::save_checkpoint("run.safetensors", *model, &opt, {{"epoch", "3"}});
 //   absl::StatusOr<nn::Metadata> meta = nn::load_checkpoint("run.safetensors", *model, &opt);
@@ -84,6 +85,14 @@ absl::Status save_checkpoint(const std::string& path, const Module& module,
 // "optimizer." entries removed).
 absl::StatusOr<Metadata> load_checkpoint(const std::string& path, Module& module,
                                          Optimizer* optimizer = nullptr);
+
+// A number as checkpoints write it into "__metadata__" (the optimiser's scalars; also
+// nn::GradScaler::state_dict): 17 significant digits, so that every double reads back
+// exactly ("2000" for 2000). parse_metadata_number reads one back: false, leaving *value
+// alone, unless the text is one number (spaces around it allowed; "inf" and "nan" are
+// numbers: callers check ranges).
+std::string metadata_number(double value);
+bool parse_metadata_number(const std::string& text, double* value);
 
 }  // namespace nn
 }  // namespace streamgrad

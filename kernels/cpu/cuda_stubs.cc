@@ -68,6 +68,10 @@ void sgd_update(const Stream&, DType, const SgdHyper&, const std::vector<SgdItem
 void adam_update(const Stream&, DType, const AdamHyper&, const std::vector<AdamItem>&) {
   no_cuda("adam_update");
 }
+void non_finite_check_and_unscale(const Stream&, DType, const std::vector<UnscaleItem>&, float*,
+                                  double) {
+  no_cuda("non_finite_check_and_unscale");
+}
 void im2col(const Stream&, DType, const ImageShape&, const Window2d&, void*, const void*) {
   no_cuda("im2col");
 }

@@ -1,5 +1,6 @@
 // sgd_update and adam_update: every parameter of a list updated by one launch, element by
-// element with the functors of kernels/optim_ops.h.
+// element with the functors of kernels/optim_ops.h; non_finite_check_and_unscale: every
+// grad of a list unscaled and checked for Inf and NaN by one launch, likewise.
 //
 // The launch captures one compact layout per parameter (its operands' strides, merged as
 // far as they allow), so a contiguous parameter is one row that the loops vectorise.
@@ -27,6 +28,7 @@ namespace {
 using cpu::Layout;
 using cuda::AdamItem;
 using cuda::SgdItem;
+using cuda::UnscaleItem;
 
 bool intersect(const View& a, const View& b) {
   const MemRange ra = a.byte_range(), rb = b.byte_range();
@@ -67,16 +69,20 @@ void check_operand(const char* kernel, size_t i, const char* what, const View& v
   for (const View* e : earlier) cpu::check_disjoint(kernel, label.c_str(), v, "another view", *e);
 }
 
-// The checks every entry starts with: its parameter is written, floating and of the
-// list's dtype (that of entry 0).
+// The checks every entry starts with: its first view (`what` i: "parameter", "grad") is
+// written, floating and of the list's dtype (that of entry 0).
+void check_entry(const char* kernel, const char* what, size_t i, const View& v, DType dtype) {
+  if (well_formed(v, true) && is_floating(v.dtype) && v.dtype == dtype) return;
+  const std::string label = absl::StrCat(what, " ", i);
+  cpu::check_output(kernel, label.c_str(), v);
+  cpu::check_floating(kernel, label.c_str(), v);
+  SG_CHECK(v.dtype == dtype, ValueError, kernel, ": ", label, " is ", cpu::describe(v), " but ",
+           what, " 0 is ", dtype_name(dtype), "; one call takes one dtype (group the ", what,
+           "s by device and dtype)");
+}
+
 void check_param(const char* kernel, size_t i, const View& param, DType dtype) {
-  if (well_formed(param, true) && is_floating(param.dtype) && param.dtype == dtype) return;
-  const std::string label = absl::StrCat("parameter ", i);
-  cpu::check_output(kernel, label.c_str(), param);
-  cpu::check_floating(kernel, label.c_str(), param);
-  SG_CHECK(param.dtype == dtype, ValueError, kernel, ": parameter ", i, " is ",
-           cpu::describe(param), " but parameter 0 is ", dtype_name(dtype),
-           "; one call updates one dtype (group the parameters by device and dtype)");
+  check_entry(kernel, "parameter", i, param, dtype);
 }
 
 
@@ -184,6 +190,25 @@ void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
       adam_rows<T, decltype(decay)::value, decltype(decoupled)::value>(op, it);
     });
   });
+}
+
+// Unscales one grad in place; whether it held an Inf or NaN.
+template <typename T>
+bool unscale_rows(const UnscaleItem& it, T inv_scale) {
+  T* g0 = static_cast<T*>(it.grad);
+  int found = 0;
+  cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    const NonFiniteCheckAndUnscale<T> f{inv_scale};  // local, as in sgd_rows
+    int bad = 0;
+    T* g = g0 + off[0];
+    if (st[0] == 1) {
+      for (int64_t i = 0; i < n; ++i) g[i] = f(g[i], bad);
+    } else {
+      for (int64_t i = 0; i < n; ++i) g[i * st[0]] = f(g[i * st[0]], bad);
+    }
+    found |= bad;
+  });
+  return found != 0;
 }
 
 }  // namespace
@@ -324,6 +349,56 @@ void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<Ada
       using T = decltype(t);
       const AdamUpdate<T> op = make_adam_update<T>(h);
       for (const AdamItem& it : items) run_adam(op, it);
+    });
+  });
+}
+
+void non_finite_check_and_unscale(const Stream& stream, const std::vector<View>& grads,
+                                  const View& found_inf, double inv_scale) {
+  const char* name = "non_finite_check_and_unscale";
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  if (!well_formed(found_inf, true) || found_inf.dtype != DType::kFloat32 ||
+      found_inf.numel() != 1) {
+    cpu::check_output(name, "found_inf", found_inf);
+    cpu::check_dtype(name, "found_inf", found_inf, DType::kFloat32);
+    SG_CHECK(found_inf.numel() == 1, ValueError, name, ": found_inf is ",
+             cpu::describe(found_inf), "; it must be one float32 element (the flag)");
+  }
+  if (grads.empty()) return;
+  const DType dtype = grads[0].dtype;
+  std::vector<UnscaleItem> items;
+  std::vector<MemRange> reads, writes;
+  items.reserve(grads.size());
+  reads.reserve(grads.size() + 1);
+  writes.reserve(grads.size() + 1);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const View& g = grads[i];
+    check_entry(name, "grad", i, g, dtype);
+    if (intersect(g, found_inf)) {
+      cpu::check_disjoint(name, absl::StrCat("grad ", i).c_str(), g, "found_inf", found_inf);
+    }
+    if (g.numel() == 0) continue;
+    items.push_back(UnscaleItem{cpu::make_layout<1>(g.sizes, {g.strides.data()}), g.data});
+    reads.push_back(g.byte_range());
+    writes.push_back(g.byte_range());
+  }
+  if (items.empty()) return;
+  // Read too: the flag's final value depends on what the caller wrote into it before.
+  reads.push_back(found_inf.byte_range());
+  writes.push_back(found_inf.byte_range());
+  float* flag = static_cast<float*>(found_inf.data);
+  if (stream.device().type() == DeviceType::kCuda) {
+    launch(stream, {name, reads, writes},
+           [&] { cuda::non_finite_check_and_unscale(stream, dtype, items, flag, inv_scale); });
+    return;
+  }
+  launch(stream, {name, reads, writes}, [items = std::move(items), dtype, flag, inv_scale] {
+    cpu::dispatch_floating(dtype, [&](auto t) {
+      using T = decltype(t);
+      const T inv = static_cast<T>(inv_scale);
+      bool found = false;
+      for (const UnscaleItem& it : items) found = unscale_rows(it, inv) || found;
+      if (found) *flag = 1.0f;
     });
   });
 }

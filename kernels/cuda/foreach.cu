@@ -2,6 +2,9 @@
 // parameter over its merged layout, the per-element update of kernels/optim_ops.h built
 // by make_sgd_update / make_adam_update as on cpu. Device code is compiled without FMA
 // contraction (kernels/cuda/BUILD), so each update rounds as the cpu's does.
+// non_finite_check_and_unscale: one kernel per grad with the cpu's per-element functor;
+// a thread that meets an Inf or NaN stores 1.0 into the flag (every such store writes
+// the same value, so their order does not matter).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -50,6 +53,32 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    unscale_kernel(Indexer<1, int64_t> ix, int64_t n, NonFiniteCheckAndUnscale<T> op, T* g,
+                   float* found_inf) {
+  int found = 0;
+  SG_GRID_LOOP(i, n) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    g[off[0]] = op(g[off[0]], found);
+  }
+  if (found) *found_inf = 1.0f;
+}
+
+template <typename T>
+void run_unscale(const Stream& stream, const std::vector<UnscaleItem>& items, float* found_inf,
+                 double inv_scale) {
+  const NonFiniteCheckAndUnscale<T> op{static_cast<T>(inv_scale)};
+  const cudaStream_t s = raw_cuda_stream(stream);
+  for (const UnscaleItem& it : items) {
+    unscale_kernel<T><<<blocks_for(it.layout.numel), kThreads, 0, s>>>(
+        make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.grad),
+        found_inf);
+  }
+  check_cuda(cudaGetLastError(), "non_finite_check_and_unscale on cuda");
+}
+
+template <typename T>
 void run_sgd(const Stream& stream, const SgdHyper& h, const std::vector<SgdItem>& items) {
   const SgdUpdate<T> op = make_sgd_update<T>(h);
   const cudaStream_t s = raw_cuda_stream(stream);
@@ -86,6 +115,13 @@ void adam_update(const Stream& stream, DType dt, const AdamHyper& h,
                  const std::vector<AdamItem>& items) {
   if (dt == DType::kFloat32) return run_adam<float>(stream, h, items);
   run_adam<double>(stream, h, items);
+}
+
+void non_finite_check_and_unscale(const Stream& stream, DType dt,
+                                  const std::vector<UnscaleItem>& items, float* found_inf,
+                                  double inv_scale) {
+  if (dt == DType::kFloat32) return run_unscale<float>(stream, items, found_inf, inv_scale);
+  run_unscale<double>(stream, items, found_inf, inv_scale);
 }
 
 }  // namespace cuda

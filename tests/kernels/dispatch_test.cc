@@ -43,6 +43,12 @@ TEST_CASE("kernels take cuda streams; without a GPU the launch fails cleanly, na
       {"normal", [&] { k::normal(cuda, v, 0, 1, 0, 0); }},
       {"sgd_update", [&] { k::sgd_update(cuda, {0.1}, {{v, v2, v3}}); }},
       {"adam_update", [&] { k::adam_update(cuda, {0.1}, {{v, v2, v3, v4, 1}}); }},
+      {"non_finite_check_and_unscale",
+       [&] {
+         k::View flag = v4;
+         flag.sizes = {1};
+         k::non_finite_check_and_unscale(cuda, {v, v2}, flag, 0.5);
+       }},
   };
   for (const auto& call : calls) {
     INFO(call.first);

@@ -1,9 +1,10 @@
 // The cuda kernels that are more than one element per thread (kernels/cuda_kernels.h)
 // against the cpu kernels: matmul through cuBLAS in every layout the plan distinguishes
 // (with and without TF32), sum / max / min and argmax / argmin, the index kernels, the
-// fused optimiser updates, im2col / col2im / max pooling and batch norm. Tolerances per
-// test: bitwise where both devices add in the same order, within rounding where the
-// device sums in its own order (cuBLAS, reductions over many elements, batch norm).
+// fused optimiser updates, the gradient scaler's unscale-and-check, im2col / col2im / max
+// pooling and batch norm. Tolerances per test: bitwise where both devices add in the same
+// order, within rounding where the device sums in its own order (cuBLAS, reductions over
+// many elements, batch norm).
 // Without a GPU (CI) each test case says once that it skipped and why.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -219,6 +220,37 @@ TEMPLATE_TEST_CASE("cuda sgd_update and adam_update give the cpu's bits",
     ++i;
   }
   check_ulps(results[1], results[0], 0);
+}
+
+TEMPLATE_TEST_CASE("cuda non_finite_check_and_unscale gives the cpu's bits and flags",
+                   "[cuda][kernels][foreach]", float, double) {
+  using T = TestType;
+  if (!have_gpu()) return;
+  std::vector<T> clean = testing::random_values<T>(3000, -1000, 1000, 21);
+  std::vector<T> dirty = clean;
+  dirty[2999] = std::numeric_limits<T>::quiet_NaN();  // the last element of the view below
+  const Shape rows({60, 50}), cols = Shape({50, 60}).transposed(0, 1), half({60, 25}, {50, 1});
+  for (const bool with_nan : {false, true}) {
+    INFO((with_nan ? "a NaN in the last grad" : "finite grads"));
+    std::vector<T> results[2];
+    float flags[2] = {-1, -1};
+    int i = 0;
+    for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+      Buffer<T> a(d, clean), b(d, clean), c(d, with_nan ? dirty : clean);
+      Buffer<float> found(d, 1, 0.0f);
+      k::non_finite_check_and_unscale(current_stream(d),
+                                      {a.view(rows), b.view(half), c.view(cols)}, found.view(),
+                                      1.0 / 3.0);
+      for (const Buffer<T>* buf : {&a, &b, &c}) {
+        const std::vector<T> r = buf->read();
+        results[i].insert(results[i].end(), r.begin(), r.end());
+      }
+      flags[i++] = found.read()[0];
+    }
+    check_ulps(results[1], results[0], 0);
+    CHECK(flags[0] == (with_nan ? 1.0f : 0.0f));
+    CHECK(flags[1] == flags[0]);
+  }
 }
 
 k::Window2d square_window(int64_t size, int64_t stride, int64_t padding, int64_t dilation) {
