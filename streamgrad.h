@@ -13,6 +13,7 @@
 #include "distributed/process_group.h"
 #include "distributed/sampler.h"
 #include "distributed/store.h"
+#include "engine/autocast.h"
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/function.h"

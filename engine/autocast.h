@@ -9,12 +9,15 @@
 // Inside a guard, ops on tensors of the guard's device type cast their floating inputs by
 // a fixed policy (ops/autocast_policy.h lists the ops of each class):
 //   lower precision   matmul, linear, conv2d: to the guard's dtype;
-//   float32           exp, log, pow, sum, mean, softmax, log_softmax, batch_norm and the
-//                     losses: to float32, so that long sums and exponentials keep range;
+//   float32           exp, log, pow, sum, mean, softmax, log_softmax and the losses: to
+//                     float32, so that long sums and exponentials keep range;
 //   promote           element-wise ops with several tensor inputs (where, cat, stack,
 //                     scatter_add; add/sub/mul/div and comparisons always promote): to
 //                     the widest dtype among the inputs;
-// every other op runs in the dtype of its inputs. Tensors on other device types, and
+// every other op runs in the dtype of its inputs. batch_norm is one of those, as in the
+// reference framework's CUDA autocast: a 16-bit input keeps float32 weight, bias and
+// running statistics, is normalised in float32 (the kernel widens it) and gives a 16-bit
+// output, so the activations saved for backward stay 16-bit. Tensors on other device types, and
 // non-floating tensors, are never cast: a guard on one device type leaves others alone.
 //
 // Casts of leaves that require grad (parameters) to the lower-precision dtype are cached

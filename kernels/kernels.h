@@ -124,6 +124,8 @@ void arg_reduce(const Stream& stream, bool is_max, const View& values, const Vie
 // layouts are copied to contiguous scratch first). M, N and K must fit in int (BLAS);
 // K == 0 gives zeros. With a `bias` (2-D only: 1-D of N elements, out's dtype), out = a @ b
 // + bias in one gemm (beta = 1 over an out that starts as the bias), launched as "linear".
+// float16/bfloat16 a and b may write a float32 out (and take a float32 bias): the product
+// is then not rounded to 16 bits.
 void matmul(const Stream& stream, const View& out, const View& a, const View& b,
             const View* bias = nullptr);
 

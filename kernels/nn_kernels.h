@@ -42,7 +42,9 @@ void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& 
 // Training-mode batch normalisation of in [N, C, S] (contiguous, N * S > 0): mean and var
 // [C] get each channel's batch mean and biased variance, and out [N, C, S] =
 // (in - mean) / sqrt(var + eps) * weight + bias (weight and bias [C], or null for 1 and 0).
-// Launch name: batch_norm.
+// Launch name: batch_norm. Mixed precision: with in and out float16 or bfloat16, mean,
+// var, weight and bias may be float32 (computed in float32, out rounded once); the same
+// holds for the backward's grad_in / grad_out (16-bit) and grad_weight / grad_bias.
 void batch_norm_forward(const Stream& stream, const View& out, const View& mean, const View& var,
                         const View& in, const View* weight, const View* bias, double eps);
 // Its gradients for grad_out [N, C, S], given the forward's in, mean, var and weight:

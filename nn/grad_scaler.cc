@@ -87,6 +87,13 @@ std::vector<GradScaler::Flag> GradScaler::unscale_grads(Optimizer& optimizer) co
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor g = params[i].grad();
     if (!g.defined()) continue;
+    // As the reference: the gradients a scaler unscales belong to float32 (or float64)
+    // parameters, which autocast leaves in full precision; a 16-bit gradient divided by
+    // the scale would lose the small values the scaling was there to keep.
+    SG_CHECK(!is_reduced_floating(g.dtype()), ValueError, "GradScaler::unscale_: the gradient of "
+             "parameter ", i, " is ", g.describe(), "; loss scaling unscales float32 "
+             "gradients: keep the parameters in float32 and run the forward under "
+             "AutocastGuard instead of converting the model to ", dtype_name(g.dtype()));
     const kernels::View v = g.view();
     for (int64_t d = 0; d < v.dim(); ++d) {
       SG_CHECK(v.strides[d] != 0 || v.sizes[d] <= 1, ValueError,

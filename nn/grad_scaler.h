@@ -45,7 +45,8 @@
 // the getters are const and may run concurrently with one another. The grads are written
 // on their devices' current streams, which must be ordered after backward's (the
 // caller's streams are, S6).
-// Failure: ValueError for options out of range (init_scale and new scales finite and
+// Failure: ValueError for a float16 or bfloat16 gradient (as the reference: keep
+// parameters in float32 and use AutocastGuard), for options out of range (init_scale and new scales finite and
 // > 0 in float32, growth_factor > 1, backoff_factor in (0, 1), growth_interval >= 1)
 // and for load_state_dict input that is missing, unknown, malformed or out of range (the
 // scaler is then unchanged); streamgrad::Error for calls out of order (unscale_ twice or

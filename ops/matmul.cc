@@ -2,12 +2,15 @@
 // broadcasts over the batch.
 //
 // Backward: dA = g @ B^T, dB = A^T @ g, each summed over the batch when that operand was
-// broadcast; written with matmul and transpose, so it is differentiable again.
+// broadcast; written with matmul and transpose, so it is differentiable again. For 16-bit
+// operands such a batch sum (a conv2d weight's gradient) adds float32 products and rounds
+// once, as a float32-accumulating kernel would.
 //
 // linear(x, W, b) = x @ W^T + b is one gemm whose output starts as the bias (beta = 1),
 // not a matmul then an add: one launch, and no [M, N] temporary. Its backward: dx = g @ W,
 // dW = g^T @ x, db = the column sums of g.
 #include "absl/strings/str_join.h"
+#include "engine/grad_mode.h"
 #include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -34,6 +37,28 @@ kernels::View batched_view(const Tensor& t, int64_t batch) {
   return v;
 }
 
+// x @ y (3-D, same batch) into a float32 result: for 16-bit operands whose product is
+// then summed over the batch, so that the sum adds float32 partial products and rounds
+// once. No history (backward only, outside create_graph).
+Tensor batched_product_in_float32(const Tensor& x, const Tensor& y) {
+  const int64_t batch = x.size(0);
+  Tensor out = new_output({batch, x.size(1), y.size(2)}, DType::kFloat32, x.device());
+  kernels::matmul(stream_of(out), out.view(), batched_view(x, batch), batched_view(y, batch));
+  return out;
+}
+
+// `t` (2-D, or a batch of 1) repeated over `batch` (a view).
+Tensor batch_of(const Tensor& t, int64_t batch) {
+  return expand(t, {batch, t.size(-2), t.size(-1)});
+}
+
+// Whether the gradient for an input of `in`'s shape sums a batched 16-bit product over
+// the batch (the input was broadcast: a 2-D operand, or a batch of 1, beside g's batch).
+bool summed_in_low_precision(const Tensor& g, const InputInfo& in) {
+  return is_reduced_floating(g.dtype()) && g.dim() == 3 && g.size(0) > 1 &&
+         (in.sizes.size() == 2 || in.sizes[0] == 1) && !grad_mode_enabled();
+}
+
 struct MatmulBackward final : Node {
   std::string name() const override { return "MatmulBackward"; }
   TensorList apply(TensorList&& grads) override {
@@ -41,12 +66,18 @@ struct MatmulBackward final : Node {
     TensorList out(2);
     if (!g.defined()) return out;
     if (needs_grad(*this, 0)) {
-      const Tensor bv = b.unpack("MatmulBackward");
-      out[0] = grad_for(matmul(g, transpose(bv, -1, -2)), a_in);
+      const Tensor bt = transpose(b.unpack("MatmulBackward"), -1, -2);
+      const bool summed = summed_in_low_precision(g, a_in);
+      out[0] = grad_for(summed ? batched_product_in_float32(g, batch_of(bt, g.size(0)))
+                               : matmul(g, bt),
+                        a_in);
     }
     if (needs_grad(*this, 1)) {
-      const Tensor av = a.unpack("MatmulBackward");
-      out[1] = grad_for(matmul(transpose(av, -1, -2), g), b_in);
+      const Tensor at = transpose(a.unpack("MatmulBackward"), -1, -2);
+      const bool summed = summed_in_low_precision(g, b_in);
+      out[1] = grad_for(summed ? batched_product_in_float32(batch_of(at, g.size(0)), g)
+                               : matmul(at, g),
+                        b_in);
     }
     return out;
   }

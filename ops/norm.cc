@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
 #include "kernels/nn_kernels.h"
-#include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -25,10 +24,22 @@ Tensor per_channel(const Tensor& t, int64_t rank) {
   return reshape(t, s);
 }
 
-void check_channel_tensor(const Tensor& t, const Tensor& input, const char* what) {
+// The dtype of the per-channel tensors and statistics: the input's, or float32 beside a
+// 16-bit input (mixed precision, as the reference framework allows).
+DType channel_dtype(const Tensor& input, const Tensor& weight, const Tensor& running_mean) {
+  const Tensor& t = weight.defined() ? weight : running_mean;
+  if (is_reduced_floating(input.dtype()) && (!t.defined() || t.dtype() == DType::kFloat32)) {
+    return DType::kFloat32;
+  }
+  return input.dtype();
+}
+
+void check_channel_tensor(const Tensor& t, const Tensor& input, DType want, const char* what) {
   if (!t.defined()) return;
   check_same_device(input, t, "batch_norm");
-  check_same_dtype(input, t, "batch_norm");
+  SG_CHECK(t.dtype() == want, ValueError, "batch_norm: ", what, " ", t.describe(), " must be ",
+           dtype_name(want), " beside input ", input.describe(), " (a float16 or bfloat16 input "
+           "takes float32 parameters and statistics, or its own dtype for all)");
   SG_CHECK(t.sizes() == Shape{input.size(1)}, ValueError, "batch_norm: ", what, " ",
            t.describe(), " must be [", input.size(1), "], one per channel of ", input.describe());
 }
@@ -62,8 +73,10 @@ struct BatchNormBackward final : Node {
     const Tensor x3 = reshape(x, shape);  // saved contiguous
     Tensor gin, gw, gb;
     if (needs_grad(*this, 0)) gin = new_output(shape, x.dtype(), x.device());
-    if (has_weight && needs_grad(*this, 1)) gw = new_output({shape[1]}, x.dtype(), x.device());
-    if (has_bias && needs_grad(*this, 2)) gb = new_output({shape[1]}, x.dtype(), x.device());
+    // Parameter gradients in the statistics' dtype (float32 beside a 16-bit input).
+    const DType pd = batch_mean.dtype();
+    if (has_weight && needs_grad(*this, 1)) gw = new_output({shape[1]}, pd, x.device());
+    if (has_bias && needs_grad(*this, 2)) gb = new_output({shape[1]}, pd, x.device());
     const kernels::View gin_v = gin.defined() ? gin.view() : kernels::View();
     const kernels::View gw_v = gw.defined() ? gw.view() : kernels::View();
     const kernels::View gb_v = gb.defined() ? gb.view() : kernels::View();
@@ -120,8 +133,9 @@ Tensor fused_training(const Tensor& input, const Tensor& weight, const Tensor& b
   const Tensor x3 = contiguous(reshape(input, shape));
   const int64_t channels = shape[1];
   Tensor out = new_output(shape, input.dtype(), input.device());
-  Tensor batch_mean = new_output({channels}, input.dtype(), input.device());
-  Tensor batch_var = new_output({channels}, input.dtype(), input.device());
+  const DType stats = channel_dtype(input, weight, running_mean);
+  Tensor batch_mean = new_output({channels}, stats, input.device());
+  Tensor batch_var = new_output({channels}, stats, input.device());
   const kernels::View w_v = weight.defined() ? weight.view() : kernels::View();
   const kernels::View b_v = bias.defined() ? bias.view() : kernels::View();
   kernels::batch_norm_forward(stream_of(out), out.view(), batch_mean.view(), batch_var.view(),
@@ -161,24 +175,15 @@ Tensor fused_training(const Tensor& input, const Tensor& weight, const Tensor& b
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps) {
-  if (autocast_internal::active()) {
-    // Float32 for input, weight and bias; the running statistics are updated in place,
-    // so they are passed as they are, never cast.
-    return ops_internal::autocast_call(
-        ops_internal::CastPolicy::kFloat32,
-        [&](const Tensor& x, const Tensor& w, const Tensor& b) {
-          return batch_norm(x, w, b, running_mean, running_var, training, momentum, eps);
-        },
-        input, weight, bias);
-  }
   check_defined(input, "batch_norm", "the input");
   check_floating(input, "batch_norm");
   SG_CHECK(input.dim() >= 2, ValueError, "batch_norm: expected a [N, C] or [N, C, *] input, got ",
            input.describe());
-  check_channel_tensor(weight, input, "weight");
-  check_channel_tensor(bias, input, "bias");
-  check_channel_tensor(running_mean, input, "running_mean");
-  check_channel_tensor(running_var, input, "running_var");
+  const DType params = channel_dtype(input, weight, running_mean);
+  check_channel_tensor(weight, input, params, "weight");
+  check_channel_tensor(bias, input, params, "bias");
+  check_channel_tensor(running_mean, input, params, "running_mean");
+  check_channel_tensor(running_var, input, params, "running_var");
   SG_CHECK(running_mean.defined() == running_var.defined(), ValueError,
            "batch_norm: running_mean and running_var must be given together");
   SG_CHECK(training || running_mean.defined(), ValueError,
@@ -197,7 +202,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
   Tensor out = div(centered, sqrt(add(var, eps)));
   if (weight.defined()) out = mul(out, per_channel(weight, rank));
   if (bias.defined()) out = add(out, per_channel(bias, rank));
-  return out;
+  // float32 statistics promote a 16-bit input's arithmetic; the result has its dtype.
+  return out.dtype() == input.dtype() ? out : to(out, input.dtype());
 }
 
 }  // namespace streamgrad

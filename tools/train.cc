@@ -7,7 +7,7 @@
 //   train --amp=bf16 --device=cpu            mixed precision (autocast; fp16 adds loss scaling)
 //
 // Per epoch: a progress line (a redrawn bar on a terminal), then train loss, test loss,
-// test accuracy, examples/s and peak device memory; with --amp=fp16 also the loss scale
+// test accuracy, examples/s and peak device memory of the training steps; with --amp=fp16 also the loss scale
 // and how many steps were skipped for Inf/NaN gradients. The opening lines state the
 // mixed-precision policy in use. The loss is summed on the device and
 // read at progress updates only, so the host runs ahead of the device as it would on a GPU.
@@ -263,8 +263,9 @@ std::string amp_policy(const AmpConfig& amp, const nn::GradScaler* scaler) {
   const char* low = dtype_name(amp.dtype);
   return absl::StrCat(
       "amp ", low, ": matmul, linear and conv2d in ", low,
-      "; softmax, log_softmax, losses, batch_norm, sums and exp/log/pow in float32; other ops "
-      "in their inputs' dtype; parameters, gradients and optimiser state in float32; ",
+      "; softmax, log_softmax, losses, sums and exp/log/pow in float32; batch_norm and the "
+      "other ops in their inputs' dtype (batch_norm normalising in float32); parameters, "
+      "gradients and optimiser state in float32; ",
       scaler != nullptr ? absl::StrFormat("dynamic loss scaling from %g", scaler->get_scale())
                         : std::string("no loss scaling"));
 }
@@ -457,6 +458,8 @@ int train() {
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += train_s;
     train_examples += examples;
+    // The training steps' peak, before evaluation's larger batches allocate theirs.
+    const int64_t train_peak = memory_stats(device).allocated_bytes.peak;
     const Evaluation ev = evaluate(*runner, test_loader, amp);
     EpochRecord r;
     r.epoch = static_cast<int>(epoch);
@@ -465,11 +468,11 @@ int train() {
     r.test_accuracy = ev.accuracy;
     r.examples_per_s = static_cast<double>(examples) * world / train_s;  // all processes
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    r.peak_memory_bytes = memory_stats(device).allocated_bytes.peak;
+    r.peak_memory_bytes = train_peak;
     records.push_back(r);
     std::fprintf(out,
                  "epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f "
-                 "examples/s, peak memory %s, %.1f s\n",
+                 "examples/s, peak training memory %s, %.1f s\n",
                  static_cast<long long>(epoch), r.train_loss, r.test_loss, 100 * r.test_accuracy,
                  r.examples_per_s, format_bytes(r.peak_memory_bytes).c_str(), r.seconds);
     if (scaler != nullptr) {

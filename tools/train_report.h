@@ -32,7 +32,7 @@ struct EpochRecord {
   double test_accuracy = 0;    // in [0, 1]
   double examples_per_s = 0;   // training examples over the epoch's training wall time
   double seconds = 0;          // the epoch's wall time, evaluation included
-  int64_t peak_memory_bytes = 0;  // peak allocated bytes on the training device
+  int64_t peak_memory_bytes = 0;  // peak allocated bytes of the epoch's training steps
 };
 
 class Progress {

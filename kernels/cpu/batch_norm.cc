@@ -4,6 +4,8 @@
 // statistics (mean, then the centred sum of squares, as the composite op computed them)
 // and once more to write, each pass a loop of the level in use (loops_nn.cc). Sums
 // accumulate in double, in fixed lanes, so every level gives the same bits.
+#include <algorithm>
+
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
@@ -119,9 +121,28 @@ T* data_or_null(const View* v) {
 
 void batch_norm_forward(const Stream& stream, const View& out, const View& mean, const View& var,
                         const View& in, const View* weight, const View* bias, double eps) {
-  if (cpu::Widen::applies({&out, &mean, &var, &in, weight, bias})) {
+  // 16-bit in and out; statistics and parameters of that dtype or float32 (mixed
+  // precision keeps them in float32).
+  if (cpu::Widen::applies_mixed({&out, &in}, {&mean, &var, weight, bias})) {
+    // Channels are independent: large inputs are normalised a few channels at a time,
+    // each chunk widened on its own.
+    const int64_t channels = in.dim() == 3 && out.dim() == 3 ? in.sizes[1] : 0;
+    const int64_t chunk = channels > 0 ? cpu::batch_chunk(3 * in.numel() / channels) : 0;
+    if (channels > 0 && chunk < channels) {
+      for (int64_t c = 0; c < channels; c += chunk) {
+        const int64_t n = std::min(chunk, channels - c);
+        const View wc = weight != nullptr ? cpu::slice_of(*weight, 0, c, n) : View();
+        const View bc = bias != nullptr ? cpu::slice_of(*bias, 0, c, n) : View();
+        batch_norm_forward(stream, cpu::slice_of(out, 1, c, n), cpu::slice_of(mean, 0, c, n),
+                           cpu::slice_of(var, 0, c, n), cpu::slice_of(in, 1, c, n),
+                           weight != nullptr ? &wc : nullptr, bias != nullptr ? &bc : nullptr,
+                           eps);
+      }
+      return;
+    }
     cpu::Widen w(stream, "batch_norm");
-    batch_norm_forward(stream, w.out(out), w.out(mean), w.out(var), w.in(in), w.in(weight), w.in(bias), eps);
+    batch_norm_forward(stream, w.out(out), w.out(mean), w.out(var), w.in(in), w.in(weight),
+                       w.in(bias), eps);
     return w.finish();
   }
   const char* name = "batch_norm";
@@ -159,9 +180,29 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
 void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
                       const View* grad_bias, const View& grad_out, const View& in,
                       const View& mean, const View& var, const View* weight, double eps) {
-  if (cpu::Widen::applies({grad_in, grad_weight, grad_bias, &grad_out, &in, &mean, &var, weight})) {
+  if (cpu::Widen::applies_mixed({grad_in, &grad_out, &in},
+                                {grad_weight, grad_bias, &mean, &var, weight})) {
+    const int64_t channels = in.dim() == 3 && grad_out.dim() == 3 ? in.sizes[1] : 0;
+    const int64_t chunk = channels > 0 ? cpu::batch_chunk(3 * in.numel() / channels) : 0;
+    if (channels > 0 && chunk < channels) {
+      auto part = [](const View* v, int64_t dim, int64_t c, int64_t n) {
+        return v != nullptr ? cpu::slice_of(*v, dim, c, n) : View();
+      };
+      for (int64_t c = 0; c < channels; c += chunk) {
+        const int64_t n = std::min(chunk, channels - c);
+        const View gi = part(grad_in, 1, c, n), gw = part(grad_weight, 0, c, n),
+                   gb = part(grad_bias, 0, c, n), wt = part(weight, 0, c, n);
+        batch_norm_backward(stream, grad_in != nullptr ? &gi : nullptr,
+                            grad_weight != nullptr ? &gw : nullptr,
+                            grad_bias != nullptr ? &gb : nullptr, cpu::slice_of(grad_out, 1, c, n),
+                            cpu::slice_of(in, 1, c, n), cpu::slice_of(mean, 0, c, n),
+                            cpu::slice_of(var, 0, c, n), weight != nullptr ? &wt : nullptr, eps);
+      }
+      return;
+    }
     cpu::Widen w(stream, "batch_norm_backward");
-    batch_norm_backward(stream, w.out(grad_in), w.out(grad_weight), w.out(grad_bias), w.in(grad_out), w.in(in), w.in(mean), w.in(var), w.in(weight), eps);
+    batch_norm_backward(stream, w.out(grad_in), w.out(grad_weight), w.out(grad_bias),
+                        w.in(grad_out), w.in(in), w.in(mean), w.in(var), w.in(weight), eps);
     return w.finish();
   }
   const char* name = "batch_norm_backward";

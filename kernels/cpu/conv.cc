@@ -2,6 +2,7 @@
 //
 // Loops run over (plane, kernel tap, output row) with the output column innermost, so
 // the inner loop is a strided copy the compiler vectorises when the stride is 1.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -113,9 +114,10 @@ void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
   for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
 }
 
+// T{}: zero bits, which is +0 in every floating format (Half and BFloat16 included).
 template <typename T>
 void zero_row(T* dst, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) dst[j] = T(0);
+  for (int64_t j = 0; j < n; ++j) dst[j] = T{};
 }
 
 ColumnWalk walk_of(const View& image, const View& cols, const Window2d& w) {
@@ -131,7 +133,9 @@ cuda::ImageShape shape_of(const ColumnWalk& c) {
 }  // namespace
 
 void im2col(const Stream& stream, const View& cols, const View& in, const Window2d& w) {
-  if (cpu::Widen::applies({&cols, &in})) {
+  // im2col only moves elements, so 16-bit images are unfolded as they are on cpu and sim
+  // (no float32 copy of the image or the columns); the cuda kernel takes float32/float64.
+  if (stream.device().type() == DeviceType::kCuda && cpu::Widen::applies({&cols, &in})) {
     cpu::Widen wide(stream, "im2col");
     im2col(stream, wide.out(cols), wide.in(in), w);
     return wide.finish();
@@ -144,7 +148,7 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
   void* o = cols.data;
   const void* x = in.data;
   cpu::launch_kernel_or_cuda(stream, name, {&in}, {&cols}, [walk, o, x, dt = in.dtype] {
-    cpu::dispatch_floating(dt, [&](auto t) {
+    cpu::dispatch_all(dt, [&](auto t) {
       using T = decltype(t);
       T* out = static_cast<T*>(o);
       const T* img = static_cast<const T*>(x);
@@ -172,6 +176,18 @@ void im2col(const Stream& stream, const View& cols, const View& in, const Window
 
 void col2im(const Stream& stream, const View& out, const View& cols, const Window2d& w) {
   if (cpu::Widen::applies({&out, &cols})) {
+    // A large batch is folded in chunks of images, each widened on its own.
+    const int64_t items = out.dim() == 4 && cols.dim() == 3 && cols.sizes[0] == out.sizes[0]
+                              ? out.sizes[0] : 0;
+    const int64_t chunk =
+        items > 0 ? cpu::batch_chunk((out.numel() + cols.numel()) / items) : 0;
+    if (items > 0 && chunk < items) {
+      for (int64_t i = 0; i < items; i += chunk) {
+        const int64_t n = std::min(chunk, items - i);
+        col2im(stream, cpu::batch_slice(out, i, n), cpu::batch_slice(cols, i, n), w);
+      }
+      return;
+    }
     cpu::Widen wide(stream, "col2im");
     col2im(stream, wide.out(out, /*keep_values=*/true), wide.in(cols), w);
     return wide.finish();

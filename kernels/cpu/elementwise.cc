@@ -86,6 +86,11 @@ Layout<3> check_map2(const char* name, const Stream& stream, const View& out, co
 void unary(const Stream& stream, Unary op, const View& out, const View& in) {
   const char* name = name_of(op);
   if (cpu::Widen::applies({&out, &in})) {
+    if (cpu::for_each_chunk(out, 2, [&](int64_t d, int64_t i, int64_t n) {
+          unary(stream, op, cpu::slice_of(out, d, i, n), cpu::slice_of(in, d, i, n));
+        })) {
+      return;
+    }
     cpu::Widen w(stream, name);
     unary(stream, op, w.out(out), w.in(in));
     return w.finish();
@@ -107,6 +112,12 @@ void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const V
                   double scalar) {
   const char* name = name_of(op);
   if (cpu::Widen::applies({&out, &in})) {
+    if (cpu::for_each_chunk(out, 2, [&](int64_t d, int64_t i, int64_t n) {
+          unary_scalar(stream, op, cpu::slice_of(out, d, i, n), cpu::slice_of(in, d, i, n),
+                       scalar);
+        })) {
+      return;
+    }
     cpu::Widen w(stream, name);
     unary_scalar(stream, op, w.out(out), w.in(in), scalar);
     return w.finish();
@@ -128,6 +139,12 @@ void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const V
 void binary(const Stream& stream, Binary op, const View& out, const View& a, const View& b) {
   const char* name = name_of(op);
   if (cpu::Widen::applies({&out, &a, &b})) {
+    if (cpu::for_each_chunk(out, 3, [&](int64_t d, int64_t i, int64_t n) {
+          binary(stream, op, cpu::slice_of(out, d, i, n), cpu::slice_of(a, d, i, n),
+                 cpu::slice_of(b, d, i, n));
+        })) {
+      return;
+    }
     cpu::Widen w(stream, name);
     binary(stream, op, w.out(out), w.in(a), w.in(b));
     return w.finish();
@@ -150,6 +167,12 @@ void binary(const Stream& stream, Binary op, const View& out, const View& a, con
 void axpy(const Stream& stream, const View& out, const View& a, const View& b, double alpha) {
   const char* name = "axpy";
   if (cpu::Widen::applies({&out, &a, &b})) {
+    if (cpu::for_each_chunk(out, 3, [&](int64_t d, int64_t i, int64_t n) {
+          axpy(stream, cpu::slice_of(out, d, i, n), cpu::slice_of(a, d, i, n),
+               cpu::slice_of(b, d, i, n), alpha);
+        })) {
+      return;
+    }
     cpu::Widen w(stream, name);
     axpy(stream, w.out(out), w.in(a), w.in(b), alpha);
     return w.finish();

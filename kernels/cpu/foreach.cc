@@ -366,6 +366,8 @@ void non_finite_check_and_unscale(const Stream& stream, const std::vector<View>&
   }
   if (grads.empty()) return;
   const DType dtype = grads[0].dtype;
+  SG_CHECK(!is_reduced_floating(dtype), ValueError, name, ": grad 0 is ", cpu::describe(grads[0]),
+           "; the grads a loss scaler unscales are float32 or float64");
   std::vector<UnscaleItem> items;
   std::vector<MemRange> reads, writes;
   items.reserve(grads.size());

@@ -99,7 +99,24 @@ void run(const cpu::MatmulPlan& p, void* out_base) {
 
 void matmul(const Stream& stream, const View& out, const View& a, const View& b,
             const View* bias) {
-  if (cpu::Widen::applies({&out, &a, &b, bias})) {
+  // 16-bit a and b; out (and bias) of their dtype, or float32 (a product kept in float32
+  // for a sum that follows).
+  if (cpu::Widen::applies_mixed({&a, &b}, {&out, bias})) {
+    // A large batch is multiplied in chunks of items, each widened on its own.
+    if (out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && a.sizes[0] == out.sizes[0] &&
+        b.sizes[0] == out.sizes[0]) {
+      const int64_t items = out.sizes[0];
+      const int64_t chunk = cpu::batch_chunk(out.numel() / std::max<int64_t>(items, 1) +
+                                             (a.numel() + b.numel()) / std::max<int64_t>(items, 1));
+      if (chunk < items) {
+        for (int64_t i = 0; i < items; i += chunk) {
+          const int64_t n = std::min(chunk, items - i);
+          matmul(stream, cpu::batch_slice(out, i, n), cpu::batch_slice(a, i, n),
+                 cpu::batch_slice(b, i, n), bias);
+        }
+        return;
+      }
+    }
     cpu::Widen w(stream, bias != nullptr ? "linear" : "matmul");
     matmul(stream, w.out(out), w.in(a), w.in(b), w.in(bias));
     return w.finish();

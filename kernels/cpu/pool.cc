@@ -129,6 +129,13 @@ bool is_2x2_inside(const PoolShape& s, const Window2d& w) {
 void max_pool2d(const Stream& stream, const View& values, const View& indices, const View& in,
                 const Window2d& w) {
   if (cpu::Widen::applies({&values, &in})) {
+    if (values.dim() == 3 && in.dim() == 3 && indices.dim() == 3 &&
+        cpu::for_each_chunk(in, 2, [&](int64_t, int64_t i, int64_t n) {
+          max_pool2d(stream, cpu::batch_slice(values, i, n), cpu::batch_slice(indices, i, n),
+                     cpu::batch_slice(in, i, n), w);
+        })) {
+      return;  // planes are independent: a few at a time
+    }
     cpu::Widen wide(stream, "max_pool2d");
     max_pool2d(stream, wide.out(values), indices, wide.in(in), w);
     return wide.finish();
@@ -173,6 +180,14 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
 void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& grad_out,
                          const View& indices, const Window2d& w) {
   if (cpu::Widen::applies({&grad_in, &grad_out})) {
+    if (grad_in.dim() == 3 && grad_out.dim() == 3 && indices.dim() == 3 &&
+        cpu::for_each_chunk(grad_in, 2, [&](int64_t, int64_t i, int64_t n) {
+          max_pool2d_backward(stream, cpu::batch_slice(grad_in, i, n),
+                              cpu::batch_slice(grad_out, i, n), cpu::batch_slice(indices, i, n),
+                              w);
+        })) {
+      return;
+    }
     cpu::Widen wide(stream, "max_pool2d_backward");
     max_pool2d_backward(stream, wide.out(grad_in), wide.in(grad_out), indices, w);
     return wide.finish();

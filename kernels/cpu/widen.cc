@@ -21,6 +21,16 @@ View distinct_elements(const View& v) {
 
 }  // namespace
 
+View slice_of(const View& v, int64_t dim, int64_t begin, int64_t n) {
+  View s = v;
+  s.sizes[dim] = n;
+  if (v.strides[dim] != 0) {
+    s.data = static_cast<char*>(v.data) +
+             begin * v.strides[dim] * static_cast<int64_t>(element_size(v.dtype));
+  }
+  return s;
+}
+
 bool Widen::applies(std::initializer_list<const View*> views) {
   return applies(std::vector<const View*>(views));
 }
@@ -35,6 +45,19 @@ bool Widen::applies(const std::vector<const View*>& views) {
     any = true;
   }
   return any;
+}
+
+bool Widen::applies_mixed(std::initializer_list<const View*> activations,
+                          std::initializer_list<const View*> params) {
+  if (!applies(activations)) return false;
+  DType low = DType::kFloat32;
+  for (const View* v : activations) {
+    if (v != nullptr) low = v->dtype;
+  }
+  for (const View* v : params) {
+    if (v != nullptr && v->dtype != low && v->dtype != DType::kFloat32) return false;
+  }
+  return true;
 }
 
 // A float32 buffer for `like`'s elements. With compact_broadcast, dims of stride 0 keep

@@ -40,12 +40,49 @@ namespace streamgrad {
 namespace kernels {
 namespace cpu {
 
+// Batched kernels (a dim of independent items: matmul's batch, the images of col2im, the
+// channels of batch_norm, dim 0 of element-wise ops) widen this many float32 elements per operand at most per launch; above
+// it the caller splits the batch into chunks (batch_chunk), so the scratch of a 16-bit
+// call stays a few MiB however large the batch: the chunks reuse one buffer.
+constexpr int64_t kWidenChunkElements = int64_t{1} << 18;
+
+// Items of `per_item` elements per chunk (at least one).
+inline int64_t batch_chunk(int64_t per_item) {
+  return per_item >= kWidenChunkElements ? 1 : kWidenChunkElements / (per_item > 0 ? per_item : 1);
+}
+
+// Items [begin, begin + n) of `v` along `dim` (a view with stride 0 there keeps its data
+// pointer: a broadcast operand is the same for every item).
+View slice_of(const View& v, int64_t dim, int64_t begin, int64_t n);
+inline View batch_slice(const View& v, int64_t begin, int64_t n) { return slice_of(v, 0, begin, n); }
+
+// For a widened call whose views all share `out`'s sizes along their first dim of size
+// > 1 (element-wise kernels; pooling's planes): when `operands` float32 copies of out
+// would exceed kWidenChunkElements elements, calls fn(dim, begin, n) for
+// chunks along that dim and returns true; returns false (nothing called) otherwise.
+// Each chunk is then one call, widened on its own.
+template <typename Fn>
+bool for_each_chunk(const View& out, int64_t operands, Fn&& fn) {
+  int64_t dim = 0;
+  while (dim < out.dim() && out.sizes[dim] <= 1) ++dim;
+  if (dim == out.dim()) return false;
+  const int64_t items = out.sizes[dim];
+  const int64_t chunk = batch_chunk(operands * (out.numel() / items));
+  if (chunk >= items) return false;
+  for (int64_t i = 0; i < items; i += chunk) fn(dim, i, chunk < items - i ? chunk : items - i);
+  return true;
+}
+
 class Widen {
  public:
   // Whether the floating views among `views` (nullptr entries skipped) are all of one
   // 16-bit dtype, and there is at least one.
   static bool applies(std::initializer_list<const View*> views);
   static bool applies(const std::vector<const View*>& views);
+  // Mixed precision's normalisation layout: `activations` all of one 16-bit dtype and
+  // `params` (nullptr skipped) each of that dtype or float32.
+  static bool applies_mixed(std::initializer_list<const View*> activations,
+                            std::initializer_list<const View*> params);
 
   Widen(const Stream& stream, const char* kernel) : stream_(stream), kernel_(kernel) {}
   Widen(const Widen&) = delete;

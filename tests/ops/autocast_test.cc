@@ -53,7 +53,14 @@ TEST_CASE("autocast: each class of op gets its dtype", "[amp]") {
   CHECK(cat({h, zeros({1, 5}, on(d))}, 0).dtype() == DType::kFloat32);
   CHECK(stack({h, h}, 0).dtype() == low);
   CHECK(where(gt(h, 0.0), h, zeros({4, 5}, on(d))).dtype() == DType::kFloat32);
-  // Everything else keeps its input's dtype.
+  // Everything else keeps its input's dtype; batch_norm keeps float32 parameters and
+  // running statistics beside a 16-bit input, and updates the statistics in float32.
+  const Tensor rm = zeros({5}, on(d)), rv = ones({5}, on(d));
+  const Tensor bn = batch_norm(h, ones({5}, on(d)), zeros({5}, on(d)), rm, rv, true);
+  CHECK(bn.dtype() == low);
+  CHECK(rm.dtype() == DType::kFloat32);
+  CHECK(sum(abs(rm)).item<float>() > 0);
+  CHECK(batch_norm(h, Tensor(), Tensor(), rm, rv, /*training=*/false).dtype() == low);
   CHECK(relu(h).dtype() == low);
   CHECK(relu(x).dtype() == DType::kFloat32);
   CHECK(transpose(h, 0, 1).dtype() == low);

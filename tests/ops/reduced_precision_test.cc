@@ -14,6 +14,7 @@
 // casts (to(float32)) may have another dtype; they are compared all the same.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -178,6 +179,96 @@ TEST_CASE("every catalogue op agrees with float32 in float16 and bfloat16, cpu a
             << ")\n";
   synchronize(device);
   CHECK(checked == static_cast<int>(op_catalogue().size()));
+}
+
+TEST_CASE("large 16-bit inputs, split into chunks by the kernels, agree with float32",
+          "[ops][amp]") {
+  // Big enough that matmul, col2im, batch_norm, relu and max_pool widen a few items at a
+  // time (kernels/cpu/widen.h); the catalogue's small inputs never split. Each op on its
+  // own, so that both runs see the same input values (in a chain, a rounded conv output
+  // may move a max-pool's winner and send a gradient elsewhere).
+  const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
+  const Device device(GENERATE(std::string("cpu"), std::string("sim:0")));
+  manual_seed(13);
+  const TensorOptions f32 = TensorOptions().device(device);
+  const Tensor img = randn({32, 16, 28, 28}, f32);
+  const Tensor kernel = mul(randn({16, 16, 3, 3}, f32), 0.1);
+  const Tensor w = add(rand({16}, f32), 0.5), b = randn({16}, f32);
+  Conv2dParams p;
+  p.padding = {1, 1};
+  struct Case {
+    const char* name;
+    TensorList inputs;
+    std::function<Tensor(const TensorList&)> fn;
+  };
+  const std::vector<Case> cases = {
+      {"conv2d", {img, kernel}, [&](const TensorList& t) { return conv2d(t[0], t[1], Tensor(), p); }},
+      {"batch_norm", {img, w, b},
+       [](const TensorList& t) { return batch_norm(t[0], t[1], t[2], Tensor(), Tensor(), true); }},
+      {"relu", {img}, [](const TensorList& t) { return relu(t[0]); }},
+      {"max_pool2d", {img}, [](const TensorList& t) { return max_pool2d(t[0], {2, 2}); }},
+  };
+  const Tolerance tol = tolerance_for(dtype);
+  for (const Case& c : cases) {
+    TensorList low, ref;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      // batch_norm's weight and bias stay float32 (mixed precision); the rest is 16-bit.
+      const bool param = std::string(c.name) == "batch_norm" && i > 0;
+      const Tensor l = param ? c.inputs[i] : to(c.inputs[i], dtype);
+      low.push_back(l.detach().requires_grad_(true));
+      ref.push_back(to(l, DType::kFloat32).detach().requires_grad_(true));
+    }
+    const Tensor y = c.fn(low), yf = c.fn(ref);
+    std::string where;
+    const double fr = worst_ratio(y, yf, tol, &where);
+    INFO(c.name << " in " << dtype << " on " << device << ": output worst at " << where);
+    CHECK(y.dtype() == dtype);
+    CHECK(fr <= 1.0);
+    const Tensor seed = to(add(rand(y.sizes(), f32), 0.5), dtype);
+    const TensorList g = grad({y}, low, {seed});
+    const TensorList gf = grad({yf}, ref, {to(seed, DType::kFloat32)});
+    for (size_t i = 0; i < g.size(); ++i) {
+      // A weight's gradient sums over 32 x 28 x 28 positions of 16-bit products.
+      const bool summed = i > 0;
+      const Tolerance t = summed ? Tolerance{4 * tol.rtol, 4 * tol.atol} : tol;
+      const double r = worst_ratio(g[i], gf[i], t, &where);
+      INFO("gradient " << i << " " << g[i].describe() << ": worst at " << where);
+      CHECK(r <= 1.0);
+    }
+  }
+}
+
+TEST_CASE("batch_norm with a 16-bit input and float32 parameters agrees with float32",
+          "[ops][amp]") {
+  const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
+  const Device device(GENERATE(std::string("cpu"), std::string("sim:0")));
+  manual_seed(11);
+  const TensorOptions f32 = TensorOptions().device(device);
+  const Tensor x = to(add(mul(randn({4, 3, 5}, f32), 2.0), 1.0), dtype).requires_grad_(true);
+  const Tensor xf = to(x.detach(), DType::kFloat32).requires_grad_(true);
+  const Tensor w = add(rand({3}, f32), 0.5).requires_grad_(true);
+  const Tensor b = randn({3}, f32).requires_grad_(true);
+  const Tensor rm = zeros({3}, f32), rv = ones({3}, f32);
+  const Tensor rmf = zeros({3}, f32), rvf = ones({3}, f32);
+  const Tensor y = batch_norm(x, w, b, rm, rv, /*training=*/true);
+  const Tensor yf = batch_norm(xf, w, b, rmf, rvf, /*training=*/true);
+  REQUIRE(y.dtype() == dtype);
+  const Tolerance tol = tolerance_for(dtype);
+  std::string where;
+  CHECK(worst_ratio(y, yf, tol, &where) <= 1.0);
+  // Running statistics stay float32 and move as the float32 run's do.
+  CHECK(rm.dtype() == DType::kFloat32);
+  CHECK(worst_ratio(rm, rmf, tol, &where) <= 1.0);
+  CHECK(worst_ratio(rv, rvf, tol, &where) <= 1.0);
+  const Tensor seed = add(rand({4, 3, 5}, f32), 0.5);
+  const TensorList g = grad({y}, {x, w, b}, {to(seed, dtype)});
+  const TensorList gf = grad({yf}, {xf, w, b}, {to(to(seed, dtype), DType::kFloat32)});
+  CHECK(g[0].dtype() == dtype);
+  CHECK(g[1].dtype() == DType::kFloat32);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("gradient " << i << " " << where);
+    CHECK(worst_ratio(g[i], gf[i], tol, &where) <= 1.0);
+  }
 }
 
 }  // namespace
