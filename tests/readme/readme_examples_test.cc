@@ -108,4 +108,32 @@ TEST_CASE("DataParallel as the README shows it", "[readme]") {
   opt.step();
 }
 
+// README: "Mixed precision"
+TEST_CASE("mixed precision as the README shows it", "[readme]") {
+  const Device device("sim:0");
+  auto model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(16, 3)});
+  model->to(device);                          // parameters stay float32
+  nn::SGD opt(model->parameters(), nn::SGDOptions(0.1));
+  nn::GradScaler scaler;                      // init scale 65536, growth 2 every 2000 steps
+  const Tensor x = randn({4, 8}, TensorOptions().device(device));
+  const Tensor y = to(from_vector<int64_t>({0, 1, 2, 0}), device);
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      AutocastGuard amp(DeviceType::kSim, DType::kFloat16);  // linear in float16,
+      loss = cross_entropy(model->forward(x), y);            // the loss in float32
+    }
+    scaler.scale(loss).backward();            // float32 gradients of loss * scale
+    scaler.step(opt);                         // unscaled; skipped if one is Inf or NaN
+    scaler.update();
+    CHECK(loss.dtype() == DType::kFloat32);
+  }
+  CHECK(model->parameters()[0].dtype() == DType::kFloat32);
+  CHECK(model->parameters()[0].grad().dtype() == DType::kFloat32);
+  CHECK(scaler.get_scale() == 65536.0);
+}
+
 }  // namespace

@@ -6,7 +6,8 @@
 # write what they promise; twobranch on two streams runs clean under the process-wide
 # stream sanitizer (throw mode: a finding would fail the run); bad checkpoints, a
 # checkpoint of another model or optimiser, missing data and a device that does not exist
-# (cuda:0 without a GPU: why, and what to pass) are one message and exit 2.
+# (cuda:0 without a GPU: why, and what to pass) are one message and exit 2; --amp=bf16
+# and --amp=fp16 (loss scale overflow, skipped steps, backoff, scale saved and resumed).
 set -euo pipefail
 bin="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -70,6 +71,28 @@ refused "cannot open the file" --data="$tmp/nowhere"
 refused "device sim:7 does not exist" --device=sim:7 --limit=64
 refused "name at least two devices" --data-parallel=sim:0 --limit=64
 refused "device sim:7 does not exist" --data-parallel=sim:0,sim:7 --limit=64
+# Mixed precision (issue 14): bf16 on cpu trains and states its policy; fp16 on sim
+# scales the loss, and a scale forced far too high overflows float16: every step of the
+# epoch is skipped and the scale backs off by half each time; the scale is saved in the
+# checkpoint and --resume continues from it (not from --amp-init-scale).
+amp=$("$bin" --model=cnn --limit=256 --test-limit=200 --device=cpu --amp=bf16 --epochs=1 --json \
+      2>"$tmp/amp.err") || fail "--amp=bf16: $(cat "$tmp/amp.err")"
+grep -qF '"amp":"bf16"' <<<"$amp" || fail "--json lacks the amp field: $amp"
+grep -qF "amp bfloat16: matmul, linear and conv2d in bfloat16" "$tmp/amp.err" ||
+  fail "--amp=bf16 does not state its policy: $(cat "$tmp/amp.err")"
+"$bin" "${quick[@]}" --amp=fp16 --amp-init-scale=1e38 --epochs=1 --save="$tmp/amp.st" \
+  >/dev/null 2>"$tmp/fp16.err" || fail "--amp=fp16: $(cat "$tmp/fp16.err")"
+scaled=$(grep "loss scale" "$tmp/fp16.err") || fail "--amp=fp16 reports no loss scale"
+[ "$scaled" = "epoch 1: loss scale 6.25e+36, 4 of 4 steps skipped (Inf/NaN gradients)" ] ||
+  fail "an overflowing scale must skip all 4 steps and back off to 1e38 / 16: $scaled"
+grep -aqF '"scaler.scale"' "$tmp/amp.st" || fail "the checkpoint lacks the scaler's state"
+"$bin" "${quick[@]}" --amp=fp16 --epochs=2 --resume="$tmp/amp.st" >/dev/null 2>"$tmp/fp16b.err" ||
+  fail "--amp=fp16 --resume: $(cat "$tmp/fp16b.err")"
+grep -qF "epoch 2: loss scale 3.90625e+35, 4 of 4 steps skipped" "$tmp/fp16b.err" ||
+  fail "--resume did not continue the saved scale: $(grep "loss scale" "$tmp/fp16b.err")"
+refused "amp=fp16 runs on sim and cuda devices" --device=cpu --amp=fp16 --limit=64
+refused "unknown --amp=fp8" --amp=fp8 --limit=64
+
 # cuda:0 where there is no GPU says why and what to pass instead; where there is one it
 # trains (bench/gpu.sh runs that).
 if ! "$2" --nodemo 2>/dev/null | grep -qE '^cuda: [1-9]'; then
