@@ -31,11 +31,7 @@ View slice_of(const View& v, int64_t dim, int64_t begin, int64_t n) {
   return s;
 }
 
-bool Widen::applies(std::initializer_list<const View*> views) {
-  return applies(std::vector<const View*>(views));
-}
-
-bool Widen::applies(const std::vector<const View*>& views) {
+bool Widen::applies(absl::Span<const View* const> views) {
   bool any = false;
   DType seen = DType::kFloat32;
   for (const View* v : views) {
@@ -47,8 +43,8 @@ bool Widen::applies(const std::vector<const View*>& views) {
   return any;
 }
 
-bool Widen::applies_mixed(std::initializer_list<const View*> activations,
-                          std::initializer_list<const View*> params) {
+bool Widen::applies_mixed(absl::Span<const View* const> activations,
+                          absl::Span<const View* const> params) {
   if (!applies(activations)) return false;
   DType low = DType::kFloat32;
   for (const View* v : activations) {

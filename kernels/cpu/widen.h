@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "kernels/view.h"
 #include "runtime/storage.h"
 #include "runtime/stream.h"
@@ -77,12 +78,12 @@ class Widen {
  public:
   // Whether the floating views among `views` (nullptr entries skipped) are all of one
   // 16-bit dtype, and there is at least one.
-  static bool applies(std::initializer_list<const View*> views);
-  static bool applies(const std::vector<const View*>& views);
+  // A span, not a vector: the check runs on every kernel call and must not allocate.
+  static bool applies(absl::Span<const View* const> views);
   // Mixed precision's normalisation layout: `activations` all of one 16-bit dtype and
   // `params` (nullptr skipped) each of that dtype or float32.
-  static bool applies_mixed(std::initializer_list<const View*> activations,
-                            std::initializer_list<const View*> params);
+  static bool applies_mixed(absl::Span<const View* const> activations,
+                            absl::Span<const View* const> params);
 
   Widen(const Stream& stream, const char* kernel) : stream_(stream), kernel_(kernel) {}
   Widen(const Widen&) = delete;
