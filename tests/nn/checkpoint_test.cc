@@ -257,6 +257,43 @@ TEST_CASE("a file laid out as Python's safetensors writes it loads", "[nn][check
   for (size_t i = 0; i < 4; ++i) CHECK(raw(back->tensors[i].second) == raw(t[i].second));
 }
 
+TEST_CASE("float16 and bfloat16 tensors are F16 and BF16 entries, bit for bit",
+          "[nn][checkpoint][amp]") {
+  const Device device = GENERATE(Device("cpu"), Device("sim:0"));
+  const std::vector<uint16_t> patterns = {0x0000, 0x8000, 0x3c00, 0x7bff, 0x7c00, 0x7e01, 0x0001};
+  std::vector<Half> h;
+  std::vector<BFloat16> b;
+  for (uint16_t p : patterns) {
+    h.push_back(Half::from_bits(p));
+    b.push_back(BFloat16::from_bits(p));
+  }
+  const std::string path = tmp_path("half.safetensors");
+  REQUIRE(nn::save_safetensors(path, {{"h", from_vector(h)}, {"b", from_vector(b)}}).ok());
+  // The header names the formats as Python's safetensors does.
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(bytes.find("\"dtype\":\"F16\"") != std::string::npos);
+  CHECK(bytes.find("\"dtype\":\"BF16\"") != std::string::npos);
+  absl::StatusOr<nn::SafetensorsContents> got = nn::load_safetensors(path, device);
+  REQUIRE(got.ok());
+  REQUIRE(got->tensors.size() == 2);
+  CHECK(got->tensors[0].first == "b");
+  CHECK(got->tensors[0].second.dtype() == DType::kBFloat16);
+  CHECK(got->tensors[1].second.dtype() == DType::kFloat16);
+  const std::vector<BFloat16> b2 = got->tensors[0].second.to_vector<BFloat16>();
+  const std::vector<Half> h2 = got->tensors[1].second.to_vector<Half>();
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    CHECK(b2[i].bits == patterns[i]);
+    CHECK(h2[i].bits == patterns[i]);
+  }
+  // Printing shows the values and the dtype.
+  const std::string printed = got->tensors[1].second.str();
+  CHECK(printed.find("65504") != std::string::npos);
+  CHECK(printed.find("float16") != std::string::npos);
+  CHECK(dtype_from_name("half") == DType::kFloat16);
+  CHECK(dtype_from_name("bfloat16") == DType::kBFloat16);
+}
+
 TEST_CASE("saving is atomic and refuses bad names", "[nn][checkpoint]") {
   const std::string path = tmp_path("atomic.safetensors");
   REQUIRE(nn::save_safetensors(path, {{"x", from_vector<float>({1, 2})}}).ok());
