@@ -66,7 +66,7 @@ void axpy(const Stream& stream, const View& out, const View& a, const View& b, d
 // 0/1), sizes of out. NaN compares false under every op but kNe. Launch names: eq, ne, lt,
 // le, gt, ge.
 void compare(const Stream& stream, Compare op, const View& out, const View& a, const View& b);
-// out (bool) = in <op> scalar. float32/float64: the scalar is rounded to in's dtype first
+// out (bool) = in <op> scalar. Floating: the scalar is rounded to in's dtype first
 // (as a float32 tensor op does in PyTorch); int64/bool: the comparison is exact (an
 // integral scalar compares as int64, a fractional one as double). Launch names: eq_scalar,
 // ne_scalar, ...

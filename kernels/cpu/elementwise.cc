@@ -119,7 +119,7 @@ void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const V
       return;
     }
     cpu::Widen w(stream, name);
-    unary_scalar(stream, op, w.out(out), w.in(in), scalar);
+    unary_scalar(stream, op, w.out(out), w.in(in), cpu::round_to(in.dtype, scalar));
     return w.finish();
   }
   const Layout<2> l = check_map1(name, stream, out, in);

@@ -138,7 +138,7 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
                     double scalar) {
   if (cpu::Widen::applies({&out, &in})) {
     cpu::Widen w(stream, "compare_scalar");
-    compare_scalar(stream, op, out, w.in(in), scalar);
+    compare_scalar(stream, op, out, w.in(in), cpu::round_to(in.dtype, scalar));
     return w.finish();
   }
   const char* name = name_of(op, true);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/half.h"
 #include "kernels/kernels.h"
 
 namespace streamgrad {
@@ -29,6 +30,13 @@ View slice_of(const View& v, int64_t dim, int64_t begin, int64_t n) {
              begin * v.strides[dim] * static_cast<int64_t>(element_size(v.dtype));
   }
   return s;
+}
+
+double round_to(DType dtype, double value) {
+  const float f = static_cast<float>(value);
+  if (dtype == DType::kFloat16) return Half::from_float(f).to_float();
+  if (dtype == DType::kBFloat16) return BFloat16::from_float(f).to_float();
+  return value;
 }
 
 bool Widen::applies(absl::Span<const View* const> views) {

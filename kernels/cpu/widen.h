@@ -74,6 +74,10 @@ bool for_each_chunk(const View& out, int64_t operands, Fn&& fn) {
   return true;
 }
 
+// `value` as a `dtype` element holds it (through float32, as copy converts): the scalar
+// operand of a 16-bit kernel, which kernels.h rounds to the tensor's dtype first.
+double round_to(DType dtype, double value);
+
 class Widen {
  public:
   // Whether the floating views among `views` (nullptr entries skipped) are all of one

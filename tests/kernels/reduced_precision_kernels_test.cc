@@ -97,6 +97,21 @@ TEST_CASE("copy converts 16-bit values to and from the other dtypes", "[kernels]
   for (Half v : f.read()) CHECK(v.bits == Half::from_float(0.1f).bits);
 }
 
+TEST_CASE("a scalar operand is rounded to the 16-bit dtype first", "[kernels][amp]") {
+  // As for float32 tensors (kernels.h): x == 0.1 holds for the float16 nearest 0.1, and
+  // x + 0.1 adds that same float16 value.
+  const Device d = testing::test_device();
+  const Stream s = current_stream(d);
+  Buffer<Half> x(d, {Half::from_float(0.1f), Half::from_float(1.0f)});
+  Buffer<uint8_t> eq(d, 2, 0);
+  kernels::compare_scalar(s, kernels::Compare::kEq, eq.view(), x.view(), 0.1);
+  CHECK(eq.read() == std::vector<uint8_t>{1, 0});
+  Buffer<BFloat16> y(d, {BFloat16::from_float(0.0f)});
+  Buffer<BFloat16> z(d, 1, BFloat16{});
+  kernels::unary_scalar(s, kernels::UnaryScalar::kAdd, z.view(), y.view(), 1.0 / 3);
+  CHECK(z.read()[0].bits == BFloat16::from_float(1.0f / 3).bits);
+}
+
 TEST_CASE("16-bit sums and products accumulate in float32", "[kernels][amp]") {
   const Device d = testing::test_device();
   const Stream s = current_stream(d);
