@@ -227,7 +227,13 @@ TEST_CASE("on sim the kernel is only enqueued, and runs later from what it captu
 TEST_CASE("the launch declares the grads and the flag it reads to the stream sanitizer",
           "[kernels][foreach][amp]") {
   // Values written on a side stream: the kernel on the current stream reads them
-  // unordered unless the current stream waits for the side stream.
+  // unordered unless the current stream waits for the side stream. The deterministic
+  // scheduler runs both streams' work on the waiting host thread: the race is one the
+  // stream sanitizer must see, and not one between two worker threads (which TSan
+  // reports, as it should, when the threaded scheduler happens to overlap them).
+  SimSchedulerOptions deterministic;
+  deterministic.kind = SimSchedulerKind::kDeterministic;
+  SimSchedulerScope scope(deterministic);
   const Device dev("sim:0");
   const Stream cur = current_stream(dev);
   const Stream side = Stream::create(dev);
