@@ -27,7 +27,6 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -48,6 +47,7 @@
 #include "runtime/trace.h"
 #include "ops/ops.h"
 #include "tools/cli_flags.h"
+#include "tools/train_checkpoint.h"
 #include "tools/train_models.h"
 #include "tools/train_report.h"
 
@@ -136,71 +136,6 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& name, const std
   throw UsageError{absl::StrCat("unknown --optimizer=", name, "; expected sgd, adam or adamw")};
 }
 
-// What a checkpoint carries beside the tensors, as __metadata__ strings.
-nn::Metadata run_metadata(const std::string& model, int64_t epoch,
-                          const nn::GradScaler* scaler) {
-  const RngState rng = rng_state();
-  nn::Metadata md = {{"model", model},
-          {"epoch", std::to_string(epoch)},
-          {"rng_seed", std::to_string(rng.seed)},
-          {"rng_offset", std::to_string(rng.offset)},
-          {"optimizer", absl::GetFlag(FLAGS_optimizer)},
-          {"schedule", absl::GetFlag(FLAGS_schedule)}};
-  if (scaler != nullptr) {  // --amp=fp16: the loss scale continues on --resume
-    for (const auto& [key, value] : scaler->state_dict()) md[key] = value;
-  }
-  return md;
-}
-
-// Loads --resume into the model (and the optimiser unless only evaluating) and restores
-// the random state; returns the number of epochs the checkpoint had completed.
-int64_t resume(const std::string& path, const std::string& model_name, nn::Module& model,
-               nn::Optimizer* opt, nn::GradScaler* scaler) {
-  // What the file holds is checked first, so that a mismatch reads as one.
-  const absl::StatusOr<nn::Metadata> md = nn::load_safetensors_metadata(path);
-  if (!md.ok()) throw UsageError{absl::StrCat("--resume: ", md.status().message())};
-  auto field = [&](const std::string& key) {
-    const auto it = md->find(key);
-    if (it == md->end()) {
-      throw UsageError{absl::StrCat("--resume=", path, " has no '", key,
-                                    "' in its metadata: not a checkpoint of tools/train")};
-    }
-    return it->second;
-  };
-  if (field("model") != model_name) {
-    throw UsageError{absl::StrCat("--resume=", path, " holds a ", field("model"),
-                                  " model, not --model=", model_name)};
-  }
-  const std::pair<const char*, std::string> same_as_flags[] = {
-      {"optimizer", absl::GetFlag(FLAGS_optimizer)}, {"schedule", absl::GetFlag(FLAGS_schedule)}};
-  for (const auto& [key, flag] : same_as_flags) {
-    if (opt != nullptr && field(key) != flag) {
-      throw UsageError{absl::StrCat("--resume=", path, " was trained with --", key, "=",
-                                    field(key), ", not ", flag, "; resume with the same flags")};
-    }
-  }
-  const absl::StatusOr<nn::Metadata> loaded = nn::load_checkpoint(path, model, opt);
-  if (!loaded.ok()) throw UsageError{absl::StrCat("--resume: ", loaded.status().message())};
-  int64_t epoch = 0;
-  RngState rng;
-  if (!absl::SimpleAtoi(field("epoch"), &epoch) || epoch < 0 ||
-      !absl::SimpleAtoi(field("rng_seed"), &rng.seed) ||
-      !absl::SimpleAtoi(field("rng_offset"), &rng.offset)) {
-    throw UsageError{absl::StrCat("--resume=", path, ": malformed epoch or random state")};
-  }
-  // A checkpoint of a scaled run restores the scale; one without it starts from
-  // --amp-init-scale.
-  if (scaler != nullptr && loaded->count("scaler.scale") == 1) {
-    try {
-      scaler->load_state_dict(*loaded);
-    } catch (const ValueError& e) {
-      throw UsageError{absl::StrCat("--resume=", path, ": ", e.what())};
-    }
-  }
-  set_rng_state(rng);
-  return epoch;
-}
-
 struct Evaluation {
   double loss = 0, accuracy = 0;
 };
@@ -239,35 +174,6 @@ void print_result(double accuracy, int64_t epochs, double examples_per_s, Device
   j["world_size"] = world_size;
   j["amp"] = amp;
   print_json_line(j);
-}
-
-// --amp's configuration for `device` (the scaler is the caller's, made for fp16 only).
-AmpConfig amp_config(const std::string& flag, Device device) {
-  AmpConfig c;
-  c.device_type = device.type();
-  if (flag == "off") return c;
-  if (flag != "bf16" && flag != "fp16") {
-    throw UsageError{absl::StrCat("unknown --amp=", flag, "; expected off, bf16 or fp16")};
-  }
-  if (flag == "fp16" && device.type() == DeviceType::kCpu) {
-    throw UsageError{"--amp=fp16 runs on sim and cuda devices; on cpu use --amp=bf16"};
-  }
-  c.enabled = true;
-  c.dtype = flag == "bf16" ? DType::kBFloat16 : DType::kFloat16;
-  return c;
-}
-
-// The report's statement of the dtype policy in use.
-std::string amp_policy(const AmpConfig& amp, const nn::GradScaler* scaler) {
-  if (!amp.enabled) return "amp off: everything in float32";
-  const char* low = dtype_name(amp.dtype);
-  return absl::StrCat(
-      "amp ", low, ": matmul, linear and conv2d in ", low,
-      "; softmax, log_softmax, losses, sums and exp/log/pow in float32; batch_norm and the "
-      "other ops in their inputs' dtype (batch_norm normalising in float32); parameters, "
-      "gradients and optimiser state in float32; ",
-      scaler != nullptr ? absl::StrFormat("dynamic loss scaling from %g", scaler->get_scale())
-                        : std::string("no loss scaling"));
 }
 
 // --distributed: the process group from tools/launch's variables, or null without it.
@@ -331,9 +237,10 @@ int train() {
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   manual_seed(seed);
   const std::string model_name = absl::GetFlag(FLAGS_model);
+  const RunIdentity run{model_name, absl::GetFlag(FLAGS_optimizer), absl::GetFlag(FLAGS_schedule)};
   std::shared_ptr<nn::Module> model = make_model(model_name);
   model->to(device);
-  AmpConfig amp = amp_config(absl::GetFlag(FLAGS_amp), device);
+  AmpConfig amp = amp_config(absl::GetFlag(FLAGS_amp), device);  // exit 2 when refused
   std::unique_ptr<nn::GradScaler> scaler;
   if (amp.enabled && amp.dtype == DType::kFloat16) {
     scaler = std::make_unique<nn::GradScaler>(
@@ -368,7 +275,7 @@ int train() {
   int64_t done = 0;  // epochs completed before this run
   if (!absl::GetFlag(FLAGS_resume).empty()) {
     const bool eval_only = absl::GetFlag(FLAGS_eval_only);
-    done = resume(user_path(absl::GetFlag(FLAGS_resume)), model_name, *model,
+    done = resume(user_path(absl::GetFlag(FLAGS_resume)), run, *model,
                   eval_only ? nullptr : opt.get(), scaler.get());
     // The schedule continues where it was: lr as after `done` epochs.
     for (int64_t e = 0; schedule != nullptr && e < done; ++e) schedule->step();
@@ -409,7 +316,7 @@ int train() {
   std::fprintf(out, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
                model_name.c_str(), where.c_str(), static_cast<long long>(train_data->size()),
                static_cast<long long>(epochs), absl::GetFlag(FLAGS_optimizer).c_str());
-  std::fprintf(out, "train: %s\n", amp_policy(amp, scaler.get()).c_str());
+  std::fprintf(out, "train: %s\n", amp_policy(amp).c_str());
   std::unique_ptr<TraceRecorder> trace;
   if (!absl::GetFlag(FLAGS_trace).empty() && rank == 0) trace = std::make_unique<TraceRecorder>();
   std::ofstream metrics;
@@ -483,7 +390,7 @@ int train() {
     if (metrics.is_open()) metrics << epoch_json(r) << "\n" << std::flush;
     if (!absl::GetFlag(FLAGS_save).empty() && rank == 0) {
       const absl::Status saved = nn::save_checkpoint(user_path(absl::GetFlag(FLAGS_save)), *model,
-                                                     opt.get(), run_metadata(model_name, epoch, scaler.get()));
+                                                     opt.get(), run_metadata(run, epoch, scaler.get()));
       if (!saved.ok()) throw UsageError{absl::StrCat("--save: ", saved.message())};
     }
   }

@@ -14,7 +14,7 @@
 // updates the scale (nn/grad_scaler.h).
 //
 // Thread-safety and failure: as nn::Module. make_model throws ValueError for an unknown
-// name.
+// name, amp_config for a bad --amp value.
 #ifndef STREAMGRAD_TOOLS_TRAIN_MODELS_H_
 #define STREAMGRAD_TOOLS_TRAIN_MODELS_H_
 
@@ -62,6 +62,16 @@ struct AmpConfig {
 };
 Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch,
                   const AmpConfig& amp = {});
+// train_step's two halves (bench/amp_memory measures between them): the loss of the
+// forward under autocast, then backward and the optimiser step, through the scaler when
+// there is one.
+Tensor amp_loss(nn::Module& model, const nn::Batch& batch, const AmpConfig& amp);
+void backward_and_step(const Tensor& loss, nn::Optimizer& optimizer, const AmpConfig& amp);
+// tools/train's --amp: off, bf16 or fp16 for `device` (no scaler: the caller makes one
+// for fp16). ValueError for another value, and for fp16 on cpu.
+AmpConfig amp_config(const std::string& flag, Device device);
+// The dtype policy in words, for the training report.
+std::string amp_policy(const AmpConfig& amp);
 
 }  // namespace streamgrad
 

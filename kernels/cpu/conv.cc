@@ -133,9 +133,8 @@ cuda::ImageShape shape_of(const ColumnWalk& c) {
 }  // namespace
 
 void im2col(const Stream& stream, const View& cols, const View& in, const Window2d& w) {
-  // im2col only moves elements, so 16-bit images are unfolded as they are on cpu and sim
-  // (no float32 copy of the image or the columns); the cuda kernel takes float32/float64.
-  if (stream.device().type() == DeviceType::kCuda && cpu::Widen::applies({&cols, &in})) {
+  // Only moves elements: no float32 copy of a 16-bit image or its columns (widen.h).
+  if (cpu::widen_to_move(stream, {&cols, &in})) {
     cpu::Widen wide(stream, "im2col");
     im2col(stream, wide.out(cols), wide.in(in), w);
     return wide.finish();

@@ -125,7 +125,7 @@ void read_indexed(const Stream& stream, const char* name, const View& out, const
       stream, name, {&in, &index}, {&out},
       [chk, host_checked, o, x, sd, dt](const Layout<3>& l) {
         if (!host_checked) check_indices(chk);
-        cpu::dispatch_any(dt, [&](auto t) {
+        cpu::dispatch_all(dt, [&](auto t) {
           using T = decltype(t);
           T* o0 = static_cast<T*>(o);
           const T* x0 = static_cast<const T*>(x);
@@ -143,7 +143,7 @@ void read_indexed(const Stream& stream, const char* name, const View& out, const
 
 void index_select(const Stream& stream, const View& out, const View& in, int64_t dim,
                   const View& index) {
-  if (cpu::Widen::applies({&out, &in})) {
+  if (cpu::widen_to_move(stream, {&out, &in})) {
     cpu::Widen w(stream, "index_select");
     index_select(stream, w.out(out), w.in(in), dim, index);
     return w.finish();
@@ -237,7 +237,7 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
 
 void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
             const View& index) {
-  if (cpu::Widen::applies({&out, &in})) {
+  if (cpu::widen_to_move(stream, {&out, &in})) {
     cpu::Widen w(stream, "gather");
     gather(stream, w.out(out), w.in(in), dim, index);
     return w.finish();

@@ -167,7 +167,7 @@ void compare_scalar(const Stream& stream, Compare op, const View& out, const Vie
 
 void where(const Stream& stream, const View& out, const View& condition, const View& a,
            const View& b) {
-  if (cpu::Widen::applies({&out, &a, &b})) {
+  if (cpu::widen_to_move(stream, {&out, &a, &b})) {
     cpu::Widen w(stream, "where");
     where(stream, w.out(out), condition, w.in(a), w.in(b));
     return w.finish();
@@ -188,7 +188,7 @@ void where(const Stream& stream, const View& out, const View& condition, const V
   cpu::launch_kernel_or_cuda(
       stream, name, {&condition, &a, &b}, {&out},
       [o, pc, pa, pb, dt](const Layout<4>& l) {
-        cpu::dispatch_any(dt, [&](auto t) { where_loop<decltype(t)>(l, o, pc, pa, pb); });
+        cpu::dispatch_all(dt, [&](auto t) { where_loop<decltype(t)>(l, o, pc, pa, pb); });
       },
       [stream, o, pc, pa, pb, dt](const Layout<4>& l) {
         cuda::where(stream, dt, l, o, pc, pa, pb);

@@ -83,7 +83,6 @@ View Widen::scratch(const View& like, bool compact_broadcast) {
   return s;
 }
 
-
 View Widen::in(const View& v) {
   if (!is_reduced_floating(v.dtype)) return v;
   check_view(kernel_, "input", v);

@@ -116,6 +116,13 @@ class Widen {
   std::vector<std::unique_ptr<View>> held_;     // for the pointer forms
 };
 
+// Kernels that only move or select elements (im2col, index_select, gather, where) take
+// 16-bit views as they are on cpu and sim; their cuda kernels take the arithmetic dtypes
+// only, so there they widen.
+inline bool widen_to_move(const Stream& stream, absl::Span<const View* const> views) {
+  return stream.device().type() == DeviceType::kCuda && Widen::applies(views);
+}
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace streamgrad

@@ -1,0 +1,40 @@
+// tools/train's checkpoints: what --save writes beside the tensors, and how --resume reads
+// it back.
+//
+//   run_metadata(run, epoch, scaler)   the __metadata__ strings: model, epoch, random state,
+//                                      optimiser and schedule, and the loss scaler's state
+//                                      (--amp=fp16)
+//   resume(path, run, model, opt, scaler)   checks that the file is a checkpoint of this run
+//                                      (same model; same optimiser and schedule unless
+//                                      only evaluating, opt == nullptr), loads model,
+//                                      optimiser and scaler, restores the random state and
+//                                      returns the epochs the checkpoint had completed
+//
+// Thread-safety: call from the training thread. Failure: resume throws UsageError
+// (tools/cli_flags.h: one message, exit code 2) naming the file and the mismatch; the
+// model and optimiser are unchanged unless the checks passed.
+#ifndef STREAMGRAD_TOOLS_TRAIN_CHECKPOINT_H_
+#define STREAMGRAD_TOOLS_TRAIN_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "nn/checkpoint.h"
+#include "nn/grad_scaler.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+
+namespace streamgrad {
+
+// The flags a checkpoint must agree with to be resumed.
+struct RunIdentity {
+  std::string model, optimizer, schedule;
+};
+
+nn::Metadata run_metadata(const RunIdentity& run, int64_t epoch, const nn::GradScaler* scaler);
+int64_t resume(const std::string& path, const RunIdentity& run, nn::Module& model,
+               nn::Optimizer* opt, nn::GradScaler* scaler);
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_TOOLS_TRAIN_CHECKPOINT_H_
