@@ -13,14 +13,23 @@ void note_use(const Tensor& t, const Stream& s) {
   if (t.device() == s.device() && t.storage().stream() != s) t.storage().record_stream(s);
 }
 
+// Whether `t` may be written in place on `stream`: nothing else holds it, and no other
+// stream was handed it. A node may pass one gradient to several consumers (AddBackward's
+// two inputs get the same tensor); one that read it on its own stream and dropped its
+// handle may still have that read queued, which a write here would overtake (S8 keeps
+// the memory alive, not its value).
+bool writable_on(const Tensor& t, const Stream& stream) {
+  return sole_owner(t) && !t.requires_grad() && t.storage().used_only_on(stream);
+}
+
 // acc + g, into acc's memory when nothing else can see it (as the reference engine
 // does): an n-way fan-in then allocates nothing. Under create_graph the sum must be
 // recorded, so it stays out of place. Float addition commutes exactly, so either
 // operand may be the one written.
 Tensor accumulate(Tensor acc, Tensor g, const Stream& stream) {
   if (!grad_mode_enabled() && acc.dtype() == g.dtype() && acc.sizes() == g.sizes()) {
-    if (!sole_owner(acc) && sole_owner(g)) std::swap(acc, g);
-    if (sole_owner(acc) && !acc.requires_grad()) {
+    if (!writable_on(acc, stream) && writable_on(g, stream)) std::swap(acc, g);
+    if (writable_on(acc, stream)) {
       accumulate_into(acc, g, stream);
       return acc;
     }

@@ -1,6 +1,9 @@
 #include "runtime/storage.h"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "runtime/caching_allocator.h"
 #include "runtime/devices.h"
@@ -29,6 +32,8 @@ struct Storage::Impl {
   const size_t nbytes;
   const Stream stream;
   const uint64_t id;
+  std::mutex mu;
+  std::vector<Stream> users;  // streams record_stream() named, allocation stream aside
 };
 
 namespace {
@@ -94,11 +99,24 @@ void Storage::record_stream(const Stream& stream) const {
   if (impl_->ptr == nullptr) return;  // zero bytes: nothing to protect
   const Device d = resolve_device(stream.device(), "Storage::record_stream");
   const Stream s = Stream::unchecked(d, stream.id());
+  if (s != impl_->stream) {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (std::find(impl_->users.begin(), impl_->users.end(), s) == impl_->users.end()) {
+      impl_->users.push_back(s);
+    }
+  }
   if (impl_->allocator == nullptr) {
     pinned_record_stream(impl_->ptr, s);
   } else {
     impl_->allocator->record_stream(impl_->ptr, s);
   }
+}
+
+bool Storage::used_only_on(const Stream& stream) const {
+  if (impl_ == nullptr) return true;
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return std::all_of(impl_->users.begin(), impl_->users.end(),
+                     [&](const Stream& u) { return u == stream; });
 }
 
 }  // namespace streamgrad

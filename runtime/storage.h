@@ -47,6 +47,10 @@ class Storage {
   uint64_t id() const;
   bool is_pinned() const;
   void record_stream(const Stream& stream) const;
+  // True when no stream but its allocation stream and `stream` was recorded as using the
+  // memory: a write on `stream` then cannot overtake a read another stream still has
+  // queued (the engine writes gradients in place only then).
+  bool used_only_on(const Stream& stream) const;
   long use_count() const { return impl_.use_count(); }
 
  private:
