@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/accumulate_grad.h"
 #include "engine/grad_mode.h"
+#include "engine/view_history.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -89,6 +90,7 @@ void Node::run_pre_hooks(TensorList& grads) {
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return Edge{};
+  refresh_view_history(t);
   AutogradMeta* m = t.autograd_meta_if_any();
   if (m == nullptr) return Edge{};
   if (m->grad_fn != nullptr) return Edge{m->grad_fn, m->output_nr};

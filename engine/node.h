@@ -163,12 +163,15 @@ class SavedTensor {
 //   add        accumulation of gradients (differentiable when grad mode is on);
 //   sum_to     a gradient reduced to a shape it broadcasts from;
 //   to_dtype, to_device   conversions of gradients that a backward returned in another
-//              floating dtype, or as a 0-dim tensor on another device.
+//              floating dtype, or as a 0-dim tensor on another device;
 struct EngineOps {
   Tensor (*add)(const Tensor&, const Tensor&) = nullptr;
   Tensor (*sum_to)(const Tensor&, const Shape&) = nullptr;
   Tensor (*to_dtype)(const Tensor&, DType) = nullptr;
   Tensor (*to_device)(const Tensor&, Device) = nullptr;
+  // view_backward  the node that places a differentiable view's gradient into zeros of
+  //            its base's shape (engine/view_history.h); the engine sets its edges.
+  std::shared_ptr<Node> (*view_backward)(const Tensor& view, const Tensor& base) = nullptr;
 };
 void set_engine_ops(const EngineOps& ops);
 const EngineOps& engine_ops();

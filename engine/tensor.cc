@@ -9,6 +9,7 @@
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/node.h"
+#include "engine/view_history.h"
 #include "kernels/kernels.h"
 #include "runtime/copy.h"
 #include "runtime/devices.h"
@@ -184,6 +185,7 @@ AutogradMeta& Tensor::autograd_meta() const {
 AutogradMeta* Tensor::autograd_meta_if_any() const { return checked().autograd.get(); }
 
 bool Tensor::requires_grad() const {
+  refresh_view_history(*this);
   const AutogradMeta* m = autograd_meta_if_any();
   return m != nullptr && (m->requires_grad || m->grad_fn != nullptr);
 }
@@ -237,6 +239,7 @@ void Tensor::set_data(const Tensor& data) const {
   to->dtype = from->dtype;
   to->stream = from->stream;
   to->base = from->base;
+  to->view_of = nullptr;  // a leaf: no view history to follow
   // Saved copies of the old data are stale now: their version check reports it.
   to->version->fetch_add(1);
   if (AutogradMeta* m = autograd_meta_if_any()) {
@@ -249,11 +252,13 @@ void Tensor::set_data(const Tensor& data) const {
 }
 
 std::shared_ptr<Node> Tensor::grad_fn() const {
+  refresh_view_history(*this);
   const AutogradMeta* m = autograd_meta_if_any();
   return m == nullptr ? nullptr : m->grad_fn;
 }
 
 uint32_t Tensor::output_nr() const {
+  refresh_view_history(*this);
   const AutogradMeta* m = autograd_meta_if_any();
   return m == nullptr ? 0 : m->output_nr;
 }

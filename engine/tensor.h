@@ -55,6 +55,11 @@ struct TensorImpl {
   std::shared_ptr<std::atomic<uint32_t>> version;  // shared with views
   // A view's base tensor (for in-place checks); null for tensors that own their data.
   std::shared_ptr<TensorImpl> base;
+  // Differentiable views (the results of the view ops of ops/ops.h): the tensor whose
+  // gradient this view's gradient flows into, and the version its grad_fn was made at.
+  // See Note [Views and in-place operations] in engine/view_history.h.
+  std::shared_ptr<TensorImpl> view_of;
+  std::atomic<uint32_t> view_version{0};
   std::unique_ptr<AutogradMeta> autograd;  // created on first autograd use
 };
 

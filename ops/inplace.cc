@@ -7,13 +7,14 @@
 // gets a new grad_fn whose next edges are the tensor's old history and the operand's, and
 // whose canonical stream is the stream the in-place kernel ran on (S1).
 //
-// Writing a tensor that requires grad into a view of another tensor is refused (the base
-// would be changed without history); views that alias their whole base, such as
-// detach() results, are allowed, as in PyTorch.
+// In-place ops on views (and on bases that have views) keep every gradient right: see
+// Note [Views and in-place operations] in engine/view_history.h.
 #include "engine/accumulate_grad.h"
 #include "engine/stream_placement.h"
+#include "engine/view_history.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "ops/view_history.h"
 #include "runtime/copy.h"
 
 namespace streamgrad {
@@ -21,34 +22,19 @@ namespace {
 
 using namespace ops_internal;  // NOLINT
 
-// Gives `a` the history `node` (S1: stamped with the stream the kernel ran on).
+// Gives `a` the history `node` (S1: stamped with the stream the kernel ran on). An
+// in-place op on a differentiable view is recorded on its base instead, and the view
+// replays from there: see Note [Views and in-place operations] (engine/view_history.h).
 void rebase(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge> edges) {
   node->set_next_edges(std::move(edges));
   if (!a.device().is_cpu()) node->set_stream(stream_of(a));
-  set_history(a, node);
-  op_recorded({a});
-}
-
-// A view that covers exactly its base's elements in the same order (detach(), the result
-// of a reduction without keepdim): its base needs no history of its own.
-bool aliases_whole_base(const Tensor& a) {
-  const TensorImpl* base = a.impl()->base.get();
-  if (base == nullptr) return true;
-  const kernels::View bv{nullptr, base->dtype, base->sizes, base->strides};
-  return numel_of(base->sizes) == a.numel() && base->offset == a.storage_offset() &&
-         bv.is_contiguous() && a.is_contiguous();
-}
-
-void check_view_history(const Tensor& a, const Tensor& other, const char* op) {
-  if (!is_floating(a.dtype()) || !any_requires_grad({other}) || a.requires_grad() ||
-      aliases_whole_base(a)) {
-    return;
+  const Tensor base = differentiable_base(a);
+  if (base.defined()) {
+    record_on_base(base, a, node);
+  } else {
+    set_history(a, node);
   }
-  throw Error(absl::StrCat(
-      op, ": writing a tensor that requires grad (", other.describe(), ") into a view (",
-      a.describe(),
-      ") of another tensor is not supported: the viewed tensor would change "
-      "without history. Build the result out of place (e.g. with cat), or clone the view"));
+  op_recorded({a});
 }
 
 void check_broadcast_into(const Tensor& a, const Tensor& b, const char* op) {
@@ -159,7 +145,6 @@ Tensor check_binary_inplace(const Tensor& a, const Tensor& b, const char* op) {
   check_same_dtype(a, b, op);
   check_broadcast_into(a, b, op);
   check_inplace(a, op);
-  check_view_history(a, b, op);
   return operand_on(b, a.device());
 }
 
@@ -221,7 +206,6 @@ Tensor& masked_fill_(Tensor& a, const Tensor& mask, const Tensor& value) {
   if (!is_cpu_scalar_for(value, a)) check_same_device(a, value, "masked_fill_");
   check_same_dtype(a, value, "masked_fill_");
   check_inplace(a, "masked_fill_");
-  check_view_history(a, value, "masked_fill_");
   return masked_fill_impl(a, mask, value);
 }
 
@@ -277,7 +261,6 @@ Tensor& copy_(Tensor& a, const Tensor& src) {
   check_defined(src, "copy_", "the source");
   check_broadcast_into(a, src, "copy_");
   check_inplace(a, "copy_");
-  check_view_history(a, src, "copy_");
   const bool record = is_floating(a.dtype()) && any_requires_grad({a, src});
   std::vector<Edge> edges = record ? collect_next_edges({a, src}) : std::vector<Edge>{};
   if (src.device() == a.device()) {

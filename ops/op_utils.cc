@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/grad_mode.h"
 #include "engine/stream_placement.h"
+#include "engine/view_history.h"
 #include "ops/ops.h"
 
 namespace streamgrad {
@@ -204,10 +205,14 @@ void check_inplace(const Tensor& a, const char* op) {
   SG_CHECK(!(a.is_leaf() && a.requires_grad()), Error, op, ": a leaf tensor that requires grad (",
            a.describe(), ") cannot be modified in place; do it under NoGradGuard, or on a "
            "clone");
-  if (a.impl()->base != nullptr) {
-    const Tensor base(a.impl()->base);
-    SG_CHECK(!base.requires_grad(), Error, op, ": in-place modification of a view of a tensor "
-             "that requires grad (", a.describe(), ") is not supported; clone the view first");
+  const Tensor base = differentiable_base(a);
+  SG_CHECK(!base.defined() || !(base.is_leaf() && base.requires_grad()), Error, op, ": ",
+           a.describe(), " is a view of a leaf tensor that requires grad (", base.describe(),
+           "), so it cannot be modified in place; do it under NoGradGuard, or on a clone");
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    SG_CHECK(a.strides()[d] != 0 || a.sizes()[d] <= 1, ValueError, op, ": ", a.describe(),
+             " has dimension ", d, " expanded (stride 0), so more than one of its elements "
+             "refers to the same memory; clone() it before modifying it in place");
   }
 }
 

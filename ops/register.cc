@@ -3,6 +3,7 @@
 #include "engine/node.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "ops/view_history.h"
 
 namespace streamgrad {
 namespace {
@@ -18,6 +19,7 @@ const bool kRegistered = [] {
   ops.sum_to = &ops_internal::sum_to;
   ops.to_dtype = &to_dtype_impl;
   ops.to_device = &to_device_impl;
+  ops.view_backward = &ops_internal::view_backward;
   set_engine_ops(ops);
   return true;
 }();

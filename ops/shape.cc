@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_join.h"
+#include "engine/view_history.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -100,6 +101,7 @@ Tensor unslice(const Tensor& g, const Shape& shape, const SliceSpec& s) {
 
 Tensor slice_impl(const Tensor& a, const SliceSpec& s, const char* backward_name) {
   Tensor out = slice_view(a, s);
+  mark_differentiable_view(out, a);
   if (any_requires_grad({a})) {
     wire(std::make_shared<SliceBackward>(a.sizes(), s, backward_name), {a}, {out});
   }
@@ -120,6 +122,7 @@ Tensor permuted_view(const Tensor& a, const std::vector<int64_t>& perm,
     strides[i] = a.strides()[perm[i]];
   }
   Tensor out = make_view(a, sizes, strides, a.storage_offset());
+  mark_differentiable_view(out, a);
   if (any_requires_grad({a})) wire(std::make_shared<PermuteBackward>(inverse, node_name), {a}, {out});
   return out;
 }
@@ -165,6 +168,7 @@ Tensor squeeze(const Tensor& a) {
     }
   }
   Tensor out = make_view(a, sizes, strides, a.storage_offset());
+  mark_differentiable_view(out, a);
   if (any_requires_grad({a})) wire(std::make_shared<SqueezeBackward>(dropped), {a}, {out});
   return out;
 }
@@ -180,6 +184,7 @@ Tensor squeeze(const Tensor& a, int64_t dim) {
     dropped.push_back(d);
   }
   Tensor out = make_view(a, sizes, strides, a.storage_offset());
+  mark_differentiable_view(out, a);
   if (any_requires_grad({a})) wire(std::make_shared<SqueezeBackward>(dropped), {a}, {out});
   return out;
 }
@@ -193,6 +198,7 @@ Tensor unsqueeze(const Tensor& a, int64_t dim) {
   sizes.insert(sizes.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
   Tensor out = make_view(a, sizes, strides, a.storage_offset());
+  mark_differentiable_view(out, a);
   if (any_requires_grad({a})) wire(std::make_shared<UnsqueezeBackward>(d), {a}, {out});
   return out;
 }

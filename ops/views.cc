@@ -1,6 +1,7 @@
 // reshape, view, expand, clone, contiguous.
 #include "absl/strings/str_join.h"
 #include "engine/accumulate_grad.h"
+#include "engine/view_history.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -62,6 +63,7 @@ Tensor view(const Tensor& a, const Shape& sizes) {
            " is not contiguous, so it cannot be viewed as [", absl::StrJoin(shape, ", "),
            "]; use reshape() (which copies) or contiguous() first");
   Tensor out = make_view(a, shape, kernels::contiguous_strides(shape), a.storage_offset());
+  mark_differentiable_view(out, a);
   if (any_requires_grad({a})) wire(std::make_shared<ReshapeBackward>(a.sizes()), {a}, {out});
   return out;
 }
@@ -96,6 +98,7 @@ Tensor expand(const Tensor& a, const Shape& sizes) {
   if (shape == a.sizes()) return a;
   const kernels::View v = expand_view(a, shape);
   Tensor out = make_view(a, shape, v.strides, a.storage_offset());
+  mark_differentiable_view(out, a);
   if (any_requires_grad({a})) wire(std::make_shared<ExpandBackward>(a.sizes()), {a}, {out});
   return out;
 }
