@@ -5,11 +5,16 @@
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 #include "runtime/stream.h"
+#include "runtime/warning.h"
 
 namespace streamgrad {
 
 AccumulateGrad::AccumulateGrad(const Tensor& leaf) : variable_(leaf) {
   add_input_metadata(leaf);
+  // Ready accumulators run before any other ready node (the ready queue takes the highest
+  // sequence number first), so that .grad and post-accumulate hooks (DDP's all-reduce
+  // buckets) are ready as early as possible, as in the reference framework.
+  set_sequence_nr(UINT64_MAX);
 }
 
 Tensor clone_detached(const Tensor& t) {
@@ -19,16 +24,22 @@ Tensor clone_detached(const Tensor& t) {
 }
 
 void AccumulateGrad::run_tensor_hooks(Tensor& g) const {
-  if (!g.defined()) return;
   AutogradMeta& meta = variable_.autograd_meta();
   for (const auto& [id, hook] : meta.hooks) {
     Tensor replaced = hook(g);
-    if (replaced.defined()) {
+    if (replaced.defined() && g.defined()) {
       SG_CHECK(replaced.sizes() == g.sizes() && replaced.dtype() == g.dtype() &&
                    replaced.device() == g.device(),
                ValueError, "a hook on the gradient of leaf ", variable_.describe(),
                " returned ", replaced.describe(), "; it must match the gradient ",
                g.describe());
+      g = std::move(replaced);
+    } else if (replaced.defined()) {
+      SG_CHECK(replaced.sizes() == variable_.sizes() && replaced.dtype() == variable_.dtype() &&
+                   replaced.device() == variable_.device(),
+               ValueError, "a hook on the gradient of leaf ", variable_.describe(),
+               " returned ", replaced.describe(), " for an undefined gradient; it must match "
+               "the leaf");
       g = std::move(replaced);
     }
   }
@@ -36,12 +47,23 @@ void AccumulateGrad::run_tensor_hooks(Tensor& g) const {
 
 TensorList AccumulateGrad::apply(TensorList&& grads) {
   Tensor g = std::move(grads[0]);
-  if (!g.defined()) return {};
+  // Hooks see an undefined gradient too (a custom backward that returned none for this
+  // leaf), as in the reference framework; .grad is then left as it is.
   run_tensor_hooks(g);
   AutogradMeta& meta = variable_.autograd_meta();
+  if (!g.defined()) {
+    for (const auto& hook : meta.post_accumulate_hooks) hook(variable_);
+    return {};
+  }
   const bool keep_history = grad_mode_enabled();  // create_graph
   {
     std::lock_guard<std::mutex> lk(meta.mu);
+    if (keep_history && g.requires_grad()) {
+      SG_WARN("backward() with create_graph=true wrote .grad of leaf ", variable_.describe(),
+              " with history, which holds the leaf itself: a reference cycle (leaf -> .grad "
+              "-> graph -> leaf) that keeps the graph alive. Prefer grad(outputs, inputs, "
+              "..., create_graph=true); otherwise reset .grad (set_grad(Tensor())) after use");
+    }
     if (!meta.grad.defined()) {
       if (keep_history) {
         meta.grad = g;

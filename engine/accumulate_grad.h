@@ -3,7 +3,8 @@
 //
 // The first gradient is stolen when nobody else holds it (otherwise copied), later ones are
 // added in place — or out of place under create_graph, so that .grad keeps its history.
-// The leaf's tensor hooks run before, its post-accumulate hooks after accumulation.
+// The leaf's tensor hooks run before, its post-accumulate hooks after accumulation; both
+// also run when the gradient that arrives is undefined (.grad then stays as it was).
 // Thread-safety: concurrent backward passes through one leaf serialise on the leaf's
 // autograd mutex; .grad is exact. Failure: as the hooks and kernels it runs.
 #ifndef STREAMGRAD_ENGINE_ACCUMULATE_GRAD_H_
@@ -20,6 +21,8 @@ class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(const Tensor& leaf);
   std::string name() const override { return "AccumulateGrad"; }
+  // Runs when no gradient arrived too: the leaf's hooks see an undefined gradient.
+  bool apply_without_gradients() const override { return true; }
   TensorList apply(TensorList&& grads) override;
   const Tensor& variable() const { return variable_; }
   // The leaf's tensor hooks, in registration order, on gradient `g` (which they may

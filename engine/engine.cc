@@ -159,7 +159,8 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
     // Observers (sanitizer, trace) name the node each kernel ran for; free without them.
     std::optional<LaunchScope> scope;
     if (detail::have_observers()) scope.emplace(fn->name());
-    HeldNode held(*fn);
+    // Tensor hooks run before the node is held: only apply() is serialised, so a hook may
+    // itself differentiate through this node (as in the reference framework).
     if (fn->has_pre_hooks()) fn->run_pre_hooks(grads);
     if (info != nullptr && !info->captures.empty()) {
       capture(gt, *fn, *info, grads, written);
@@ -167,6 +168,7 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
       // still runs (with the gradient its hooks made, hooks not run twice).
       if (!info->needed) return;
     }
+    HeldNode held(*fn);
     const bool none = !grads.empty() && std::none_of(grads.begin(), grads.end(),
                                                      [](const Tensor& g) { return g.defined(); });
     if (none && !fn->apply_without_gradients()) {

@@ -53,8 +53,13 @@ class CustomFunctionNode final : public Node {
     } else {
       out = backward_(*ctx_, grads);
     }
+    // Extra trailing gradients are dropped when undefined, as the reference framework does
+    // (a backward written for optional arguments returns {grad, {}, {}}); a defined one is
+    // a mistake the user must hear about.
+    while (out.size() > num_outputs() && !out.back().defined()) out.pop_back();
     SG_CHECK(out.size() == num_outputs(), ValueError, name(), ": backward returned ", out.size(),
-             " gradients but the function has ", num_outputs(), " inputs");
+             " gradients but the function has ", num_outputs(), " inputs",
+             out.size() > num_outputs() ? " (the extra ones must be undefined Tensors)" : "");
     for (size_t i = 0; i < out.size(); ++i) {
       if (!ctx_->needs_input_grad(i)) out[i] = Tensor();
     }

@@ -70,7 +70,7 @@ void Node::run_pre_hooks(TensorList& grads) {
     for (const PreHook& h : pre_hooks_) {
       if (h.retains_grad != retains_pass) continue;
       Tensor& g = grads[h.input_nr];
-      if (!g.defined()) continue;
+      // Hooks see undefined gradients too, as in the reference framework (≥ 2.0).
       Tensor replaced = h.hook(g);
       if (!replaced.defined()) continue;
       const InputMeta& meta = inputs_[h.input_nr];
@@ -142,10 +142,15 @@ Tensor SavedTensor::unpack(const char* node_name) const {
   const uint32_t now = data_.version();
   if (now != saved_version_) {
     const std::string& name = data_.name();
+    // The node that produced the tensor's current value: the in-place op that moved it on.
+    const std::shared_ptr<Node> producer = data_.grad_fn();
     throw Error(absl::StrCat(
         node_name, ": one of the tensors needed for gradient computation has been modified "
         "by an in-place operation: ", data_.describe(),
-        name.empty() ? "" : absl::StrCat(" (named \"", name, "\")"), " is at version ", now,
+        name.empty() ? "" : absl::StrCat(" (named \"", name, "\")"),
+        producer ? absl::StrCat(", which is output ", data_.output_nr(), " of ", producer->name(), ",")
+                 : "",
+        " is at version ", now,
         "; expected version ", saved_version_,
         " instead. Clone the tensor before modifying it in place, or do the in-place "
         "operation after backward"));

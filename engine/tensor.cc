@@ -270,6 +270,7 @@ namespace {
 // which owns the hook) and keeps the gradient without history.
 TensorHook retain_grad_hook(std::weak_ptr<TensorImpl> weak) {
   return [weak](const Tensor& g) {
+    if (!g.defined()) return Tensor();
     if (auto impl = weak.lock()) {
       Tensor self(impl);
       AutogradMeta& meta = self.autograd_meta();

@@ -142,10 +142,13 @@ Tensor check_binary_inplace(const Tensor& a, const Tensor& b, const char* op) {
   check_defined(b, op, "the operand");
   if (!is_cpu_scalar_for(b, a)) check_same_device(a, b, op);
   check_floating(a, op);
-  check_same_dtype(a, b, op);
+  // Another floating dtype is converted to a's (the result keeps a's dtype, as in the
+  // reference framework); its gradient comes back in its own dtype (grad_for).
+  if (!is_floating(b.dtype())) check_same_dtype(a, b, op);
   check_broadcast_into(a, b, op);
   check_inplace(a, op);
-  return operand_on(b, a.device());
+  const Tensor operand = operand_on(b, a.device());
+  return operand.dtype() == a.dtype() ? operand : to(operand.detach(), a.dtype());
 }
 
 Tensor& fill_impl(Tensor& a, double value, const char* op, const char* node_name) {

@@ -186,6 +186,22 @@ TEST_CASE("in-place gradients rebase history", "[ops][inplace][grad]") {
   }
 }
 
+TEST_CASE("in-place ops with an operand of another floating dtype keep the tensor's dtype",
+          "[ops][inplace][dtype]") {
+  const Device d = test_device();
+  Tensor x = input({1, 2, 3}, {3}, d);
+  Tensor b = from_vector<float>({2, 4, 8}, {3}, TensorOptions().device(d)).requires_grad_();
+  Tensor y = mul(x, 1.0);
+  mul_(y, b);
+  add_(y, b, 0.5);
+  CHECK(y.dtype() == DType::kFloat64);
+  check_values(y, {3, 10, 28});
+  sum(y).backward();
+  check_values(x.grad(), {2, 4, 8});
+  CHECK(b.grad().dtype() == DType::kFloat32);
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{1.5, 2.5, 3.5});
+}
+
 TEST_CASE("in-place history: node names and streams", "[ops][inplace][S1]") {
   const Device d("sim:0");
   Tensor x = input({1, 2}, {2}, d);
@@ -281,8 +297,9 @@ TEST_CASE("in-place errors", "[ops][inplace][errors]") {
         add_(a, zeros({3, 2, 3}, f64(d)));
       },
       {"add_", "float64[3, 2, 3]", "float64[2, 3]"});
-  expect_error<ValueError>([&] { mul_(a, zeros({3}, TensorOptions().device(d))); },
-                           {"mul_", "float64", "float32"});
+  expect_error<ValueError>(
+      [&] { mul_(a, zeros({3}, TensorOptions().device(d).dtype(DType::kInt64))); },
+      {"mul_", "float64", "int64"});
   expect_error<ValueError>([&] { copy_(a, zeros({4}, f64(d))); }, {"copy_", "[4]"});
   Tensor other_device = zeros({3}, f64(Device(d.is_cpu() ? "sim:1" : "cpu")));
   expect_error<DeviceError>([&] { add_(a, other_device); }, {"add_", d.str()});
