@@ -11,6 +11,11 @@ namespace streamgrad {
 
 AccumulateGrad::AccumulateGrad(const Tensor& leaf) : variable_(leaf) {
   add_input_metadata(leaf);
+  // S5: the stream of the leaf's first use in the graph (the accumulator is made then,
+  // and again once the graphs holding it are gone), as in the reference framework; not
+  // the stream the leaf was created or moved on, which is usually the default stream
+  // while the forward that uses the leaf runs on a side stream.
+  if (!leaf.device().is_cpu()) set_stream(current_stream(leaf.device()));
   // Ready accumulators run before any other ready node (the ready queue takes the highest
   // sequence number first), so that .grad and post-accumulate hooks (DDP's all-reduce
   // buckets) are ready as early as possible, as in the reference framework.

@@ -1,5 +1,6 @@
 // AccumulateGrad: the node that ends every path to a leaf tensor and adds the incoming
-// gradient into the leaf's .grad (S5: on its canonical stream, the leaf's stamp).
+// gradient into the leaf's .grad (S5: on its canonical stream, the current stream of the
+// leaf's device when the leaf was first used in the graph).
 //
 // The first gradient is stolen when nobody else holds it (otherwise copied), later ones are
 // added in place — or out of place under create_graph, so that .grad keeps its history.

@@ -12,7 +12,8 @@
 //   S3 each seed's producer stream is the caller's current stream on the seed's device when
 //      backward()/grad() is called; implicit `ones` seeds are made on that stream.
 //   S4 gradients crossing streams are ordered by ready events (input_buffer.h).
-//   S5 AccumulateGrad writes .grad on its canonical stream (the leaf's stamp).
+//   S5 AccumulateGrad writes .grad on its canonical stream (the stream of the leaf's first
+//      use in the graph, where its accumulator is made).
 //   S6 at the end, the caller's current stream of every device involved waits (device-side,
 //      one event per distinct stream) for every stream where backward left a user-visible
 //      result: .grad, returned gradients, hook side effects. The host is not synchronised.

@@ -145,8 +145,9 @@ void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuff
     if (producer && *producer != *stream && producer->device() == stream->device()) {
       SG_WARN("the gradient of leaf ", static_cast<AccumulateGrad&>(*fn).variable().describe(),
               " was produced on ", producer->str(), " but accumulates into .grad on ",
-              stream->str(), ", the stream the leaf was created on (S5): every backward pays "
-              "a cross-stream wait for it. Create the leaf on the stream that uses it");
+              stream->str(), ", the stream of its first use in this graph (S5): every backward "
+              "pays a cross-stream wait for it. Use the leaf first on the stream that "
+              "produces its gradient");
     }
   }
   std::vector<std::optional<Stream>> written;

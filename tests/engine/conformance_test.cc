@@ -59,7 +59,7 @@ TEST_CASE("leaf hooks run in grad(), once, with the leaf's stream current",
   CHECK(calls == 1);
   CHECK(g[0].to_vector<float>() == std::vector<float>{6, 6});  // 3, doubled by the hook
   CHECK(!x.grad().defined());  // grad() never writes .grad
-  CHECK(current_in_hook == x.stream());  // S5: the leaf's stream
+  CHECK(current_in_hook == current_stream(d));  // S5: the stream of x's first use
 }
 
 // Reference: "test_retain_grad_inplace" — .grad follows the tensor to the grad_fn of its

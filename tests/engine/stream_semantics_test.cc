@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "runtime/warning.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace streamgrad {
@@ -220,27 +221,50 @@ TEST_CASE("S4: no event is recorded when producer and consumer share a stream", 
   CHECK(x.grad().to_vector<float>()[0] == 6.0f);  // d/dx 2x(x+1) = 4x + 2
 }
 
-TEST_CASE("S5: AccumulateGrad writes .grad on the leaf's stream; hooks run there", "[S5]") {
+// The reference framework makes a leaf's accumulator when the leaf is first used in the
+// graph, on the stream current then; parameters made on the default stream and used by a
+// branch on a side stream accumulate there, with no cross-stream wait.
+TEST_CASE("S5: AccumulateGrad writes .grad on the stream of the leaf's first use; hooks run "
+          "there", "[S5]") {
   const Stream f = side_stream(1, 1);
+  const Stream main = current_stream("sim:1");
   Tensor x;
   {
     StreamGuard g(f);
     x = ones({3}, TensorOptions().device("sim:1")).requires_grad_();
   }
-  hand_over(x, current_stream("sim:1"));  // x was made on f, the forward runs on default
+  hand_over(x, main);  // x was made on f, the forward runs on the default stream
   std::optional<Stream> hook_stream;
   x.register_post_accumulate_grad_hook(
       [&](const Tensor& t) { hook_stream = current_stream(t.device()); });
   sum(mul(x, 4.0)).backward();
   REQUIRE(hook_stream.has_value());
-  CHECK(*hook_stream == f);
+  CHECK(*hook_stream == main);
   CHECK(x.grad().to_vector<float>() == std::vector<float>{4, 4, 4});
   hook_stream.reset();
   const void* first = x.grad().data_ptr();
-  sum(mul(x, 4.0)).backward();  // accumulates in place, on F again
-  CHECK(*hook_stream == f);
+  sum(mul(x, 4.0)).backward();  // accumulates in place, on main again
+  CHECK(*hook_stream == main);
   CHECK(x.grad().data_ptr() == first);
   CHECK(x.grad().to_vector<float>() == std::vector<float>{8, 8, 8});
+
+  // Made on the default stream, used first on f: accumulates on f, without a warning.
+  Tensor w = ones({3}, TensorOptions().device("sim:1")).requires_grad_();
+  hook_stream.reset();
+  w.register_post_accumulate_grad_hook(
+      [&](const Tensor& t) { hook_stream = current_stream(t.device()); });
+  Tensor loss;
+  {
+    StreamGuard g(f);
+    f.wait_stream(main);
+    loss = sum(mul(w, 2.0));
+  }
+  WarningCollector quiet;
+  loss.backward();
+  CHECK(quiet.warnings().empty());
+  REQUIRE(hook_stream.has_value());
+  CHECK(*hook_stream == f);
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 2, 2});
 }
 
 // Leaf grads are produced on F; the caller reads them on S right after backward.

@@ -82,11 +82,14 @@ TEST_CASE("a warning is delivered even when the backward fails", "[warnings][eng
   CHECK(collect.warnings()[0].message == "before failing");
 }
 
-// S5 with the accumulation on another stream than the producer's: correct (an event
-// orders them) but costly, which the engine says once per backward that does it.
+// S5 with the accumulation on another stream than the producer's (the leaf was first used
+// on another stream than the one its gradient comes from): correct (an event orders
+// them) but costly, which the engine says once per backward that does it.
 TEST_CASE("a leaf whose accumulation stream differs from the producer's warns",
           "[warnings][engine]") {
-  Tensor x = ones({2}, TensorOptions().device("sim:0")).requires_grad_();  // default stream
+  Tensor x = ones({2}, TensorOptions().device("sim:0")).requires_grad_();
+  // First used on the default stream: the accumulator runs there (S5) and is kept alive.
+  const Tensor first_use = mul(x, 1.0);
   Tensor loss;
   {
     StreamGuard side(testing::side_stream(0, 1));
