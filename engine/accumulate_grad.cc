@@ -1,5 +1,8 @@
 #include "engine/accumulate_grad.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "kernels/kernels.h"
@@ -21,6 +24,41 @@ AccumulateGrad::AccumulateGrad(const Tensor& leaf) : variable_(leaf) {
   // buckets) are ready as early as possible, as in the reference framework.
   set_sequence_nr(UINT64_MAX);
 }
+
+namespace {
+
+// Whether `t` covers its elements exactly once with no gaps, in some order of its dims.
+bool dense_non_overlapping(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size), size-1 dims aside
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.sizes()[d] != 1) dims.emplace_back(t.strides()[d], t.sizes()[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// The layout .grad must have (the reference framework's gradient layout contract): the
+// leaf's strides when the leaf is dense, row-major otherwise.
+bool has_grad_layout(const Tensor& g, const Tensor& leaf, bool leaf_dense) {
+  if (leaf_dense && !leaf.is_contiguous()) return g.strides() == leaf.strides();
+  return g.is_contiguous();
+}
+
+// A copy of `g` without history in the layout has_grad_layout asks for.
+Tensor copy_in_grad_layout(const Tensor& g, const Tensor& leaf, bool leaf_dense) {
+  if (!leaf_dense || leaf.is_contiguous()) return clone_detached(g);
+  Tensor out = empty(g.sizes(), TensorOptions().dtype(g.dtype()).device(g.device()));
+  out.impl()->strides = leaf.strides();  // a permutation of out's own: same storage size
+  kernels::copy(current_stream(out.device()), out.view(), g.view());
+  return out;
+}
+
+}  // namespace
 
 Tensor clone_detached(const Tensor& t) {
   Tensor out = empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device()));
@@ -73,7 +111,14 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
       if (keep_history) {
         meta.grad = g;
       } else {
-        meta.grad = sole_owner(g) ? g.detach() : clone_detached(g);
+        // Stolen only when it already has the layout .grad must have; a transposed or
+        // strided gradient would make every later accumulation and optimiser step walk
+        // .grad strided.
+        const bool dense = dense_non_overlapping(variable_);
+        const bool steal = g.impl_ptr().use_count() == 1 && g.impl()->base == nullptr &&
+                           g.storage().use_count() == 1 && g.storage_offset() == 0 &&
+                           has_grad_layout(g, variable_, dense);
+        meta.grad = steal ? g.detach() : copy_in_grad_layout(g, variable_, dense);
       }
     } else if (keep_history || meta.grad.requires_grad()) {
       meta.grad = engine_add()(meta.grad, g);
