@@ -1,15 +1,17 @@
 // gradcheck and gradgradcheck (engine/gradcheck.h): the comparison of the analytical
 // and numerical Jacobians, in slow (every element) and fast (random projections) mode.
 // The Jacobians themselves are in gradcheck_jacobian.cc, the checks of inputs, of
-// functions without differentiable outputs and of undefined gradients in
+// functions without differentiable outputs and of zero and undefined output gradients in
 // gradcheck_inputs.cc.
 #include "engine/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
@@ -20,16 +22,11 @@ namespace {
 
 using namespace gradcheck_internal;  // NOLINT: gradcheck's own internals
 
-std::string jacobian_text(const std::vector<double>& j, int64_t rows, int64_t cols) {
-  std::string s;
-  for (int64_t r = 0; r < rows; ++r) {
-    absl::StrAppend(&s, r == 0 ? "[[" : " [");
-    for (int64_t c = 0; c < cols; ++c) {
-      absl::StrAppend(&s, c ? ", " : "", absl::StrFormat("%.6g", j[r * cols + c]));
-    }
-    absl::StrAppend(&s, r + 1 == rows ? "]]" : "]\n");
-  }
-  return s;
+// The result of a check run after `before` passed, with the error figures of both.
+GradcheckResult then(const GradcheckResult& before, GradcheckResult next) {
+  next.max_abs_err = std::max(next.max_abs_err, before.max_abs_err);
+  next.max_rel_err = std::max(next.max_rel_err, before.max_rel_err);
+  return next;
 }
 
 GradcheckResult finish(GradcheckResult r, const GradcheckOptions& o) {
@@ -37,26 +34,31 @@ GradcheckResult finish(GradcheckResult r, const GradcheckOptions& o) {
   return r;
 }
 
+// The first element where two runs differ by more than tol, or -1.
+int64_t first_difference(const Jacobian& a, const Jacobian& b, double tol) {
+  for (size_t e = 0; e < a.values.size(); ++e) {
+    if (std::abs(a.values[e] - b.values[e]) > tol) return static_cast<int64_t>(e);
+  }
+  return -1;
+}
+
 // Fills r with the first difference larger than nondet_tol between two backward runs.
 bool nondeterministic(const Jacobian& a, const Jacobian& again, size_t out, size_t in,
                       const GradcheckOptions& o, GradcheckResult& r) {
-  for (size_t e = 0; e < a.values.size(); ++e) {
-    if (!(std::abs(a.values[e] - again.values[e]) > o.nondet_tol)) continue;
-    r.passed = false;
-    r.output_index = static_cast<int>(out);
-    r.input_index = static_cast<int>(in);
-    r.output_element = static_cast<int64_t>(e) / a.cols;
-    r.input_element = static_cast<int64_t>(e) % a.cols;
-    r.analytical = a.values[e];
-    r.numerical = again.values[e];
-    r.message = absl::StrFormat(
-        "gradcheck: backward is not deterministic: two runs give %.10g and %.10g for "
-        "d output %d [element %d] / d input %d [element %d] (nondet_tol %g)",
-        a.values[e], again.values[e], out, r.output_element, in, r.input_element,
-        o.nondet_tol);
-    return true;
-  }
-  return false;
+  const int64_t e = first_difference(a, again, o.nondet_tol);
+  if (e < 0) return false;
+  r.passed = false;
+  r.output_index = static_cast<int>(out);
+  r.input_index = static_cast<int>(in);
+  r.output_element = e / a.cols;
+  r.input_element = e % a.cols;
+  r.analytical = a.values[e];
+  r.numerical = again.values[e];
+  r.message = absl::StrFormat(
+      "gradcheck: backward is not deterministic: two runs give %.10g and %.10g for "
+      "d output %d [element %d] / d input %d [element %d] (nondet_tol %g)",
+      a.values[e], again.values[e], out, r.output_element, in, r.input_element, o.nondet_tol);
+  return true;
 }
 
 // Element-wise comparison of one (output, input) block; fills r on a mismatch.
@@ -108,50 +110,95 @@ void compare(const Jacobian& a, const Jacobian& n, size_t out, size_t in,
   }
 }
 
+// The scale of the second analytical Jacobian: scaling by a power of two is exact in
+// floating point, so a backward linear in its incoming gradient gives the unit-seeded rows
+// bit for bit; negative, so that a backward ignoring the gradient's sign differs too.
+constexpr double kLinearityScale = -2.0;
+
+// A slow check's outcome. `nonlinear` (passed = false when found) is held back: the
+// reference framework has no such check, so it is reported only when everything the
+// reference checks passes.
+struct SlowCheck {
+  GradcheckResult result;
+  GradcheckResult nonlinear;
+};
+
+void fill_nonlinear(const Jacobian& a, const Jacobian& scaled, const Jacobian& n, size_t out,
+                    size_t in, int64_t e, const GradcheckOptions& o, GradcheckResult& r) {
+  r.passed = false;
+  r.output_index = static_cast<int>(out);
+  r.input_index = static_cast<int>(in);
+  r.output_element = e / a.cols;
+  r.input_element = e % a.cols;
+  r.analytical = a.values[e];
+  r.numerical = n.values[e];
+  r.message = absl::StrFormat(
+      "gradcheck: backward is not linear in grad_output for output %d with respect to input "
+      "%d: Jacobian element [%d, %d] is %.10g from backward(e) but %.10g from backward(%g e) / "
+      "%g, while a repeated backward(e) gives %.10g again (nondet_tol %g); backward must scale "
+      "its result with its incoming gradient (this one ignores the gradient's size or sign, "
+      "or uses it non-linearly)",
+      out, in, r.output_element, r.input_element, a.values[e], scaled.values[e],
+      kLinearityScale, kLinearityScale, a.values[e], o.nondet_tol);
+}
+
 // Compares every (output, input) block; with undefined_grads, a backward that throws is
-// a failed result (the caller tells it apart from a backward that always throws).
-GradcheckResult compare_all(const GradcheckFn& fn, const TensorList& inputs,
-                            const GradcheckOptions& o, bool undefined_grads) {
-  GradcheckResult r;
-  JacobianTable a, again;
-  try {
-    a = analytical_jacobian(fn, inputs, undefined_grads, o.seed);
-    again = analytical_jacobian(fn, inputs, undefined_grads, o.seed);
-  } catch (const Error& e) {
-    if (!undefined_grads) throw;
-    r.passed = false;
-    r.message = e.what();
-    return r;
-  }
+// a failed result (the caller tells it apart from a backward that always throws). The
+// rows compared and reported are backward(e_j) themselves, as in the reference framework;
+// the second run, scaled, checks determinism and linearity at once, and a third unit run
+// (only when they differ) tells the two apart.
+SlowCheck compare_all(const GradcheckFn& fn, const TensorList& inputs, const GradcheckOptions& o,
+                      bool undefined_grads) {
+  SlowCheck c;
+  GradcheckResult& r = c.result;
+  JacobianTable a, scaled, again;
+  auto analytical = [&](double scale, JacobianTable& j) {
+    try {
+      j = analytical_jacobian(fn, inputs, undefined_grads, scale);
+      return true;
+    } catch (const Error& e) {
+      if (!undefined_grads) throw;
+      r.passed = false;
+      r.message = e.what();
+      return false;
+    }
+  };
+  if (!analytical(1.0, a) || !analytical(kLinearityScale, scaled)) return c;
   const JacobianTable n = numerical_jacobian(fn, inputs, o.eps);
   SG_CHECK(n.size() == a.size(), ValueError, "gradcheck: the function returned ", a.size(),
            " outputs with grad mode on but ", n.size(), " without; it must return the same");
   for (size_t out = 0; out < a.size() && r.passed; ++out) {
     for (size_t in = 0; in < inputs.size() && r.passed; ++in) {
       if (a[out][in].cols == 0) continue;
-      if (nondeterministic(a[out][in], again[out][in], out, in, o, r)) break;
+      const int64_t e = first_difference(a[out][in], scaled[out][in], o.nondet_tol);
+      if (e >= 0) {
+        if (again.empty() && !analytical(1.0, again)) return c;
+        if (nondeterministic(a[out][in], again[out][in], out, in, o, r)) break;
+        if (c.nonlinear.passed) {
+          fill_nonlinear(a[out][in], scaled[out][in], n[out][in], out, in, e, o, c.nonlinear);
+        }
+      }
       compare(a[out][in], n[out][in], out, in, o, r);
     }
   }
-  return r;
+  return c;
 }
 
 // check_undefined_grad differentiates each output alone, so the backward of a node with
 // several outputs sees undefined gradients for the others (the reference framework's
 // check_undefined_grad exercises undefined output gradients likewise). When that fails
 // but seeding the others with zeros passes, the undefined gradients are the culprit.
-GradcheckResult full_check(const GradcheckFn& fn, const TensorList& inputs,
-                           const GradcheckOptions& o) {
-  GradcheckResult r = compare_all(fn, inputs, o, o.check_undefined_grad);
-  if (r.passed || !o.check_undefined_grad) return r;
-  if (!compare_all(fn, inputs, o, /*undefined_grads=*/false).passed) return r;
-  r.message = absl::StrCat(
+SlowCheck full_check(const GradcheckFn& fn, const TensorList& inputs, const GradcheckOptions& o) {
+  SlowCheck c = compare_all(fn, inputs, o, o.check_undefined_grad);
+  if (c.result.passed || !o.check_undefined_grad) return c;
+  if (!compare_all(fn, inputs, o, /*undefined_grads=*/false).result.passed) return c;
+  c.result.message = absl::StrCat(
       "gradcheck (check_undefined_grad): backward mishandles an undefined output gradient: "
       "differentiating one output at a time (the others' gradients undefined) fails, while "
       "with the others' gradients zero it passes; backward must treat an undefined gradient "
       "as zeros (or set check_undefined_grad = false). With undefined gradients: ",
-      r.message);
-  return r;
+      c.result.message);
+  return c;
 }
 
 std::vector<double> random_vector(size_t n, std::mt19937_64& rng) {
@@ -256,13 +303,17 @@ GradcheckResult fast_check_confirmed(const GradcheckFn& fn, const TensorList& in
                                      const GradcheckOptions& o) {
   GradcheckResult fast = fast_check(fn, inputs, o);
   if (fast.passed) return fast;
-  GradcheckResult slow = full_check(fn, inputs, o);
-  if (slow.passed) {
+  const SlowCheck check = full_check(fn, inputs, o);
+  if (check.result.passed) {
     absl::StrAppend(&fast.message,
-                    "; re-checked in slow mode, every Jacobian element is within tolerance: "
-                    "only the random projection disagrees (try other atol / rtol or seed)");
+                    "; re-checked in slow mode, every Jacobian element is within tolerance",
+                    check.nonlinear.passed
+                        ? ": only the random projection disagrees (try other atol / rtol or seed)"
+                        : absl::StrCat(", but ", absl::StripPrefix(check.nonlinear.message,
+                                                                   "gradcheck: ")));
     return fast;
   }
+  GradcheckResult slow = check.result;
   slow.confirmed_in_slow_mode = true;
   slow.max_abs_err = std::max(slow.max_abs_err, fast.max_abs_err);
   slow.max_rel_err = std::max(slow.max_rel_err, fast.max_rel_err);
@@ -274,16 +325,28 @@ GradcheckResult fast_check_confirmed(const GradcheckFn& fn, const TensorList& in
 
 GradcheckResult gradcheck(const GradcheckFn& fn, const TensorList& inputs,
                           const GradcheckOptions& options) {
-  validate(inputs);
+  validate(inputs, /*warn_precision=*/true);
   GradModeGuard grad_on(true);
   bool differentiable = false;
   for (const Tensor& out : call_checked(fn, inputs)) differentiable |= out.requires_grad();
   if (!differentiable) {
     return finish(check_no_differentiable_outputs(fn, inputs, options.eps), options);
   }
-  GradcheckResult r = options.fast_mode ? fast_check_confirmed(fn, inputs, options)
-                                        : full_check(fn, inputs, options);
-  if (r.passed && options.check_undefined_grad) r = check_all_grads_undefined(fn, inputs);
+  GradcheckResult r, nonlinear;
+  if (options.fast_mode) {
+    r = fast_check_confirmed(fn, inputs, options);
+  } else {
+    SlowCheck c = full_check(fn, inputs, options);
+    r = std::move(c.result);
+    nonlinear = std::move(c.nonlinear);
+  }
+  // The reference framework's order: the comparison, backward with zero grad_outputs, then
+  // with undefined ones. The later checks keep the comparison's error figures.
+  if (r.passed) r = then(r, check_zero_grad_outputs(fn, inputs));
+  if (r.passed && options.check_undefined_grad) {
+    r = then(r, check_all_grads_undefined(fn, inputs));
+  }
+  if (r.passed) r = then(r, nonlinear);
   return finish(r, options);
 }
 

@@ -1,5 +1,5 @@
 // gradcheck / gradgradcheck: compare a function's analytical gradients (from backward)
-// with numerical ones (central differences in float64), as a library for tests.
+// with numerical ones (central differences), as a library for tests.
 //
 //   GradcheckFn f = [](const TensorList& in) { return TensorList{mul(in[0], in[1])}; };
 //   TensorList in = {randn({3}, f64).requires_grad_(), randn({3}, f64).requires_grad_()};
@@ -8,33 +8,44 @@
 //   CHECK(gradcheck(f, in, o).passed);
 //   JacobianTable j = numerical_jacobian(f, in);   // j[output][input].at(row, col)
 //
-// Checked, per output o and input i: every element of the Jacobian d out_o / d in_i,
-// |analytical - numerical| <= atol + rtol * |numerical|. Analytical rows come from
-// backward seeded with a random non-unit multiple of a one-hot gradient (then divided
-// out), so a backward that ignores the size of its incoming gradient is caught.
-// fast_mode compares u^T J v for random u, v instead (one backward and two forward calls
-// per pair); when it fails, the pair is re-checked in slow mode and the result holds the
-// full Jacobians and the worst element (confirmed_in_slow_mode).
-// nondet_tol > 0 runs backward twice and allows that much difference (0: the two runs
-// must agree exactly). check_undefined_grad differentiates each output alone, so a
-// backward with several outputs sees undefined gradients for the others and must treat
-// them as zeros; a failure (a wrong value or a throw) that disappears when the others
-// are seeded with zeros is reported as such, as a failed result; it also differentiates
-// with every output's gradient undefined, where each input's gradient must come back
-// undefined or zero (the reference framework's check_undefined_grad).
+// Checked, in the reference framework's order, stopping at the first failure:
+// 1. Per output o and input i, every element of the Jacobian d out_o / d in_i:
+//    |analytical - numerical| <= atol + rtol * |numerical|. Analytical row j is backward
+//    seeded with the one-hot gradient e_j, exactly the values the result reports. Backward
+//    runs a second time, seeded with -2 e_j and divided back (exact in floating point):
+//    the rows must agree within nondet_tol (0: bit for bit); where they differ, a third
+//    run seeded with e_j tells nondeterminism (reported here) from non-linearity (step 4).
+//    fast_mode compares u^T J v for random u, v instead (one backward and two forward
+//    calls per pair); when it fails, the pair is re-checked in slow mode and the result
+//    holds the full Jacobians and the worst element (confirmed_in_slow_mode).
+// 2. Always, in both modes: backward with every output's gradient zero must return
+//    exactly zero (or undefined) input gradients ("backward is not multiplied by
+//    grad_output"): a backward that adds a constant, even one atol hides in step 1, or
+//    that ignores its incoming gradient, fails here.
+// 3. check_undefined_grad: each output differentiated alone, so a backward with several
+//    outputs sees undefined gradients for the others and must treat them as zeros (a
+//    failure, wrong value or throw, that disappears when the others are seeded with zeros
+//    is reported as such, as a failed result); and every output's gradient undefined,
+//    where each input's gradient must come back undefined or zero.
+// 4. streamgrad's own addition, reported only when the reference's checks pass: a backward
+//    not linear in its gradient (one that squares it is right for 0 and for e_j, so steps
+//    1 and 2 cannot see it) fails when the -2 e_j rows of step 1 differ deterministically.
 // A function with no differentiable output (none requires grad, or no output at all)
 // passes only if its numerical Jacobian is zero (the reference framework's rule).
 // The result names the failing output and input, the first wrong element and the worst
 // one (flat indices into the output and the input) with both values, and holds both
-// Jacobians when they have at most 4096 entries.
+// Jacobians when they have at most 4096 entries; max_abs_err / max_rel_err are step 1's.
 //
 // gradgradcheck checks x, v -> grad(fn(x), x, v, create_graph) with random grad_outputs v
 // that require grad themselves, so the double backward is checked with respect to both,
 // including its determinism (nondet_tol).
 //
-// Inputs: float64 tensors (float32 is refused: central differences in float32 are too
-// coarse to tell right from wrong), at least one requiring grad; inputs that do not
-// require grad are constants. Inputs requiring grad must not overlap in memory (an
+// Inputs: floating tensors, at least one requiring grad; inputs that do not require grad
+// are constants. An input that requires grad and is not float64 is warned about (SG_WARN,
+// runtime/warning.h) and then checked, perturbed in its own dtype, as the reference
+// framework does: eps and the tolerances default to values meant for float64, and
+// central differences in float32 or 16 bits are coarse, so such a check will likely fail
+// unless they are loosened. Inputs requiring grad must not overlap in memory (an
 // expand()ed input: perturbing one element would move several). Outputs must be defined
 // floating tensors whose shapes and dtypes do not change when the inputs are perturbed.
 // Thread-safety: as the function checked. Perturbations are written into the inputs'
@@ -104,7 +115,7 @@ struct Jacobian {
 using JacobianTable = std::vector<std::vector<Jacobian>>;
 
 // The numerical Jacobian by central differences, (f(x + eps) - f(x - eps)) / 2 eps per
-// input element. Same input rules and errors as gradcheck.
+// input element. Same input rules and errors as gradcheck (without its precision warning).
 JacobianTable numerical_jacobian(const GradcheckFn& fn, const TensorList& inputs,
                                  double eps = 1e-6);
 

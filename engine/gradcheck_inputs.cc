@@ -1,6 +1,6 @@
 // The checks gradcheck runs besides the Jacobian comparison: inputs it can perturb
-// soundly, functions without differentiable outputs, and backward with every output's
-// gradient undefined.
+// soundly (and a warning for those not in float64), functions without differentiable
+// outputs, and backward with every output's gradient zero or undefined.
 #include <algorithm>
 #include <cmath>
 
@@ -11,6 +11,7 @@
 #include "engine/factories.h"
 #include "engine/gradcheck_internal.h"
 #include "engine/node.h"
+#include "runtime/warning.h"
 
 namespace streamgrad {
 namespace gradcheck_internal {
@@ -34,18 +35,22 @@ bool overlaps_itself(const Tensor& t) {
 
 }  // namespace
 
-void validate(const TensorList& inputs) {
+void validate(const TensorList& inputs, bool warn_precision) {
   SG_CHECK(!inputs.empty(), ValueError, "gradcheck: no inputs");
   bool any = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     SG_CHECK(t.defined(), ValueError, "gradcheck: input ", i, " is undefined");
-    SG_CHECK(t.dtype() != DType::kFloat32, ValueError, "gradcheck: input ", i, " is ",
-             t.describe(),
-             "; pass float64 inputs (to(x, DType::kFloat64)): central differences in "
-             "float32 are too coarse to tell a right gradient from a wrong one");
     if (!t.requires_grad()) continue;
     any = true;
+    // The reference framework warns and runs the check, so does this: the default eps and
+    // tolerances are meant for float64, where central differences are fine enough.
+    if (warn_precision && t.dtype() != DType::kFloat64) {
+      SG_WARN("gradcheck: input ", i, " (", t.describe(),
+              ") requires grad and is not float64; central differences in lower precision "
+              "are coarse, so the check will likely fail unless the inputs are float64 "
+              "(to(x, DType::kFloat64)) or atol / rtol are loosened");
+    }
     // Perturbing one element of an expand()ed input would move every element that
     // shares its memory, so the numerical Jacobian would be wrong (the reference
     // framework refuses such inputs too).
@@ -84,6 +89,49 @@ GradcheckResult check_no_differentiable_outputs(const GradcheckFn& fn, const Ten
           "NoGradGuard, an op without a backward) between them",
           o, i, o, r.output_element, i, r.input_element, *it);
     }
+  }
+  return r;
+}
+
+GradcheckResult check_zero_grad_outputs(const GradcheckFn& fn, const TensorList& inputs) {
+  GradcheckResult r;
+  TensorList roots, seeds, wrt;
+  std::vector<size_t> wrt_index;
+  for (const Tensor& out : call_checked(fn, inputs)) {
+    if (!out.requires_grad()) continue;
+    roots.push_back(out);
+    seeds.push_back(zeros_like(out));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    wrt.push_back(inputs[i]);
+    wrt_index.push_back(i);
+  }
+  if (roots.empty()) return r;
+  TensorList grads;
+  try {
+    grads = grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
+                 /*allow_unused=*/true);
+  } catch (const Error& e) {
+    throw Error(absl::StrCat("gradcheck: backward failed with every output's gradient zero: ",
+                             e.what()));
+  }
+  for (size_t k = 0; k < grads.size() && r.passed; ++k) {
+    if (!grads[k].defined()) continue;  // undefined counts as zero
+    const std::vector<double> g = as_doubles(grads[k]);
+    // Exactly zero: a NaN (0 times an infinity inside backward) fails too.
+    const auto it = std::find_if(g.begin(), g.end(), [](double v) { return !(v == 0); });
+    if (it == g.end()) continue;
+    r.passed = false;
+    r.input_index = static_cast<int>(wrt_index[k]);
+    r.input_element = it - g.begin();
+    r.analytical = *it;
+    r.message = absl::StrFormat(
+        "gradcheck: backward is not multiplied by grad_output: with every output's gradient "
+        "zero, the gradient of input %d must be zero (or undefined), but element %d is "
+        "%.10g; backward must scale with its incoming gradient (a constant added to it, or "
+        "a gradient that ignores it, shows up here even when atol hides it in the Jacobian)",
+        wrt_index[k], r.input_element, *it);
   }
   return r;
 }

@@ -20,14 +20,18 @@ namespace gradcheck_internal {
 
 constexpr size_t kMaxStoredJacobian = 4096;
 
-// Reads / writes one element (flat row-major index) of a float64 tensor in place, ordered
-// on the device's current stream. No version bump: every write is undone before anyone
-// could observe it.
+// Reads / writes one element (flat row-major index) of a floating tensor in place, ordered
+// on the device's current stream; a write rounds to the tensor's dtype. No version bump:
+// every write is undone before anyone could observe it.
 double get_element(const Tensor& t, int64_t flat);
 void set_element(const Tensor& t, int64_t flat, double v);
 
+// The values of a floating tensor, widened to double.
 std::vector<double> as_doubles(const Tensor& t);
 Tensor from_doubles(const std::vector<double>& v, const Tensor& like);
+
+// A row-major rows x cols matrix as text, one row a line: [[a, b]\n [c, d]].
+std::string jacobian_text(const std::vector<double>& j, int64_t rows, int64_t cols);
 
 // fn(inputs), with every output checked to be a defined floating tensor.
 TensorList call_checked(const GradcheckFn& fn, const TensorList& inputs);
@@ -45,19 +49,28 @@ std::vector<std::vector<double>> evaluate(const GradcheckFn& fn, const TensorLis
                                           const std::vector<OutputSignature>* expect = nullptr,
                                           const std::string& when = "");
 
-// Throws ValueError for inputs gradcheck cannot perturb soundly.
-void validate(const TensorList& inputs);
+// Throws ValueError for inputs gradcheck cannot perturb soundly. With warn_precision,
+// warns (SG_WARN) about each input that requires grad and is not float64.
+void validate(const TensorList& inputs, bool warn_precision = false);
 
-// One backward per output element, seeded with a random non-unit multiple of the one-hot
-// row (seeded by `seed`, the same for every call) and divided back. undefined_grads: each
-// output alone is the root, so the others' gradients reach backward undefined.
+// One backward per output element, seeded with `scale` times the one-hot row, the result
+// divided by `scale`: scale 1 gives backward(e_j) itself, the rows reported. A power of
+// two as scale changes nothing in a backward linear in its gradient (floating-point
+// scaling by 2^k is exact), so any difference is non-linearity or nondeterminism.
+// undefined_grads: each output alone is the root, so the others' gradients reach backward
+// undefined.
 JacobianTable analytical_jacobian(const GradcheckFn& fn, const TensorList& inputs,
-                                  bool undefined_grads, uint64_t seed);
+                                  bool undefined_grads, double scale);
 
 // For a function none of whose outputs requires grad: passes when the numerical Jacobian
 // is zero, fails naming the first nonzero derivative otherwise.
 GradcheckResult check_no_differentiable_outputs(const GradcheckFn& fn, const TensorList& inputs,
                                                 double eps);
+
+// Differentiates with every output's gradient zero (the reference framework's check that
+// backward is multiplied by grad_output): every input's gradient must come back exactly
+// zero or undefined.
+GradcheckResult check_zero_grad_outputs(const GradcheckFn& fn, const TensorList& inputs);
 
 // Differentiates with every output's gradient undefined (check_undefined_grad): every
 // input's gradient must come back undefined or zero, and backward must not throw.

@@ -1,14 +1,17 @@
 // The two Jacobians gradcheck compares: numerical (central differences, with the
 // function's outputs checked not to change shape or dtype under perturbation) and
-// analytical (backward, one row per output element).
+// analytical (backward, one row per output element), their elements read and written in
+// any floating dtype, and their text form for failure messages.
 #include <cmath>
-#include <random>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "engine/gradcheck_internal.h"
+#include "kernels/half.h"
 #include "runtime/copy.h"
 
 namespace streamgrad {
@@ -26,6 +29,30 @@ char* element_ptr(const Tensor& t, int64_t flat) {
   return static_cast<char*>(t.data_ptr()) + offset * static_cast<int64_t>(element_size(t.dtype()));
 }
 
+template <typename T>
+T from_bytes(const unsigned char* bytes) {
+  T v;
+  std::memcpy(&v, bytes, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void to_bytes(T v, unsigned char* bytes) {
+  std::memcpy(bytes, &v, sizeof(T));
+}
+
+float widen_value(float v) { return v; }
+float widen_value(Half v) { return v.to_float(); }
+float widen_value(BFloat16 v) { return v.to_float(); }
+
+template <typename T>
+std::vector<double> widen(const std::vector<T>& values) {
+  std::vector<double> out;
+  out.reserve(values.size());
+  for (const T& v : values) out.push_back(widen_value(v));
+  return out;
+}
+
 std::string shape_text(const Shape& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) absl::StrAppend(&r, i ? ", " : "", s[i]);
@@ -34,20 +61,75 @@ std::string shape_text(const Shape& s) {
 
 }  // namespace
 
+// Elements travel as doubles: float64 and float32 exactly, the 16-bit types through float
+// (which holds each of their values). A write rounds to the tensor's dtype, as storing
+// x + eps into such a tensor does.
 double get_element(const Tensor& t, int64_t flat) {
-  double v = 0;
-  copy_bytes(&v, Device("cpu"), element_ptr(t, flat), t.device(), sizeof(double));
-  return v;
+  unsigned char bytes[sizeof(double)];
+  copy_bytes(bytes, Device("cpu"), element_ptr(t, flat), t.device(), element_size(t.dtype()));
+  switch (t.dtype()) {
+    case DType::kFloat64:
+      return from_bytes<double>(bytes);
+    case DType::kFloat32:
+      return from_bytes<float>(bytes);
+    case DType::kFloat16:
+      return from_bytes<Half>(bytes).to_float();
+    case DType::kBFloat16:
+      return from_bytes<BFloat16>(bytes).to_float();
+    default:
+      throw ValueError(absl::StrCat("gradcheck: cannot perturb ", t.describe(),
+                                    "; only floating inputs can require grad"));
+  }
 }
 
 void set_element(const Tensor& t, int64_t flat, double v) {
-  copy_bytes(element_ptr(t, flat), t.device(), &v, Device("cpu"), sizeof(double));
+  unsigned char bytes[sizeof(double)];
+  switch (t.dtype()) {
+    case DType::kFloat64:
+      to_bytes(v, bytes);
+      break;
+    case DType::kFloat32:
+      to_bytes(static_cast<float>(v), bytes);
+      break;
+    case DType::kFloat16:
+      to_bytes(Half::from_float(static_cast<float>(v)), bytes);
+      break;
+    case DType::kBFloat16:
+      to_bytes(BFloat16::from_float(static_cast<float>(v)), bytes);
+      break;
+    default:
+      throw ValueError(absl::StrCat("gradcheck: cannot perturb ", t.describe(),
+                                    "; only floating inputs can require grad"));
+  }
+  copy_bytes(element_ptr(t, flat), t.device(), bytes, Device("cpu"), element_size(t.dtype()));
 }
 
 std::vector<double> as_doubles(const Tensor& t) {
-  if (t.dtype() == DType::kFloat64) return t.to_vector<double>();
-  const std::vector<float> f = t.to_vector<float>();
-  return std::vector<double>(f.begin(), f.end());
+  switch (t.dtype()) {
+    case DType::kFloat64:
+      return t.to_vector<double>();
+    case DType::kFloat32:
+      return widen(t.to_vector<float>());
+    case DType::kFloat16:
+      return widen(t.to_vector<Half>());
+    case DType::kBFloat16:
+      return widen(t.to_vector<BFloat16>());
+    default:
+      throw ValueError(
+          absl::StrCat("gradcheck: cannot read ", t.describe(), " as floating values"));
+  }
+}
+
+std::string jacobian_text(const std::vector<double>& j, int64_t rows, int64_t cols) {
+  std::string s;
+  for (int64_t r = 0; r < rows; ++r) {
+    absl::StrAppend(&s, r == 0 ? "[[" : " [");
+    for (int64_t c = 0; c < cols; ++c) {
+      absl::StrAppend(&s, c ? ", " : "", absl::StrFormat("%.6g", j[r * cols + c]));
+    }
+    absl::StrAppend(&s, r + 1 == rows ? "]]" : "]\n");
+  }
+  return s;
 }
 
 Tensor from_doubles(const std::vector<double>& v, const Tensor& like) {
@@ -146,7 +228,7 @@ JacobianTable numerical_jacobian(const GradcheckFn& fn, const TensorList& inputs
 namespace gradcheck_internal {
 
 JacobianTable analytical_jacobian(const GradcheckFn& fn, const TensorList& inputs,
-                                  bool undefined_grads, uint64_t seed) {
+                                  bool undefined_grads, double scale) {
   const TensorList outs = call_checked(fn, inputs);
   TensorList diff;
   std::vector<size_t> diff_index;
@@ -156,10 +238,6 @@ JacobianTable analytical_jacobian(const GradcheckFn& fn, const TensorList& input
       diff_index.push_back(i);
     }
   }
-  // A scale in +-[0.5, 2): a backward correct only for a unit incoming gradient (one that
-  // ignores or mis-scales it) gives a visibly wrong row.
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-  std::uniform_real_distribution<double> magnitude(0.5, 2.0);
   JacobianTable r(outs.size(), std::vector<Jacobian>(inputs.size()));
   for (size_t o = 0; o < outs.size(); ++o) {
     const int64_t m = outs[o].numel();
@@ -170,7 +248,6 @@ JacobianTable analytical_jacobian(const GradcheckFn& fn, const TensorList& input
     }
     if (!outs[o].requires_grad()) continue;
     for (int64_t k = 0; k < m; ++k) {
-      const double scale = (rng() & 1 ? 1.0 : -1.0) * magnitude(rng);
       std::vector<double> seed_row(m, 0.0);
       seed_row[k] = scale;
       TensorList roots{outs[o]}, seeds{from_doubles(seed_row, outs[o])};

@@ -19,7 +19,10 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-// sum(a * b) whose backward ignores the incoming gradient: right only when it is 1.
+// sum(a * b) whose backward ignores the incoming gradient: right only when it is 1. The
+// reference framework catches it by running backward with zero grad_outputs (slow mode's
+// rows are seeded with exactly 1, so they are right); fast mode's random projection of the
+// output sees it first.
 struct UnscaledDot : Function<UnscaledDot> {
   static TensorList forward(FunctionCtx& ctx, const TensorList& in) {
     ctx.save_for_backward({in[0], in[1]});
@@ -40,9 +43,14 @@ TEST_CASE("a backward that ignores the size of its incoming gradient is rejected
   const GradcheckResult r = gradcheck(f, in, quiet(fast));
   INFO(r.message);
   CHECK_FALSE(r.passed);
-  CHECK(r.output_index == 0);
   CHECK(r.input_index == 0);
-  CHECK(contains(r.message, "output 0 with respect to input 0"));
+  if (fast) {
+    CHECK(r.output_index == 0);
+    CHECK(contains(r.message, "output 0 with respect to input 0"));
+  } else {
+    CHECK(contains(r.message, "backward is not multiplied by grad_output"));
+    CHECK(r.analytical == in[1].to_vector<double>()[0]);  // backward(0) returned b itself
+  }
 }
 
 // y0 = 2x, y1 = 3x from one node; its backward adds 3 * grads[1], and when grads[1] is

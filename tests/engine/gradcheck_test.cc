@@ -179,8 +179,6 @@ TEST_CASE("stream consistency catches a backward that races across streams",
 
 TEST_CASE("bad inputs to gradcheck are clear errors", "[gradcheck][errors]") {
   GradcheckFn f = [](const TensorList& x) { return TensorList{mul(x[0], 2.0)}; };
-  CHECK_THROWS_WITH(gradcheck(f, {randn({2}).requires_grad_()}),
-                    Catch::Contains("float32") && Catch::Contains("float64"));
   CHECK_THROWS_WITH(gradcheck(f, {randn({2}, f64())}), Catch::Contains("no input requires grad"));
   GradcheckFn undefined_out = [](const TensorList&) { return TensorList{Tensor()}; };
   CHECK_THROWS_WITH(gradcheck(undefined_out, {randn({2}, f64()).requires_grad_()}),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/gradcheck: add, mul and exp pass grad, gradgrad and (on sim) stream checks on cpu,
-# sim:0 and sim:1, in JSON with exit code 0; an unknown op exits 2 naming the known ones;
-# an op that throws (sim memory too small) is a failed row with exit code 1, not a crash.
+# sim:0 and sim:1, in JSON with exit code 0, with their comparison errors; an unknown op
+# exits 2 naming the known ones; an op that throws (sim memory too small) is a failed row
+# with exit code 1, not a crash.
 set -uo pipefail
 bin="$1"
 
@@ -25,6 +26,12 @@ done
 # 3 ops x (3 devices x 2 checks + 2 sim devices x 1 stream check) = 24 rows, all passed.
 grep -qF '"passed":24,"failed":0,"skipped":0' <<<"$json" || fail "counts wrong: $json"
 if grep -qF '"passed":false' <<<"$json"; then fail "a row failed: $json"; fi
+# A passing row reports the comparison's errors: central differences of exp are never exact
+# (the checks run after the comparison used to reset them to 0).
+exp_row='"op":"exp","device":"cpu","check":"grad","passed":true,"skipped":false'
+exp_err=$(grep -oE "$exp_row,\"max_abs_err\":[^,]+" <<<"$json" | sed 's/.*://')
+[ -n "$exp_err" ] || fail "JSON lacks the exp row: $json"
+awk -v e="$exp_err" 'BEGIN { exit !(e > 0) }' || fail "exp's max_abs_err is $exp_err: $json"
 
 text=$("$bin" --ops=add --devices=cpu)
 rc=$?
