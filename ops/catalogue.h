@@ -14,7 +14,7 @@
 // "add__broadcast" for the in-place add_, "mul_scalar" for mul(Tensor, double)). The
 // catalogue test parses ops.h and requires an entry for every declared function.
 //
-// Inputs: float64 leaves (gradcheck refuses float32) on the requested device, values
+// Inputs: float64 leaves (gradcheck warns about other dtypes) on the requested device, values
 // drawn from a host generator seeded with `seed` alone (independent of manual_seed), in
 // each op's valid domain: positive for log/sqrt/fractional pow, away from 0 for relu/abs
 // kinks and divisors, pairwise distinct for max/min. At most 12 elements per input, so
