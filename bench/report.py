@@ -165,8 +165,9 @@ def main():
           "of the per-process medians; tiny-op graphs in us per graph node, mlp/cnn/overlap "
           "in ms.")
     print("threads: libtorch's intra-op threads (torch::set_num_threads) and OpenBLAS's "
-          "(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS); streamgrad's kernel threads "
-          "(set_num_threads) and OpenBLAS's.")
+          "(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS); streamgrad's threads "
+          "(set_num_threads), which its matmuls share out over single-threaded OpenBLAS "
+          "gemms.")
     print("zero_grad: each side keeps its default (streamgrad sets grads to none and "
           "AccumulateGrad takes the next gradient over; libtorch 1.13 zeroes in place and "
           "accumulates into it).")

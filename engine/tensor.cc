@@ -14,6 +14,7 @@
 #include "runtime/copy.h"
 #include "runtime/devices.h"
 #include "runtime/error.h"
+#include "runtime/warning.h"
 
 namespace streamgrad {
 
@@ -205,8 +206,23 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
 Tensor Tensor::grad() const {
   AutogradMeta* m = autograd_meta_if_any();
   if (m == nullptr) return Tensor();
-  std::lock_guard<std::mutex> lk(m->mu);
-  return m->grad;
+  Tensor g;
+  {
+    std::lock_guard<std::mutex> lk(m->mu);
+    g = m->grad;
+  }
+  // As the reference warns: backward() fills .grad of leaves only, so an empty .grad on a
+  // tensor an op produced is almost always a read of the wrong tensor or a missing
+  // retain_grad(). Once a non-leaf's .grad holds a tensor (set_grad; backward's inputs=)
+  // reading it does not warn.
+  const std::shared_ptr<Node> fn = m->grad_fn;
+  if (!g.defined() && fn != nullptr && !m->retains_grad) {
+    SG_WARN("grad(): reading .grad of ", describe(), ", which is not a leaf (", fn->name(),
+            " produced it) and does not retain its gradient, so backward() leaves it undefined; "
+            "call retain_grad() on it before backward() to keep its gradient, or read .grad() "
+            "of the leaf tensor you meant");
+  }
+  return g;
 }
 
 void Tensor::set_grad(const Tensor& grad) const {

@@ -31,6 +31,9 @@
 // AVX-512; cpu_capability() picks one) and split over up to get_num_threads() threads when
 // a launch covers more than 256K elements. Their results are bitwise the same at every
 // level and thread count, NaN payloads included where only one NaN meets an operation.
+// matmul shares a batch's items, or the blocks of one large product, among the same
+// threads, each a single-threaded OpenBLAS gemm (kernels/cpu/gemm.h: OpenBLAS's own
+// threads busy-wait between calls, so it is kept at one thread).
 //
 // Thread-safety: any thread may call any kernel on any stream.
 // cuda streams run the kernels of kernels/cuda_kernels.h where nvcc built them.

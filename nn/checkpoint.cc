@@ -20,7 +20,7 @@ using checkpoint_internal::Entry;
 using checkpoint_internal::make_tensor;
 using checkpoint_internal::ParsedFile;
 using checkpoint_internal::read_safetensors;
-using checkpoint_internal::status_from_exception;
+using checkpoint_internal::rethrow_with_context;
 using checkpoint_internal::where;
 using checkpoint_internal::write_safetensors;
 
@@ -28,29 +28,29 @@ namespace {
 
 constexpr char kOptimizerPrefix[] = "optimizer.";
 
-absl::Status invalid(const char* op, const std::string& path, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(where(op, path), what));
+// Arguments, or a file, that do not fit what the call was asked to do.
+[[noreturn]] void invalid(const char* op, const std::string& path, const std::string& what) {
+  throw ValueError(absl::StrCat(where(op, path), what));
 }
 
-absl::Status check_names(const char* op, const std::string& path, const NamedTensors& tensors) {
+void check_names(const char* op, const std::string& path, const NamedTensors& tensors) {
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
     if (name.empty() || name == "__metadata__") {
-      return invalid(op, path, absl::StrCat("tensor name '", name, "' is not allowed"));
+      invalid(op, path, absl::StrCat("tensor name '", name, "' is not allowed"));
     }
     if (!seen.insert(name).second) {
-      return invalid(op, path, absl::StrCat("tensor name '", name, "' appears twice"));
+      invalid(op, path, absl::StrCat("tensor name '", name, "' appears twice"));
     }
-    if (!t.defined()) return invalid(op, path, absl::StrCat("tensor '", name, "' is undefined"));
+    if (!t.defined()) invalid(op, path, absl::StrCat("tensor '", name, "' is undefined"));
   }
-  return absl::OkStatus();
 }
 
 // The entry must match `expected` (a model tensor or an optimiser's parameter) exactly.
-absl::Status check_match(const char* op, const std::string& path, const Entry& e,
-                         const Tensor& expected, const std::string& what) {
-  if (e.dtype == expected.dtype() && e.shape == expected.sizes()) return absl::OkStatus();
-  return invalid(op, path, absl::StrCat("key '", e.name, "': ", what, " ", expected.describe(),
+void check_match(const char* op, const std::string& path, const Entry& e,
+                 const Tensor& expected, const std::string& what) {
+  if (e.dtype == expected.dtype() && e.shape == expected.sizes()) return;
+  invalid(op, path, absl::StrCat("key '", e.name, "': ", what, " ", expected.describe(),
                                         " but the file holds ", describe(e)));
 }
 
@@ -61,25 +61,25 @@ struct OptimizerPlan {
   std::map<std::string, double> scalars;
 };
 
-absl::Status plan_optimizer(const char* op, const std::string& path, const ParsedFile& f,
+void plan_optimizer(const char* op, const std::string& path, const ParsedFile& f,
                             const Optimizer& optimizer, OptimizerPlan* plan) {
   const std::string lr_key = absl::StrCat(kOptimizerPrefix, "lr");
   if (f.metadata.count(lr_key) == 0) {
-    return invalid(op, path, absl::StrCat("the file holds no optimizer state ('", lr_key,
+    invalid(op, path, absl::StrCat("the file holds no optimizer state ('", lr_key,
                                           "' is missing from __metadata__)"));
   }
   for (const auto& [key, text] : f.metadata) {
     if (!absl::StartsWith(key, kOptimizerPrefix)) continue;
     double v = 0;
     if (!parse_metadata_number(text, &v)) {
-      return invalid(op, path, absl::StrCat("__metadata__ '", key, "' is '", text,
+      invalid(op, path, absl::StrCat("__metadata__ '", key, "' is '", text,
                                             "', not a number"));
     }
     plan->scalars[key.substr(sizeof(kOptimizerPrefix) - 1)] = v;
   }
   const double lr = plan->scalars["lr"];
   if (!(lr >= 0) || !std::isfinite(lr)) {
-    return invalid(op, path, absl::StrCat("learning rate ", lr, " must be finite and >= 0"));
+    invalid(op, path, absl::StrCat("learning rate ", lr, " must be finite and >= 0"));
   }
   const std::vector<Tensor>& params = optimizer.params();
   for (const auto& [name, e] : f.entries) {
@@ -90,17 +90,15 @@ absl::Status plan_optimizer(const char* op, const std::string& path, const Parse
     if (dot == std::string::npos || dot == 0 || dot + 1 == key.size() ||
         key.find_first_not_of("0123456789") != dot || !absl::SimpleAtoi(key.substr(0, dot), &i) ||
         i >= params.size()) {
-      return invalid(op, path, absl::StrCat("key '", name, "' names no parameter of the optimizer ",
+      invalid(op, path, absl::StrCat("key '", name, "' names no parameter of the optimizer ",
                                             "(expected '", kOptimizerPrefix,
                                             "<index>.<name>' with index below ", params.size(), ")"));
     }
-    absl::Status st = check_match(op, path, e, params[i],
-                                  absl::StrCat("optimizer state of parameter ", i, " must be"));
-    if (!st.ok()) return st;
+    check_match(op, path, e, params[i],
+                absl::StrCat("optimizer state of parameter ", i, " must be"));
     plan->tensors.emplace_back(key, &e);
     plan->param_index.push_back(i);
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -115,49 +113,45 @@ bool parse_metadata_number(const std::string& text, double* value) {
   return true;
 }
 
-absl::Status save_safetensors(const std::string& path, const NamedTensors& tensors,
-                              const Metadata& metadata) {
-  absl::Status st = check_names("save_safetensors", path, tensors);
-  if (!st.ok()) return st;
-  return write_safetensors("save_safetensors", path, tensors, metadata);
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const Metadata& metadata) {
+  check_names("save_safetensors", path, tensors);
+  write_safetensors("save_safetensors", path, tensors, metadata);
 }
 
-absl::StatusOr<SafetensorsContents> load_safetensors(const std::string& path, Device device) {
+SafetensorsContents load_safetensors(const std::string& path, Device device) {
   constexpr const char* kOp = "load_safetensors";
-  absl::StatusOr<ParsedFile> f = read_safetensors(kOp, path);
-  if (!f.ok()) return f.status();
+  const ParsedFile f = read_safetensors(kOp, path);
   SafetensorsContents out;
-  out.metadata = f->metadata;
+  out.metadata = f.metadata;
   try {
-    for (const auto& [name, e] : f->entries) {
-      out.tensors.emplace_back(name, make_tensor(*f, e, device));
+    for (const auto& [name, e] : f.entries) {
+      out.tensors.emplace_back(name, make_tensor(f, e, device));
     }
   } catch (const std::exception& e) {
-    return status_from_exception(kOp, path, e);
+    rethrow_with_context(kOp, path, e);
   }
   return out;
 }
 
-absl::StatusOr<Metadata> load_safetensors_metadata(const std::string& path) {
-  absl::StatusOr<ParsedFile> f = read_safetensors("load_safetensors_metadata", path);
-  if (!f.ok()) return f.status();
-  return f->metadata;
+Metadata load_safetensors_metadata(const std::string& path) {
+  return read_safetensors("load_safetensors_metadata", path).metadata;
 }
 
-absl::Status save_checkpoint(const std::string& path, const Module& module,
+void save_checkpoint(const std::string& path, const Module& module,
                              const Optimizer* optimizer, const Metadata& metadata) {
   constexpr const char* kOp = "save_checkpoint";
   NamedTensors all = module.state_dict();
   for (const auto& [name, t] : all) {
     if (absl::StartsWith(name, kOptimizerPrefix)) {
-      return invalid(kOp, path, absl::StrCat("model key '", name, "' starts with '",
+      invalid(kOp, path, absl::StrCat("model key '", name, "' starts with '",
                                              kOptimizerPrefix, "', which optimizer state uses"));
     }
   }
   Metadata md = metadata;
   for (const auto& [key, value] : metadata) {
     if (absl::StartsWith(key, kOptimizerPrefix)) {
-      return invalid(kOp, path, absl::StrCat("metadata key '", key, "' starts with '",
+      invalid(kOp, path, absl::StrCat("metadata key '", key, "' starts with '",
                                              kOptimizerPrefix, "', which optimizer state uses"));
     }
   }
@@ -166,17 +160,13 @@ absl::Status save_checkpoint(const std::string& path, const Module& module,
     for (const auto& [key, t] : s.tensors) all.emplace_back(kOptimizerPrefix + key, t);
     for (const auto& [key, v] : s.scalars) md[kOptimizerPrefix + key] = metadata_number(v);
   }
-  absl::Status st = check_names(kOp, path, all);
-  if (!st.ok()) return st;
-  return write_safetensors(kOp, path, all, md);
+  check_names(kOp, path, all);
+  write_safetensors(kOp, path, all, md);
 }
 
-absl::StatusOr<Metadata> load_checkpoint(const std::string& path, Module& module,
-                                         Optimizer* optimizer) {
+Metadata load_checkpoint(const std::string& path, Module& module, Optimizer* optimizer) {
   constexpr const char* kOp = "load_checkpoint";
-  absl::StatusOr<ParsedFile> parsed = read_safetensors(kOp, path);
-  if (!parsed.ok()) return parsed.status();
-  const ParsedFile& f = *parsed;
+  const ParsedFile f = read_safetensors(kOp, path);
 
   // Validate everything against the model and the optimiser before changing either.
   const NamedTensors mine = module.state_dict();
@@ -185,25 +175,21 @@ absl::StatusOr<Metadata> load_checkpoint(const std::string& path, Module& module
   for (const auto& [name, t] : mine) {
     const auto it = f.entries.find(name);
     if (it == f.entries.end()) {
-      return invalid(kOp, path, absl::StrCat("key '", name, "' (", t.describe(), ") of ",
+      invalid(kOp, path, absl::StrCat("key '", name, "' (", t.describe(), ") of ",
                                              module.type_name(), " is missing from the file"));
     }
-    absl::Status st = check_match(kOp, path, it->second, t, "the model expects");
-    if (!st.ok()) return st;
+    check_match(kOp, path, it->second, t, "the model expects");
     model_plan.emplace_back(&it->second, t.device());
     known.insert(name);
   }
   for (const auto& [name, e] : f.entries) {
     if (known.count(name) == 0 && !absl::StartsWith(name, kOptimizerPrefix)) {
-      return invalid(kOp, path, absl::StrCat("unexpected key '", name, "' (", describe(e),
+      invalid(kOp, path, absl::StrCat("unexpected key '", name, "' (", describe(e),
                                              "): ", module.type_name(), " has no such tensor"));
     }
   }
   OptimizerPlan opt_plan;
-  if (optimizer != nullptr) {
-    absl::Status st = plan_optimizer(kOp, path, f, *optimizer, &opt_plan);
-    if (!st.ok()) return st;
-  }
+  if (optimizer != nullptr) plan_optimizer(kOp, path, f, *optimizer, &opt_plan);
 
   try {
     // Every tensor is created (on its destination's device) before anything changes,
@@ -234,7 +220,7 @@ absl::StatusOr<Metadata> load_checkpoint(const std::string& path, Module& module
       throw;
     }
   } catch (const std::exception& e) {
-    return status_from_exception(kOp, path, e);
+    rethrow_with_context(kOp, path, e);
   }
   Metadata user;
   for (const auto& [key, value] : f.metadata) {

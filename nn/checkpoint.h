@@ -7,9 +7,12 @@
 //                                         Optimizer's state, all-or-nothing on load
 //   metadata_number / parse_metadata_number   numbers as metadata strings, exactly
 //
-//   auto status = nn::save_checkpoint("run.safetensors", *model, &opt, {{"epoch", "3"}});
-//   absl::StatusOr<nn::Metadata> meta = nn::load_checkpoint("run.safetensors", *model, &opt);
-//   if (!meta.ok()) std::cerr << meta.status() << "\n";   // model and opt unchanged
+//   nn::save_checkpoint("run.safetensors", *model, &opt, {{"epoch", "3"}});
+//   try {
+//     nn::Metadata meta = nn::load_checkpoint("run.safetensors", *model, &opt);
+//   } catch (const Error& e) {   // IOError, ValueError, ...: model and opt unchanged
+//     std::cerr << e.what() << "\n";
+//   }
 //
 // The format: an 8-byte little-endian header length N, N bytes of JSON header (an object
 // mapping each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, plus an
@@ -34,13 +37,17 @@
 // key, shape and dtype against the model and the optimiser before changing anything;
 // tensors are created on the devices of the parameters and buffers they replace.
 //
-// Failure: these are I/O boundaries, so (DESIGN.md §8) every failure is returned as an
-// absl::Status, never thrown, and its message names the function, the file, the key and
-// the problem. Codes: NotFound / PermissionDenied (cannot open), DataLoss (malformed or
-// truncated file), InvalidArgument (bad arguments to save; a file that does not match
-// the model or optimiser; an unsupported dtype), ResourceExhausted (out of memory or
-// disk), Internal (anything else). After a failed load the model and the optimiser are
-// exactly as they were; after a failed save `path` is as it was.
+// Failure: every function throws, as torch::load does (DESIGN.md §8), with a message that
+// names the function, the file, the key and the problem:
+//   IOError           the file cannot be opened, read or written (error_number() is the
+//                     errno: ENOENT, EACCES, ENOSPC...), or its bytes are malformed or
+//                     truncated (error_number() 0);
+//   ValueError        bad arguments to save; a file that does not match the model or the
+//                     optimiser; a dtype streamgrad does not have;
+//   OutOfMemoryError  no memory for the file or its tensors;
+//   other streamgrad::Error subclasses as the device or the module threw them (DeviceError...).
+// After a failed load the model and the optimiser are exactly as they were; after a
+// failed save `path` is as it was.
 // Thread-safety: the functions are reentrant; a model or optimiser being saved must not
 // be changed concurrently, one being loaded must not be used concurrently.
 #ifndef STREAMGRAD_NN_CHECKPOINT_H_
@@ -49,8 +56,6 @@
 #include <map>
 #include <string>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 #include "runtime/device.h"
@@ -67,24 +72,23 @@ struct SafetensorsContents {
 };
 
 // Names must be unique, non-empty and not "__metadata__"; tensors defined.
-absl::Status save_safetensors(const std::string& path, const NamedTensors& tensors,
-                              const Metadata& metadata = {});
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const Metadata& metadata = {});
 // Every tensor is created on `device`.
-absl::StatusOr<SafetensorsContents> load_safetensors(const std::string& path,
-                                                     Device device = Device("cpu"));
+SafetensorsContents load_safetensors(const std::string& path, Device device = Device("cpu"));
 
 // The "__metadata__" alone, after the same validation of the whole file: to see what a
 // checkpoint holds (which model, which epoch) before loading it into anything.
-absl::StatusOr<Metadata> load_safetensors_metadata(const std::string& path);
+Metadata load_safetensors_metadata(const std::string& path);
 
-absl::Status save_checkpoint(const std::string& path, const Module& module,
-                             const Optimizer* optimizer = nullptr, const Metadata& metadata = {});
+void save_checkpoint(const std::string& path, const Module& module,
+                     const Optimizer* optimizer = nullptr, const Metadata& metadata = {});
 // Strict, as PyTorch's load_state_dict(strict=True): every model key must be in the
 // file and every non-optimiser key of the file in the model. With an optimiser the file
 // must hold optimiser state. Returns the user metadata given to save_checkpoint (the
 // "optimizer." entries removed).
-absl::StatusOr<Metadata> load_checkpoint(const std::string& path, Module& module,
-                                         Optimizer* optimizer = nullptr);
+Metadata load_checkpoint(const std::string& path, Module& module,
+                         Optimizer* optimizer = nullptr);
 
 // A number as checkpoints write it into "__metadata__" (the optimiser's scalars; also
 // nn::GradScaler::state_dict): 17 significant digits, so that every double reads back

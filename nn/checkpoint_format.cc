@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -60,79 +61,84 @@ bool as_u64(const json& v, uint64_t* out) {
   return true;
 }
 
-absl::Status corrupt(const char* op, const std::string& path, const std::string& what) {
-  return absl::DataLossError(absl::StrCat(where(op, path), what));
+// Bytes that are not a valid safetensors file: an IOError without errno.
+[[noreturn]] void corrupt(const char* op, const std::string& path, const std::string& what) {
+  throw IOError(absl::StrCat(where(op, path), what));
+}
+
+// A failed system call on `path`.
+[[noreturn]] void io_failed(int err, const std::string& message) {
+  throw IOError(absl::StrCat(message, std::strerror(err)), err);
 }
 
 // Validates one header entry (everything that does not depend on the other entries).
-absl::Status parse_entry(const char* op, const std::string& path, const std::string& name,
+void parse_entry(const char* op, const std::string& path, const std::string& name,
                          const json& v, uint64_t buffer_size, Entry* out) {
   const std::string key = absl::StrCat("tensor '", name, "': ");
   if (!v.is_object()) {
-    return corrupt(op, path, absl::StrCat(key, "expected an object with dtype, shape and "
+    corrupt(op, path, absl::StrCat(key, "expected an object with dtype, shape and "
                                           "data_offsets, found a ", json_kind(v)));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
-    if (!v.contains(field)) return corrupt(op, path, absl::StrCat(key, "missing '", field, "'"));
+    if (!v.contains(field)) corrupt(op, path, absl::StrCat(key, "missing '", field, "'"));
   }
   out->name = name;
   const json& dtype = v["dtype"];
   if (!dtype.is_string()) {
-    return corrupt(op, path, absl::StrCat(key, "dtype must be a string, found a ", json_kind(dtype)));
+    corrupt(op, path, absl::StrCat(key, "dtype must be a string, found a ", json_kind(dtype)));
   }
   const std::string code = dtype.get<std::string>();
   const std::optional<DType> t = dtype_of_code(code);
   if (!t) {
     if (is_other_safetensors_dtype(code)) {
-      return absl::InvalidArgumentError(absl::StrCat(
+      throw ValueError(absl::StrCat(
           where(op, path), key, "dtype ", code,
           " is not supported (streamgrad holds F32, F64, F16, BF16, I64 and BOOL); convert it before saving"));
     }
-    return corrupt(op, path, absl::StrCat(key, "unknown dtype '", code, "'"));
+    corrupt(op, path, absl::StrCat(key, "unknown dtype '", code, "'"));
   }
   out->dtype = *t;
   const json& shape = v["shape"];
   if (!shape.is_array()) {
-    return corrupt(op, path, absl::StrCat(key, "shape must be an array, found a ", json_kind(shape)));
+    corrupt(op, path, absl::StrCat(key, "shape must be an array, found a ", json_kind(shape)));
   }
   uint64_t numel = 1;
   out->shape.clear();
   for (const json& d : shape) {
     uint64_t n = 0;
     if (!as_u64(d, &n) || n > static_cast<uint64_t>(INT64_MAX)) {
-      return corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(),
+      corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(),
                                             " must hold non-negative integers"));
     }
     if (__builtin_mul_overflow(numel, n, &numel)) {
-      return corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(), " overflows"));
+      corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(), " overflows"));
     }
     out->shape.push_back(static_cast<int64_t>(n));
   }
   uint64_t nbytes = 0;
   if (__builtin_mul_overflow(numel, element_size(*t), &nbytes) || numel > INT64_MAX) {
-    return corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(), " overflows"));
+    corrupt(op, path, absl::StrCat(key, "shape ", shape.dump(), " overflows"));
   }
   const json& offsets = v["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !as_u64(offsets[0], &out->begin) ||
       !as_u64(offsets[1], &out->end) || out->begin > out->end) {
-    return corrupt(op, path, absl::StrCat(key, "data_offsets ", offsets.dump(),
+    corrupt(op, path, absl::StrCat(key, "data_offsets ", offsets.dump(),
                                           " must be [begin, end] with 0 <= begin <= end"));
   }
   if (out->end - out->begin != nbytes) {
-    return corrupt(op, path, absl::StrCat(key, "data_offsets [", out->begin, ", ", out->end,
+    corrupt(op, path, absl::StrCat(key, "data_offsets [", out->begin, ", ", out->end,
                                           ") hold ", out->end - out->begin, " bytes but ",
                                           describe(*out), " needs ", nbytes));
   }
   if (out->end > buffer_size) {
-    return corrupt(op, path, absl::StrCat(key, "data_offsets [", out->begin, ", ", out->end,
+    corrupt(op, path, absl::StrCat(key, "data_offsets [", out->begin, ", ", out->end,
                                           ") run past the end of the ", buffer_size,
                                           "-byte data buffer (truncated file?)"));
   }
-  return absl::OkStatus();
 }
 
 // The entries must tile [0, buffer_size) exactly: no overlap, no hole, nothing after.
-absl::Status check_coverage(const char* op, const std::string& path, const ParsedFile& f,
+void check_coverage(const char* op, const std::string& path, const ParsedFile& f,
                             uint64_t buffer_size) {
   std::vector<const Entry*> order;
   for (const auto& [name, e] : f.entries) order.push_back(&e);
@@ -143,13 +149,13 @@ absl::Status check_coverage(const char* op, const std::string& path, const Parse
   const Entry* previous = nullptr;
   for (const Entry* e : order) {
     if (e->begin < covered) {
-      return corrupt(op, path, absl::StrCat("tensor '", e->name, "': data_offsets [", e->begin,
+      corrupt(op, path, absl::StrCat("tensor '", e->name, "': data_offsets [", e->begin,
                                             ", ", e->end, ") overlap those of '",
                                             previous->name, "' [", previous->begin, ", ",
                                             previous->end, ")"));
     }
     if (e->begin > covered) {
-      return corrupt(op, path, absl::StrCat("bytes [", covered, ", ", e->begin,
+      corrupt(op, path, absl::StrCat("bytes [", covered, ", ", e->begin,
                                             ") of the data buffer (a hole before tensor '",
                                             e->name, "') belong to no tensor"));
     }
@@ -157,42 +163,35 @@ absl::Status check_coverage(const char* op, const std::string& path, const Parse
     previous = e;
   }
   if (covered != buffer_size) {
-    return corrupt(op, path, absl::StrCat("bytes [", covered, ", ", buffer_size,
+    corrupt(op, path, absl::StrCat("bytes [", covered, ", ", buffer_size,
                                           ") at the end of the data buffer belong to no tensor"));
   }
-  return absl::OkStatus();
 }
 
-absl::Status check_bools(const char* op, const std::string& path, const ParsedFile& f) {
+void check_bools(const char* op, const std::string& path, const ParsedFile& f) {
   for (const auto& [name, e] : f.entries) {
     if (e.dtype != DType::kBool) continue;
     for (uint64_t i = e.begin; i < e.end; ++i) {
       const unsigned char b = static_cast<unsigned char>(f.bytes[f.data_start + i]);
       if (b > 1) {
-        return corrupt(op, path, absl::StrCat("tensor '", name, "': element ", i - e.begin,
+        corrupt(op, path, absl::StrCat("tensor '", name, "': element ", i - e.begin,
                                               " of a BOOL tensor is ", int{b}, ", not 0 or 1"));
       }
     }
   }
-  return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> read_whole(const char* op, const std::string& path) {
-  FILE* fp = std::fopen(path.c_str(), "rb");
-  if (fp == nullptr) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "cannot open: ", std::strerror(err)));
-  }
+std::string read_whole(const char* op, const std::string& path) {
+  // Closed on every path out, the bad_alloc of a huge file's append included.
+  const std::unique_ptr<FILE, int (*)(FILE*)> fp(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (fp == nullptr) io_failed(errno, absl::StrCat(where(op, path), "cannot open: "));
   std::string bytes;
   char chunk[1 << 16];
   size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), fp)) > 0) bytes.append(chunk, n);
-  const bool failed = std::ferror(fp) != 0;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), fp.get())) > 0) bytes.append(chunk, n);
+  const bool failed = std::ferror(fp.get()) != 0;
   const int err = errno;
-  std::fclose(fp);
-  if (failed) {
-    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "read failed: ", std::strerror(err)));
-  }
+  if (failed) io_failed(err, absl::StrCat(where(op, path), "read failed: "));
   return bytes;
 }
 
@@ -266,24 +265,26 @@ std::string describe(const Entry& entry) {
   return absl::StrCat(dtype_code(entry.dtype), "[", absl::StrJoin(entry.shape, ", "), "]");
 }
 
-absl::StatusOr<ParsedFile> read_safetensors(const char* op, const std::string& path) {
-  absl::StatusOr<std::string> bytes = read_whole(op, path);
-  if (!bytes.ok()) return bytes.status();
+ParsedFile read_safetensors(const char* op, const std::string& path) {
   ParsedFile f;
-  f.bytes = std::move(*bytes);
+  try {
+    f.bytes = read_whole(op, path);
+  } catch (const std::bad_alloc& e) {
+    rethrow_with_context(op, path, e);
+  }
   const uint64_t size = f.bytes.size();
   if (size < 8) {
-    return corrupt(op, path, absl::StrCat("the file has ", size, " bytes, fewer than the 8-byte "
+    corrupt(op, path, absl::StrCat("the file has ", size, " bytes, fewer than the 8-byte "
                                           "header length (truncated, or not safetensors)"));
   }
   uint64_t n = 0;
   std::memcpy(&n, f.bytes.data(), 8);
   if (n > kMaxHeaderBytes) {
-    return corrupt(op, path, absl::StrCat("header length ", n, " is absurd (the limit is ",
+    corrupt(op, path, absl::StrCat("header length ", n, " is absurd (the limit is ",
                                           kMaxHeaderBytes, " bytes): not a safetensors file"));
   }
   if (n > size - 8) {
-    return corrupt(op, path, absl::StrCat("header length ", n, " runs past the end of the ",
+    corrupt(op, path, absl::StrCat("header length ", n, " runs past the end of the ",
                                           size, "-byte file (truncated header)"));
   }
   f.data_start = 8 + n;
@@ -305,27 +306,27 @@ absl::StatusOr<ParsedFile> read_safetensors(const char* op, const std::string& p
   try {
     header = json::parse(text, note_names);
   } catch (const json::exception& e) {
-    return corrupt(op, path, absl::StrCat("the header is not valid JSON: ", e.what()));
+    corrupt(op, path, absl::StrCat("the header is not valid JSON: ", e.what()));
   }
   if (!repeated.empty()) {
-    return corrupt(op, path, absl::StrCat("key '", repeated, "' appears twice in the header"));
+    corrupt(op, path, absl::StrCat("key '", repeated, "' appears twice in the header"));
   }
   if (!header.is_object()) {
-    return corrupt(op, path, absl::StrCat("the header must be a JSON object, found a ",
+    corrupt(op, path, absl::StrCat("the header must be a JSON object, found a ",
                                           json_kind(header)));
   }
   if (text.empty() || text[0] != '{') {
-    return corrupt(op, path, "the header must start with '{' (only trailing spaces may pad it)");
+    corrupt(op, path, "the header must start with '{' (only trailing spaces may pad it)");
   }
   for (const auto& [name, v] : header.items()) {
     if (name == "__metadata__") {
       if (!v.is_object()) {
-        return corrupt(op, path, absl::StrCat("__metadata__ must be an object of strings, found a ",
+        corrupt(op, path, absl::StrCat("__metadata__ must be an object of strings, found a ",
                                               json_kind(v)));
       }
       for (const auto& [k, s] : v.items()) {
         if (!s.is_string()) {
-          return corrupt(op, path, absl::StrCat("__metadata__ '", k, "' must be a string, found a ",
+          corrupt(op, path, absl::StrCat("__metadata__ '", k, "' must be a string, found a ",
                                                 json_kind(s)));
         }
         f.metadata[k] = s.get<std::string>();
@@ -333,13 +334,11 @@ absl::StatusOr<ParsedFile> read_safetensors(const char* op, const std::string& p
       continue;
     }
     Entry e;
-    absl::Status st = parse_entry(op, path, name, v, buffer_size, &e);
-    if (!st.ok()) return st;
+    parse_entry(op, path, name, v, buffer_size, &e);
     f.entries.emplace(name, std::move(e));
   }
-  absl::Status st = check_coverage(op, path, f, buffer_size);
-  if (st.ok()) st = check_bools(op, path, f);
-  if (!st.ok()) return st;
+  check_coverage(op, path, f, buffer_size);
+  check_bools(op, path, f);
   return f;
 }
 
@@ -362,7 +361,7 @@ Tensor make_tensor(const ParsedFile& f, const Entry& e, Device device) {
   SG_INTERNAL_CHECK(false, "make_tensor: dtype ", static_cast<int>(e.dtype));
 }
 
-absl::Status write_safetensors(const char* op, const std::string& path,
+void write_safetensors(const char* op, const std::string& path,
                                const std::vector<std::pair<std::string, Tensor>>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   // Python's writer order: largest elements first, then by name, so that with the data
@@ -387,7 +386,7 @@ absl::Status write_safetensors(const char* op, const std::string& path,
       offset = end;
     }
   } catch (const std::exception& e) {
-    return status_from_exception(op, path, e);
+    rethrow_with_context(op, path, e);
   }
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');
@@ -399,11 +398,7 @@ absl::Status write_safetensors(const char* op, const std::string& path,
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "cannot create '", tmp,
-                                                 "': ", std::strerror(err)));
-  }
+  if (fd < 0) io_failed(errno, absl::StrCat(where(op, path), "cannot create '", tmp, "': "));
   bool ok = write_all(fd, length, 8) && write_all(fd, text.data(), text.size());
   for (const std::string& b : blobs) ok = ok && write_all(fd, b.data(), b.size());
   ok = ok && ::fsync(fd) == 0;  // the data is on disk before the name points at it
@@ -418,21 +413,17 @@ absl::Status write_safetensors(const char* op, const std::string& path,
   }
   if (!ok) {
     ::unlink(tmp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat(where(op, path), "writing failed: ",
-                                                 std::strerror(err)));
+    io_failed(err, absl::StrCat(where(op, path), "writing failed: "));
   }
-  return absl::OkStatus();
 }
 
-absl::Status status_from_exception(const char* op, const std::string& path,
-                                   const std::exception& e) {
+void rethrow_with_context(const char* op, const std::string& path, const std::exception& e) {
   const std::string message = absl::StrCat(where(op, path), e.what());
-  if (dynamic_cast<const OutOfMemoryError*>(&e) != nullptr ||
-      dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
-    return absl::ResourceExhaustedError(message);
+  if (const auto* error = dynamic_cast<const Error*>(&e)) error->rethrower()(message);
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    throw OutOfMemoryError(absl::StrCat(message, " (out of host memory)"), 0, 0, 0);
   }
-  if (dynamic_cast<const ValueError*>(&e) != nullptr) return absl::InvalidArgumentError(message);
-  return absl::InternalError(message);
+  throw Error(message);
 }
 
 }  // namespace checkpoint_internal

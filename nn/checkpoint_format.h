@@ -2,10 +2,10 @@
 // validating a whole file into entries over its bytes, turning an entry into a tensor,
 // and writing a file atomically. See nn/checkpoint.h for the format and the guarantees.
 //
-// Thread-safety: reentrant. Failure: read_safetensors and write_safetensors return a
-// Status whose message starts with "<op> '<path>': "; make_tensor and host_bytes throw
-// streamgrad::Error (device errors, out of memory), which status_from_exception turns
-// into a Status.
+// Thread-safety: reentrant. Failure: read_safetensors and write_safetensors throw
+// (nn/checkpoint.h says which type for what) with messages that start with
+// "<op> '<path>': "; make_tensor throws streamgrad::Error (device errors, out of memory)
+// without that prefix, which rethrow_with_context adds.
 #ifndef STREAMGRAD_NN_CHECKPOINT_FORMAT_H_
 #define STREAMGRAD_NN_CHECKPOINT_FORMAT_H_
 
@@ -15,8 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "engine/tensor.h"
 
 namespace streamgrad {
@@ -49,20 +47,24 @@ const char* dtype_code(DType dtype);
 std::string describe(const Entry& entry);
 
 // Reads `path` whole and validates the header, every entry and the offsets (they must
-// tile the data buffer exactly) and the values of BOOL tensors. Never throws.
-absl::StatusOr<ParsedFile> read_safetensors(const char* op, const std::string& path);
+// tile the data buffer exactly) and the values of BOOL tensors. Throws IOError (cannot
+// read it; malformed bytes), ValueError (a dtype streamgrad lacks), OutOfMemoryError.
+ParsedFile read_safetensors(const char* op, const std::string& path);
 // The entry's tensor, created on `device`. Throws on device errors or out of memory.
 Tensor make_tensor(const ParsedFile& file, const Entry& entry, Device device);
 
 // Writes tensors (names unique and valid, tensors defined: the caller checked) and
-// metadata to `path` through a temporary file and a rename. Never throws.
-absl::Status write_safetensors(const char* op, const std::string& path,
+// metadata to `path` through a temporary file and a rename. Throws IOError (cannot
+// write; `path` is then as it was) or what copying a tensor to the host threw.
+void write_safetensors(const char* op, const std::string& path,
                                const std::vector<std::pair<std::string, Tensor>>& tensors,
                                const std::map<std::string, std::string>& metadata);
 
-// An exception from make_tensor or the module/optimiser APIs as a Status.
-absl::Status status_from_exception(const char* op, const std::string& path,
-                                   const std::exception& e);
+// Rethrows an exception of make_tensor or of the module/optimiser APIs with "<op>
+// '<path>': " before its message: a streamgrad::Error keeps its type and fields,
+// std::bad_alloc becomes OutOfMemoryError, anything else Error.
+[[noreturn]] void rethrow_with_context(const char* op, const std::string& path,
+                                       const std::exception& e);
 
 }  // namespace checkpoint_internal
 }  // namespace nn

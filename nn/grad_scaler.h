@@ -37,8 +37,7 @@
 // metadata back, ignoring keys without the "scaler." prefix:
 //
 //   nn::save_checkpoint(path, *model, &opt, scaler.state_dict());
-//   absl::StatusOr<nn::Metadata> meta = nn::load_checkpoint(path, *model, &opt);
-//   if (meta.ok()) scaler.load_state_dict(*meta);
+//   scaler.load_state_dict(nn::load_checkpoint(path, *model, &opt));   // throws on failure
 //
 // Thread-safety: one thread at a time uses a scaler, as an optimiser (unscale_, step,
 // update, the setters and load_state_dict change its state without a lock); scale() and

@@ -3,7 +3,10 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
+
+#include "absl/strings/numbers.h"
 
 #include "runtime/config.h"
 #include "runtime/error.h"
@@ -55,7 +58,19 @@ std::atomic<int>& threads_override() {
   return v;
 }
 
+// OPENBLAS_NUM_THREADS / OMP_NUM_THREADS: another library's variable, so a value it
+// would not take is skipped rather than refused.
+int blas_env_threads() {
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* v = std::getenv(name);
+    int n = 0;
+    if (v != nullptr && absl::SimpleAtoi(v, &n) && n >= 1 && n <= kMaxThreads) return n;
+  }
+  return 0;
+}
+
 int default_threads() {
+  if (const int n = blas_env_threads(); n > 0) return n;
   int n = 0;
   cpu_set_t set;
   // The CPUs this process may run on (taskset, cgroup cpusets), not every CPU installed.

@@ -8,8 +8,14 @@
 //
 // Threads: kernels over more than 256K elements split their work over up to
 // get_num_threads() threads (the caller plus a pool of workers, kernels/cpu/parallel.h);
-// results are bitwise the same for every thread count. Default: STREAMGRAD_NUM_THREADS,
-// else the hardware threads this process may run on, at most kDefaultMaxThreads.
+// results are bitwise the same for every thread count. The count governs BLAS too: matmul
+// shares a batch, or the blocks of a large product, among the same threads, each block a
+// single-threaded OpenBLAS gemm; OpenBLAS's own thread count stays 1 (kernels/cpu/gemm.h:
+// its idle threads busy-wait for ~0.1 s after each call). One default for both:
+// STREAMGRAD_NUM_THREADS, else OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS (what set
+// OpenBLAS's threads before, as OMP_NUM_THREADS sets libtorch's; a value that is not a
+// count in [1, kMaxThreads] is skipped, as OpenBLAS ignores it), else the hardware threads
+// this process may run on, at most kDefaultMaxThreads.
 // Capability: every hot per-element loop is compiled for each level and the level is picked
 // once, at first use, from what the CPU supports; STREAMGRAD_CPU_CAPABILITY=default|avx2|
 // avx512 picks a lower one (a level the CPU lacks falls back to the CPU's best, with a

@@ -7,6 +7,8 @@
 //   OutOfMemoryError  an allocation the device cannot satisfy (carries the byte counts).
 //   DistributedError  other processes: a rendezvous that timed out, a peer that is gone,
 //                     processes that disagree (distributed/).
+//   IOError           a file that cannot be opened, read or written, or whose bytes are
+//                     malformed or truncated (checkpoints); carries errno, 0 for bad bytes.
 //   InternalError     a broken invariant inside streamgrad: a bug to report, not user error.
 //   SG_CHECK(cond, ErrorType, parts...)   throws ErrorType(StrCat(parts...)) when !cond.
 //   SG_INTERNAL_CHECK(cond, parts...)     throws InternalError naming file and line.
@@ -79,6 +81,22 @@ class DistributedError : public Error {
  public:
   using Error::Error;
   SG_ERROR_RETHROWER(DistributedError)
+};
+
+class IOError : public Error {
+ public:
+  explicit IOError(const std::string& message, int error_number = 0)
+      : Error(message), error_number_(error_number) {}
+  Rethrower rethrower() const override {
+    const int error_number = error_number_;
+    return [=](const std::string& m) { throw IOError(m, error_number); };
+  }
+  // The errno of the failed system call (ENOENT for a missing file, ENOSPC for a full
+  // disk, ...); 0 when the file was read but its contents are not valid.
+  int error_number() const { return error_number_; }
+
+ private:
+  int error_number_;
 };
 
 class InternalError : public Error {

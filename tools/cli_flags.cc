@@ -258,6 +258,19 @@ void check_and_set(const ToolSpec& spec, const std::vector<Arg>& args) {
 
 }  // namespace
 
+int program_index(int argc, char** argv) {
+  for (int k = 1; k < argc; ++k) {
+    const std::string a = normalise(argv[k]);
+    const std::string name = flag_name(a);
+    if (a == "--" || name.empty()) return k;
+    if (a.find('=') != std::string::npos || is_help(name)) continue;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    // --flagfile is read by expand(), whether or not absl registered it.
+    if (name == "flagfile" || (flag != nullptr && !flag->IsOfType<bool>())) ++k;
+  }
+  return argc;
+}
+
 ParseOutcome parse_flags_or_throw(const ToolSpec& spec, int argc, char** argv) {
   check_spec(spec);
   std::vector<Arg> args;

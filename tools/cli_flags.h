@@ -66,6 +66,13 @@ ParseOutcome parse_flags_or_throw(const ToolSpec& spec, int argc, char** argv);
 // stderr and gives exit code 2.
 int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<int()>& body);
 
+// Where a tool that runs another program (tools/launch, as torchrun) finds it: the index
+// in argv of "--" or of the first argument that is neither a flag nor the value of the
+// flag before it (a flag without '=' that is not a bool flag takes the next argument as
+// its value, as the parser does), or argc when there is none. argv[1 .. index) are the
+// tool's flags.
+int program_index(int argc, char** argv);
+
 // A path the user typed: relative paths are taken from the folder `bazel run` was called
 // in (BUILD_WORKING_DIRECTORY), not from the runfiles folder the tool runs in.
 std::string user_path(const std::string& path);

@@ -1,10 +1,14 @@
 // tools/launch: starts the processes of one node of a distributed job and watches them,
 // as PyTorch's torchrun does.
 //
-//   launch --nproc=2 -- ./train --epochs=1      two ranks on this machine, a free port
+//   launch --nproc=2 ./train --epochs=1         two ranks on this machine, a free port
+//   launch --nproc=2 -- ./train --epochs=1      the same
 //   launch --nnodes=2 --node-rank=1 --nproc=4 --master-addr=10.0.0.1 --master-port=29500
-//          -- ./train                           ranks 4 to 7 of an 8-rank job
+//          ./train                              ranks 4 to 7 of an 8-rank job
 //
+// As with torchrun, PROGRAM is the first argument that is not a flag of the launcher (nor
+// the value of one, as in --nproc 2); it and everything after it, flags included, are the
+// ranks' command line. Everything after a first "--" is the command too.
 // Each of the --nproc children runs PROGRAM ARGS (looked up on PATH unless it holds a '/')
 // with the launcher's environment plus what distributed::init_process_group_from_env reads:
 // MASTER_ADDR, MASTER_PORT, RANK (node_rank * nproc + local rank), WORLD_SIZE (nnodes *
@@ -248,7 +252,8 @@ int run(const std::vector<std::string>& command) {
   const int node_rank = absl::GetFlag(FLAGS_node_rank);
   const std::string addr = absl::GetFlag(FLAGS_master_addr);
   if (command.empty()) {
-    throw UsageError{"no PROGRAM to run; pass it after '--', as in: launch --nproc=2 -- ./train"};
+    throw UsageError{"no PROGRAM to run; pass it after the launcher's flags, as in: "
+                     "launch --nproc=2 ./train --epochs=1"};
   }
   if (node_rank >= nnodes) {
     throw UsageError{absl::StrCat("--node-rank=", node_rank, " is not a node of --nnodes=",
@@ -291,15 +296,10 @@ int run(const std::vector<std::string>& command) {
 }  // namespace streamgrad
 
 int main(int argc, char** argv) {
-  // Everything after the first "--" is the command; only what precedes it are our flags.
-  int flags_argc = argc;
-  for (int k = 1; k < argc; ++k) {
-    if (std::strcmp(argv[k], "--") == 0) {
-      flags_argc = k;
-      break;
-    }
-  }
-  const std::vector<std::string> command(argv + std::min(flags_argc + 1, argc), argv + argc);
+  // The launcher's flags end at PROGRAM or at a first "--", which is not part of the command.
+  const int flags_argc = streamgrad::program_index(argc, argv);
+  const bool dashes = flags_argc < argc && std::strcmp(argv[flags_argc], "--") == 0;
+  const std::vector<std::string> command(argv + flags_argc + (dashes ? 1 : 0), argv + argc);
   const streamgrad::ToolSpec spec{
       "launch",
       "launch: starts the --nproc processes of one node of a distributed job (like PyTorch's\n"
@@ -307,7 +307,9 @@ int main(int argc, char** argv) {
       "LOCAL_WORLD_SIZE set; forwards their output line by line behind \"[rank K] \", and\n"
       "stops them all when one fails.\n"
       "Usage: launch --nproc=N [--nnodes=1 --node-rank=0] [--master-addr=127.0.0.1]\n"
-      "              [--master-port=0] [--grace-ms=5000] -- PROGRAM [ARGS...]\n"
+      "              [--master-port=0] [--grace-ms=5000] [--] PROGRAM [ARGS...]\n"
+      "PROGRAM is the first argument that is not a flag of the launcher; it and every\n"
+      "argument after it are the ranks' command line.\n"
       "Exit code: 0 when every rank exits 0, 1 when one fails, 128+N after the launcher got\n"
       "signal N (SIGINT, SIGTERM), 2 for bad usage.",
       __FILE__,

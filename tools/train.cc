@@ -389,9 +389,7 @@ int train() {
     }
     if (metrics.is_open()) metrics << epoch_json(r) << "\n" << std::flush;
     if (!absl::GetFlag(FLAGS_save).empty() && rank == 0) {
-      const absl::Status saved = nn::save_checkpoint(user_path(absl::GetFlag(FLAGS_save)), *model,
-                                                     opt.get(), run_metadata(run, epoch, scaler.get()));
-      if (!saved.ok()) throw UsageError{absl::StrCat("--save: ", saved.message())};
+      save(user_path(absl::GetFlag(FLAGS_save)), run, epoch, *model, opt.get(), scaler.get());
     }
   }
   if (trace != nullptr) trace->save(user_path(absl::GetFlag(FLAGS_trace)));

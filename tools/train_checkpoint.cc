@@ -24,15 +24,28 @@ nn::Metadata run_metadata(const RunIdentity& run, int64_t epoch, const nn::GradS
   return md;
 }
 
+void save(const std::string& path, const RunIdentity& run, int64_t epoch, const nn::Module& model,
+          const nn::Optimizer* opt, const nn::GradScaler* scaler) {
+  try {
+    nn::save_checkpoint(path, model, opt, run_metadata(run, epoch, scaler));
+  } catch (const Error& e) {
+    throw UsageError{absl::StrCat("--save: ", e.what())};
+  }
+}
+
 int64_t resume(const std::string& path, const RunIdentity& run, nn::Module& model,
                nn::Optimizer* opt, nn::GradScaler* scaler) {
   const std::string& model_name = run.model;
   // What the file holds is checked first, so that a mismatch reads as one.
-  const absl::StatusOr<nn::Metadata> md = nn::load_safetensors_metadata(path);
-  if (!md.ok()) throw UsageError{absl::StrCat("--resume: ", md.status().message())};
+  nn::Metadata md;
+  try {
+    md = nn::load_safetensors_metadata(path);
+  } catch (const Error& e) {
+    throw UsageError{absl::StrCat("--resume: ", e.what())};
+  }
   auto field = [&](const std::string& key) {
-    const auto it = md->find(key);
-    if (it == md->end()) {
+    const auto it = md.find(key);
+    if (it == md.end()) {
       throw UsageError{absl::StrCat("--resume=", path, " has no '", key,
                                     "' in its metadata: not a checkpoint of tools/train")};
     }
@@ -50,8 +63,12 @@ int64_t resume(const std::string& path, const RunIdentity& run, nn::Module& mode
                                     field(key), ", not ", flag, "; resume with the same flags")};
     }
   }
-  const absl::StatusOr<nn::Metadata> loaded = nn::load_checkpoint(path, model, opt);
-  if (!loaded.ok()) throw UsageError{absl::StrCat("--resume: ", loaded.status().message())};
+  nn::Metadata loaded;
+  try {
+    loaded = nn::load_checkpoint(path, model, opt);
+  } catch (const Error& e) {
+    throw UsageError{absl::StrCat("--resume: ", e.what())};
+  }
   int64_t epoch = 0;
   RngState rng;
   if (!absl::SimpleAtoi(field("epoch"), &epoch) || epoch < 0 ||
@@ -61,9 +78,9 @@ int64_t resume(const std::string& path, const RunIdentity& run, nn::Module& mode
   }
   // A checkpoint of a scaled run restores the scale; one without it starts from
   // --amp-init-scale.
-  if (scaler != nullptr && loaded->count("scaler.scale") == 1) {
+  if (scaler != nullptr && loaded.count("scaler.scale") == 1) {
     try {
-      scaler->load_state_dict(*loaded);
+      scaler->load_state_dict(loaded);
     } catch (const ValueError& e) {
       throw UsageError{absl::StrCat("--resume=", path, ": ", e.what())};
     }

@@ -4,15 +4,18 @@
 //   run_metadata(run, epoch, scaler)   the __metadata__ strings: model, epoch, random state,
 //                                      optimiser and schedule, and the loss scaler's state
 //                                      (--amp=fp16)
+//   save(path, run, epoch, model, opt, scaler)   writes --save's checkpoint (tensors and
+//                                      run_metadata)
 //   resume(path, run, model, opt, scaler)   checks that the file is a checkpoint of this run
 //                                      (same model; same optimiser and schedule unless
 //                                      only evaluating, opt == nullptr), loads model,
 //                                      optimiser and scaler, restores the random state and
 //                                      returns the epochs the checkpoint had completed
 //
-// Thread-safety: call from the training thread. Failure: resume throws UsageError
-// (tools/cli_flags.h: one message, exit code 2) naming the file and the mismatch; the
-// model and optimiser are unchanged unless the checks passed.
+// Thread-safety: call from the training thread. Failure: save and resume throw UsageError
+// (tools/cli_flags.h: one message, exit code 2) naming the flag, the file and the problem
+// (nn/checkpoint.h's exception, or the mismatch); after a failed resume the model and
+// optimiser are as they were.
 #ifndef STREAMGRAD_TOOLS_TRAIN_CHECKPOINT_H_
 #define STREAMGRAD_TOOLS_TRAIN_CHECKPOINT_H_
 
@@ -32,6 +35,8 @@ struct RunIdentity {
 };
 
 nn::Metadata run_metadata(const RunIdentity& run, int64_t epoch, const nn::GradScaler* scaler);
+void save(const std::string& path, const RunIdentity& run, int64_t epoch, const nn::Module& model,
+          const nn::Optimizer* opt, const nn::GradScaler* scaler);
 int64_t resume(const std::string& path, const RunIdentity& run, nn::Module& model,
                nn::Optimizer* opt, nn::GradScaler* scaler);
 

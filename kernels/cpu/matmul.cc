@@ -1,17 +1,17 @@
-// matmul through OpenBLAS gemm on cpu and sim streams, through cuBLAS on cuda streams
-// (kernels/cuda/matmul.cu); kernels/cpu/matmul_plan.h decides how each operand reaches
-// the gemm (as it is, transposed, or packed into contiguous scratch inside the task).
-#include <cblas.h>
-
+// matmul through OpenBLAS gemm on cpu and sim streams (kernels/cpu/gemm.h: on streamgrad's
+// threads, OpenBLAS itself on one), through cuBLAS on cuda streams (kernels/cuda/matmul.cu);
+// kernels/cpu/matmul_plan.h decides how each operand reaches the gemm (as it is,
+// transposed, or packed into contiguous scratch inside the task).
 #include <algorithm>
 #include <climits>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/checks.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
 #include "kernels/cpu/matmul_plan.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
@@ -22,18 +22,6 @@ namespace {
 
 using cpu::Bias;
 using cpu::Mat;
-
-template <typename T>
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, const T* a, int lda, const T* b,
-          int ldb, T beta, T* c, int ldc) {
-  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same<T, float>::value) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
-  }
-}
 
 template <typename T>
 void pack(const Mat& m, const T* src, T* dst) {
@@ -66,33 +54,48 @@ const T* operand(const Mat& m, int64_t b, std::vector<T>* scratch) {
   return scratch->data();
 }
 
+// Scratch for operands BLAS cannot read as they are: one per thread's share of a batch.
 template <typename T>
-void run(const cpu::MatmulPlan& p, void* out_base) {
+struct Scratch {
+  std::vector<T> a, b, c;
+};
+
+template <typename T>
+void run_item(const cpu::MatmulPlan& p, void* out_base, int64_t i, Scratch<T>* s) {
   const Mat &a = p.a, &b = p.b, &c = p.c;
   const Bias bias = p.bias;
-  const int64_t batch = p.batch;
-  std::vector<T> sa, sb, sc;
-  if (c.packed) sc.resize(static_cast<size_t>(c.rows * c.cols));
   const T* bv = static_cast<const T*>(bias.data);
-  for (int64_t i = 0; i < batch; ++i) {
-    T* out = static_cast<T*>(out_base) + i * c.batch_stride;
-    T* dst = c.packed ? sc.data() : out;  // row-major with leading dimension c.ld
-    // gemm adds to the bias (beta = 1); an empty sum (k == 0, which BLAS is not asked
-    // about) leaves the bias, or zero without one.
-    if (bv != nullptr || a.cols == 0) {
-      for (int64_t r = 0; r < c.rows; ++r) {
-        for (int64_t j = 0; j < c.cols; ++j) {
-          dst[r * c.ld + j] = bv == nullptr ? T(0) : bv[(bias.by_row ? r : j) * bias.stride];
-        }
+  if (c.packed && s->c.empty()) s->c.resize(static_cast<size_t>(c.rows * c.cols));
+  T* out = static_cast<T*>(out_base) + i * c.batch_stride;
+  T* dst = c.packed ? s->c.data() : out;  // row-major with leading dimension c.ld
+  // gemm adds to the bias (beta = 1); an empty sum (k == 0, which BLAS is not asked
+  // about) leaves the bias, or zero without one.
+  if (bv != nullptr || a.cols == 0) {
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t j = 0; j < c.cols; ++j) {
+        dst[r * c.ld + j] = bv == nullptr ? T(0) : bv[(bias.by_row ? r : j) * bias.stride];
       }
     }
-    if (a.cols != 0) {
-      gemm<T>(a.trans, b.trans, static_cast<int>(c.rows), static_cast<int>(c.cols),
-              static_cast<int>(a.cols), operand(a, i, &sa), a.ld, operand(b, i, &sb), b.ld,
-              bv == nullptr ? T(0) : T(1), dst, c.ld);
-    }
-    if (c.packed) unpack(c, sc.data(), out);
   }
+  if (a.cols != 0) {
+    cpu::gemm<T>(a.trans, b.trans, static_cast<int>(c.rows), static_cast<int>(c.cols),
+                 static_cast<int>(a.cols), operand(a, i, &s->a), a.ld, operand(b, i, &s->b),
+                 b.ld, bv == nullptr ? T(0) : T(1), dst, c.ld);
+  }
+  if (c.packed) unpack(c, s->c.data(), out);
+}
+
+// The items of a batch are shared out among the threads (each item one single-threaded
+// gemm: cpu::gemm does not cut a product inside a parallel chunk); a single product is
+// cut into blocks by cpu::gemm itself.
+template <typename T>
+void run(const cpu::MatmulPlan& p, void* out_base) {
+  const int64_t per_item = std::max<int64_t>(1, p.c.rows * p.c.cols * p.a.cols);
+  const int64_t grain = per_item >= cpu::kGemmGrain ? 1 : cpu::kGemmGrain / per_item;
+  cpu::parallel_for(0, p.batch, grain, [&](int64_t begin, int64_t end) {
+    Scratch<T> s;
+    for (int64_t i = begin; i < end; ++i) run_item<T>(p, out_base, i, &s);
+  });
 }
 
 }  // namespace

@@ -109,5 +109,54 @@ TEST_CASE("a leaf whose accumulation stream differs from the producer's warns",
   CHECK(quiet.warnings().empty());
 }
 
+// As the reference: .grad of a non-leaf is never filled by backward() unless it retains
+// its gradient, so reading it is almost always a mistake worth a warning.
+TEST_CASE("reading .grad() of a non-leaf that does not retain it warns", "[warnings][engine]") {
+  const Device d = GENERATE(Device("cpu"), Device("sim:0"));
+  Tensor x = ones({2}, TensorOptions().device(d)).requires_grad_();
+  Tensor y = mul(x, 2.0);
+  sum(y).backward();
+  WarningCollector collect;
+  CHECK_FALSE(y.grad().defined());
+  REQUIRE(collect.warnings().size() == 1);
+  CHECK_THAT(collect.warnings()[0].message,
+             Catch::Contains("grad(): reading .grad of float32[2] on " + d.str()) &&
+                 Catch::Contains("not a leaf") && Catch::Contains("retain_grad()"));
+  CHECK_FALSE(y.grad().defined());  // every read warns (stderr shows one per call site)
+  CHECK(collect.warnings().size() == 2);
+}
+
+TEST_CASE("leaves, retained non-leaves and the library's own reads do not warn",
+          "[warnings][engine]") {
+  const Device d = GENERATE(Device("cpu"), Device("sim:0"));
+  Tensor x = ones({2}, TensorOptions().device(d)).requires_grad_();
+  Tensor plain = ones({2}, TensorOptions().device(d));  // a leaf without grad
+  Tensor y = mul(x, 3.0);
+  y.retain_grad();
+  Tensor z = mul(y, 2.0);
+  WarningCollector collect;
+  CHECK_FALSE(x.grad().defined());  // a leaf before backward
+  CHECK_FALSE(plain.grad().defined());
+  CHECK_FALSE(y.grad().defined());  // retains its gradient, not yet computed
+  {
+    NoGradGuard no_grad;
+    CHECK_FALSE(mul(x, 2.0).grad().defined());  // no history: a leaf
+  }
+  // The engine's own work: backward twice through retained graphs, grad(), double
+  // backward, hooks, and a gradient set by hand on a non-leaf.
+  sum(z).backward(Tensor(), /*retain_graph=*/true);
+  sum(z).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{12, 12});
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{4, 4});
+  Tensor w = mul(x, x);
+  w.register_hook([](const Tensor& g) { return mul(g, 1.0); });
+  const TensorList g = grad({sum(w)}, {x}, {}, /*retain_graph=*/false, /*create_graph=*/true);
+  sum(g[0]).backward();
+  Tensor v = mul(x, 5.0);
+  v.set_grad(ones({2}, TensorOptions().device(d)));
+  CHECK(v.grad().defined());
+  CHECK(collect.warnings().empty());
+}
+
 }  // namespace
 }  // namespace streamgrad

@@ -15,7 +15,9 @@
 #   8. SIGTERM to the launcher reaches the ranks: exit 128+15, no rank left; a second
 #      SIGTERM kills them without waiting out --grace-ms;
 #   9. the ranks inherit no pipe of each other or of the launcher (close-on-exec);
-#  10. --help and usage errors (exit 2, one line naming the flag, no child started).
+#  10. --help and usage errors (exit 2, one line naming the flag, no child started);
+#  11. torchrun's form: PROGRAM is the first argument that is not a launcher flag (nor the
+#      value of one); it and everything after it (flags, a "--") are the ranks' arguments.
 set -euo pipefail
 bin="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -173,4 +175,18 @@ refused "--node-rank takes an integer from 0" --node_rank=-1 -- "${child[@]}"
 refused "--nnodes=3 needs an explicit --master-port" --nnodes=3 --node_rank=1 -- "${child[@]}"
 refused "--master-port takes an integer from 0 to 65535" --master_port=70000 -- "${child[@]}"
 refused "unknown flag '--bogus'" --bogus -- "${child[@]}"
+refused "unknown flag '--bogus'" --bogus "${child[@]}"
+refused "--nproc takes an integer from 1" --nproc=0 "${child[@]}"
+
+# 11. The program as the first positional argument, its own flags after it.
+out=$("$bin" --nproc=2 sh -c 'echo "r=$RANK args=$*"' prog --epochs=1 --nproc=5 -- x | sort)
+[ "$out" = "$(printf '[rank 0] r=0 args=--epochs=1 --nproc=5 -- x\n[rank 1] r=1 args=--epochs=1 --nproc=5 -- x')" ] ||
+  fail "launch --nproc=2 PROGRAM ARGS: $out"
+# A flag's value as the next argument is not the program; flags with dashes or underscores.
+out=$("$bin" --nproc 2 --master_addr 127.0.0.1 --grace-ms 100 sh -c 'echo "r=$RANK a=$MASTER_ADDR"' | sort)
+[ "$out" = "$(printf '[rank 0] r=0 a=127.0.0.1\n[rank 1] r=1 a=127.0.0.1')" ] ||
+  fail "launch --nproc 2 PROGRAM: $out"
+# Before the program, "--" still ends the launcher's flags and is not passed on.
+out=$("$bin" --nproc=1 -- sh -c 'echo "n=$# args=$*"' prog --epochs=1)
+[ "$out" = "[rank 0] n=1 args=--epochs=1" ] || fail "launch -- PROGRAM ARGS: $out"
 echo "launch_test: ok"
