@@ -64,14 +64,15 @@ Classification check_classification(const char* op, const Tensor& input, const T
   return {reshape(input, {1, input.size(0)}), reshape(target, {1}), true};
 }
 
-// Checks on the device that the kept targets are classes of `input` (see the header).
-void check_classes(const char* op, const Classification& c, const Tensor& original_target,
-                   const Targets& t, int64_t ignore_index) {
-  const int64_t classes = c.input.size(1);
+// Checks on the device that the kept targets are classes of `input` (see the header);
+// the message shows the arguments as the caller passed them.
+void check_classes(const char* op, const Tensor& input, const Tensor& target, const Targets& t,
+                   int64_t ignore_index) {
+  const int64_t classes = input.size(-1);
   kernels::check_index_range(
       stream_of(t.safe), t.safe.view(), classes,
-      absl::StrCat(op, ": target ", original_target.describe(), " must hold class indices 0..",
-                   classes - 1, " of input ", shape_str(c.input.sizes()), " or ignore_index ",
+      absl::StrCat(op, ": target ", target.describe(), " must hold class indices 0..",
+                   classes - 1, " of input ", shape_str(input.sizes()), " or ignore_index ",
                    ignore_index, "; fix the labels, or set ignore_index to the value that marks "
                    "samples without a label"));
 }
@@ -117,7 +118,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
   SG_AUTOCAST(kFloat32, nll_loss, log_probs, target, options);
   const Classification c = check_classification("nll_loss", log_probs, target);
   const Targets t = split_targets(c.target, options.ignore_index, c.input.dtype());
-  check_classes("nll_loss", c, target, t, options.ignore_index);
+  check_classes("nll_loss", log_probs, target, t, options.ignore_index);
   return unbatch(reduce(neg(picked(c.input, t)), t.keep, options.reduction), c,
                  options.reduction);
 }
@@ -129,7 +130,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   SG_CHECK(eps >= 0 && eps <= 1, ValueError, "cross_entropy: label_smoothing ", eps,
            " must be in [0, 1]");
   const Targets t = split_targets(c.target, options.ignore_index, c.input.dtype());
-  check_classes("cross_entropy", c, target, t, options.ignore_index);
+  check_classes("cross_entropy", input, target, t, options.ignore_index);
   const Tensor logp = log_softmax(c.input, 1);
   Tensor loss = neg(picked(logp, t));
   if (eps > 0) {

@@ -64,6 +64,9 @@ TEST_CASE("every composite op reports bad input under its own name", "[ops][erro
       {"nll_loss", [&] { nll_loss(x, labels); },
        {"int64[3]" + on, "[3, 4]", "element 1", "is 4", "out of range 0..3"}},
       {"nll_loss", [&] { nll_loss(x, ints({0}, {1}, d)); }, {"int64[1]" + on}},
+      // Unbatched: the arguments as passed, [4] and a 0-dim target.
+      {"nll_loss", [&] { nll_loss(random_input({4}, d, 14), ints({7}, {}, d)); },
+       {"int64[]" + on, "input [4]", "is 7"}},
       {"cross_entropy", [&] { cross_entropy(x, labels); },
        {"int64[3]" + on, "element 1", "out of range"}},
       // ignore_index is allowed; -1 is not a class.
