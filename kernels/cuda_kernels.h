@@ -70,6 +70,12 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
 void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3>& l,
                 int64_t n, int64_t stride, void* values, int64_t* indices, const void* in);
 
+// The first element (row-major position in `layout`) of `index` outside [0, limit) and
+// its value, found on the device and read back after synchronising `stream`; false when
+// every index is in range. check_index_range's cuda path (defined in index.cu).
+bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
+                     const int64_t* index, int64_t limit, int64_t* position, int64_t* value);
+
 // An index kernel's arguments: `walk` over operands (out or target, other, index); the
 // indexed element is at index[off2] * step from the target's offset (read: in; accumulate:
 // out). Every index in `index_layout` (over `index`) must be in [0, limit) along dim `dim`

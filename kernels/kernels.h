@@ -49,6 +49,7 @@
 #define STREAMGRAD_KERNELS_KERNELS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/op_codes.h"
@@ -154,6 +155,17 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
 // dtype; bad indices are reported as for index_select.
 void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
             const View& index);
+
+// Checks that every element of `index` (int64, any shape) lies in [0, limit) without
+// reading it on the host where that would wait for the device: on cpu the check runs at
+// the call, on sim inside a task (its ValueError surfaces at the stream's next
+// synchronisation), on cuda at the launch (which synchronises the stream, as the index
+// kernels do). The error reads `context` (the caller's op, argument and what to do),
+// then the first bad element's row-major position and value. Launch name:
+// check_index_range (none on cpu, where nothing is enqueued). Composite ops call it so
+// that a bad class index or embedding index is reported under the op the user called.
+void check_index_range(const Stream& stream, const View& index, int64_t limit,
+                       const std::string& context);
 
 }  // namespace kernels
 }  // namespace streamgrad

@@ -23,15 +23,19 @@ struct Window2d {
 };
 
 // Output positions along one dim (floor, or ceil as pooling's ceil_mode: the last
-// window must still start inside the input or its left padding).
+// window must still start inside the input or its left padding). Rounding up can give a
+// position where rounding down gives none: a window longer than the padded input still
+// has one output in ceil mode (as in the reference framework), hence the division that
+// rounds toward -infinity rather than an early exit on a negative span.
 SG_HOST_DEVICE inline int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride,
                                                  int64_t padding, int64_t dilation,
                                                  bool ceil_mode = false) {
-  const int64_t span = in + 2 * padding - dilation * (kernel - 1) - 1;
-  if (span < 0) return 0;
-  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + padding) --out;
-  return out;
+  const int64_t span =
+      in + 2 * padding - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  const int64_t steps = span >= 0 ? span / stride : -((-span + stride - 1) / stride);
+  int64_t out = steps + 1;
+  if (ceil_mode && out > 0 && (out - 1) * stride >= in + padding) --out;
+  return out > 0 ? out : 0;
 }
 
 // The input coordinate that kernel tap `k` of output position `o` reads (may lie in

@@ -129,18 +129,18 @@ struct RDivBackward final : Node {
   double s = 0;
 };
 
-}  // namespace
-
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+// add and sub (a + alpha * b with alpha negated): one implementation, whose errors name
+// the op the user called.
+Tensor add_tensors(const Tensor& a, const Tensor& b, double alpha, const char* name) {
   if (needs_promotion(a, b)) {
     const DType t = promoted_dtype(a, b);
-    return add(to(a, t), to(b, t), alpha);
+    return add_tensors(to(a, t), to(b, t), alpha, name);
   }
   Tensor out;
   if (alpha == 1) {
-    out = binary_forward(kernels::Binary::kAdd, a, b, "add");
+    out = binary_forward(kernels::Binary::kAdd, a, b, name);
   } else {
-    const Operands in = binary_operands(a, b, "add");
+    const Operands in = binary_operands(a, b, name);
     out = new_output(in.shape, a.dtype(), in.a.device());
     kernels::axpy(stream_of(out), out.view(), expand_view(in.a, in.shape),
                   expand_view(in.b, in.shape), alpha);
@@ -151,7 +151,19 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
+Tensor add_scalar(const Tensor& a, double b, const char* name) {
+  Tensor out = scalar_forward(kernels::UnaryScalar::kAdd, a, b, name);
+  if (any_requires_grad({a})) wire(std::make_shared<IdentityBackward>("AddBackward"), {a}, {out});
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) { return add_tensors(a, b, alpha, "add"); }
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  return add_tensors(a, b, -alpha, "sub");
+}
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   if (needs_promotion(a, b)) {
@@ -180,13 +192,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor add(const Tensor& a, double b) {
-  Tensor out = scalar_forward(kernels::UnaryScalar::kAdd, a, b, "add");
-  if (any_requires_grad({a})) wire(std::make_shared<IdentityBackward>("AddBackward"), {a}, {out});
-  return out;
-}
+Tensor add(const Tensor& a, double b) { return add_scalar(a, b, "add"); }
 
-Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor sub(const Tensor& a, double b) { return add_scalar(a, -b, "sub"); }
 
 Tensor sub(double a, const Tensor& b) {
   Tensor out = scalar_forward(kernels::UnaryScalar::kRSub, b, a, "sub");

@@ -157,6 +157,11 @@ void shapes(Catalogue& c) {
         binary([](T a, T b) { return cat({a, b}, -1); }), {dense({2, 3}), transposed({2, 2})});
   c.add("cat_repeated", "{a, b, a} along dim 0: a's gradient accumulates",
         binary([](T a, T b) { return cat({a, b, a}); }), {dense({2, 2}), dense({1, 2})});
+  // Not gradgradchecked: gradgradcheck perturbs the float64 grad_output by eps, and the
+  // float32 input's gradient rounds it to float32 (the first-order check is exact).
+  c.add("cat_promote", "float64 [2,2] and a float32 [1,2] (tiny values): float64",
+        binary([](T a, T b) { return cat({a, to(b, DType::kFloat32)}); }),
+        {dense({2, 2}), dense({1, 2}, kTiny)}, /*twice=*/false);
   c.add("stack", "two [2,3] along dim 0", binary([](T a, T b) { return stack({a, b}); }),
         {dense({2, 3}), dense({2, 3})});
   c.add("stack_dim2", "[2,3] and a transposed [2,3] leaf along dim 2",
@@ -166,6 +171,9 @@ void shapes(Catalogue& c) {
   c.add("stack_three", "[2,3], an every-other-column and a transposed [2,3] leaf along dim 1",
         [](const TensorList& x) { return TensorList{stack({x[0], x[1], x[2]}, 1)}; },
         {dense({2, 3}), strided({2, 3}), transposed({2, 3})});
+  c.add("stack_promote", "a float32 (tiny values) and a float64 [2,2] along dim 1: float64",
+        binary([](T a, T b) { return stack({to(a, DType::kFloat32), b}, 1); }),
+        {dense({2, 2}, kTiny), dense({2, 2})}, /*twice=*/false);  // as cat_promote
   c.add("stack_scalars", "two 0-dim tensors along dim -1",
         binary([](T a, T b) { return stack({a, b}, -1); }), {dense({}), dense({})});
   c.add("stack_partial_grad", "{a, constant, a} along dim -2: the constant needs no gradient",

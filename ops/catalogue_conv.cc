@@ -23,6 +23,11 @@ void conv_pool_norm(Catalogue& c) {
           return TensorList{scatter_add(x[0], 1, index2d(x[2], {2, 3}), x[1])};
         }),
         {dense({2, 4}), dense({2, 3}), indices({0, 0, 3, 1, 2, 1})});
+  c.add("scatter_add_src_larger", "self [2,4] + the [2,2] corner of src [3,3] along dim 1",
+        Fn([](const TensorList& x) {
+          return TensorList{scatter_add(x[0], 1, index2d(x[2], {2, 2}), x[1])};
+        }),
+        {dense({2, 4}), dense({3, 3}), indices({3, 0, 1, 3})});
   const Maker conv_in = {dense({1, 2, 2, 3}), dense({2, 2, 1, 2}), dense({2})};
   c.add("conv2d", "[1,2,2,3] * [2,2,1,2] + bias",
         Fn([](const TensorList& x) { return TensorList{conv2d(x[0], x[1], x[2])}; }), conv_in);
@@ -86,6 +91,15 @@ void conv_pool_norm(Catalogue& c) {
           return max_pool2d(x, p);
         }),
         {dense({1, 1, 3, 4}, kDistinct)});
+  c.add("max_pool2d_ceil_only", "[1,1,3,3] 4x4 stride 2: only ceil_mode gives an output",
+        unary([](T x) {
+          Pool2dParams p;
+          p.kernel_size = {4, 4};
+          p.stride = {2, 2};
+          p.ceil_mode = true;
+          return max_pool2d(x, p);
+        }),
+        {dense({1, 1, 3, 3}, kDistinct)});
   c.add("max_pool2d_with_indices", "[1,3,4] 2x2 stride 1 padding 1 (values)",
         unary([max22](T x) {
           Pool2dParams p = max22;
@@ -110,6 +124,20 @@ void conv_pool_norm(Catalogue& c) {
           return avg_pool2d(x, p);
         }),
         {dense({1, 3, 4})});
+  Pool2dParams ceil33;
+  ceil33.kernel_size = {3, 3};
+  ceil33.stride = {2, 2};
+  ceil33.padding = {1, 1};
+  ceil33.ceil_mode = true;
+  c.add("avg_pool2d_ceil", "[1,1,4,3] 3x3 stride 2 padding 1, ceil_mode: a last row past the "
+        "padding", unary([ceil33](T x) { return avg_pool2d(x, ceil33); }), {dense({1, 1, 4, 3})});
+  c.add("avg_pool2d_ceil_exclude_pad", "as avg_pool2d_ceil, count_include_pad false",
+        unary([ceil33](T x) {
+          Pool2dParams p = ceil33;
+          p.count_include_pad = false;
+          return avg_pool2d(x, p);
+        }),
+        {dense({1, 1, 4, 3})});
   c.add("batch_norm", "training [3,2,2] with affine and fresh running statistics",
         Fn([](const TensorList& x) {
           const TensorOptions o = TensorOptions().dtype(x[0].dtype()).device(x[0].device());

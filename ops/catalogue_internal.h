@@ -129,8 +129,10 @@ inline Fn binary(std::function<Tensor(T, T)> f) {
 // Collects entries in ops.h order.
 class Catalogue {
  public:
-  // `twice`: false where gradgradcheck does not apply (every op so far is twice
-  // differentiable: backward formulas are written with differentiable ops).
+  // `twice`: false where gradgradcheck does not apply. Every op is twice differentiable
+  // (backward formulas are written with differentiable ops); the entries that opt out
+  // round a float64 gradient to float32 on purpose (dtype promotion), which gradgradcheck's
+  // perturbation of the grad_output does not survive.
   void add(std::string name, std::string notes, Fn fn, Maker ins, bool twice = true) {
     entries_.push_back(
         entry(std::move(name), std::move(notes), std::move(fn), std::move(ins), twice));

@@ -41,6 +41,8 @@ void losses_activations(Catalogue& c) {
           return nll_loss(x, t, o);
         }),
         {dense({3, 4}), indices({2, 0, 3})});
+  c.add("nll_loss_unbatched", "log_probs [4], 0-dim target, mean",
+        binary([](T x, T t) { return nll_loss(x, reshape(t, {})); }), {dense({4}), indices({2})});
   c.add("cross_entropy", "logits [3,4], mean", binary([](T x, T t) { return cross_entropy(x, t); }),
         {dense({3, 4}), indices({1, 0, 3})});
   c.add("cross_entropy_smooth", "label_smoothing 0.2, ignore_index 0, none",
@@ -52,6 +54,16 @@ void losses_activations(Catalogue& c) {
           return cross_entropy(x, t, o);
         }),
         {dense({3, 4}), indices({1, 0, 3})});
+  c.add("cross_entropy_unbatched", "logits [4], 0-dim target, label_smoothing 0.1, none",
+        binary([](T x, T t) {
+          CrossEntropyOptions o;
+          o.label_smoothing = 0.1;
+          o.reduction = Reduction::kNone;
+          return cross_entropy(x, reshape(t, {}), o);
+        }),
+        {dense({4}), indices({1})});
+  c.add("mse_loss_broadcast", "[2,1] vs [3]: broadcast to [2,3] (with a warning), mean",
+        binary([](T a, T b) { return mse_loss(a, b); }), {dense({2, 1}), dense({3})});
   c.add("mse_loss", "[2,3] vs [2,3], mean", binary([](T a, T b) { return mse_loss(a, b); }),
         {dense({2, 3}), dense({2, 3})});
 }

@@ -63,6 +63,11 @@ void selection(Catalogue& c) {
   c.add("where_cpu_scalar", "where(m, a, to(0-dim b, cpu))",
         Fn([](const TensorList& x) { return TensorList{where(x[0], x[1], on_cpu(x[2]))}; }),
         {m, dense({2, 3}), dense({})});
+  c.add("where_promote", "float32 input (tiny values) beside a 0-dim float64 other: float32",
+        Fn([](const TensorList& x) {
+          return TensorList{where(x[0], to(x[1], DType::kFloat32), x[2])};
+        }),
+        {m, dense({2, 3}, kTiny), dense({}, kTiny)});
   c.add("where_same", "where(m, a, a): both branches from one leaf, gradients accumulate",
         Fn([](const TensorList& x) { return TensorList{where(x[0], x[1], x[1])}; }),
         {m, dense({2, 3})});

@@ -159,10 +159,12 @@ void check_image(const char* op, const Tensor& input) {
 
 Tensor unfold(const Tensor& input, std::array<int64_t, 2> kernel_size, const Conv2dParams& p) {
   check_image("unfold", input);
-  if (input.dim() == 3) return squeeze(unfold(unsqueeze(input, 0), kernel_size, p), 0);
   const kernels::Window2d w = window_of("unfold", kernel_size, p);
-  const int64_t n = input.size(0), c = input.size(1), h = input.size(2), wd = input.size(3);
+  const int64_t h = input.size(-2), wd = input.size(-1);
   const std::array<int64_t, 2> o = positions("unfold", input, h, wd, w);
+  // Unbatched: checked above as the caller passed it, so that errors show that shape.
+  if (input.dim() == 3) return squeeze(unfold(unsqueeze(input, 0), kernel_size, p), 0);
+  const int64_t n = input.size(0), c = input.size(1);
   Tensor out = new_output({n, c * kernel_size[0] * kernel_size[1], o[0] * o[1]}, input.dtype(),
                           input.device());
   kernels::im2col(stream_of(out), out.view(), contiguous_data(input).view(), w);
@@ -182,16 +184,17 @@ Tensor fold(const Tensor& input, std::array<int64_t, 2> output_size,
   check_floating(input, "fold");
   SG_CHECK(input.dim() == 2 || input.dim() == 3, ValueError,
            "fold: expected a [N, C * kH * kW, L] or [C * kH * kW, L] input, got ", input.describe());
-  if (input.dim() == 2) return squeeze(fold(unsqueeze(input, 0), output_size, kernel_size, p), 0);
   const kernels::Window2d w = window_of("fold", kernel_size, p);
   const int64_t taps = kernel_size[0] * kernel_size[1];
   SG_CHECK(output_size[0] > 0 && output_size[1] > 0, ValueError, "fold: output_size ",
            pair_str(output_size), " must be positive");
   const std::array<int64_t, 2> o = positions("fold", input, output_size[0], output_size[1], w);
-  SG_CHECK(input.size(1) % taps == 0 && input.size(2) == o[0] * o[1], ValueError, "fold: input ",
-           input.describe(), " does not match a ", pair_str(kernel_size), " window over ",
-           pair_str(output_size), ": dim 1 must be a multiple of ", taps, " and dim 2 must be ",
-           o[0] * o[1]);
+  SG_CHECK(input.size(-2) % taps == 0 && input.size(-1) == o[0] * o[1], ValueError,
+           "fold: input ", input.describe(), " does not match a ", pair_str(kernel_size),
+           " window over ", pair_str(output_size), ": its dim ", input.dim() - 2,
+           " must be a multiple of ", taps, " and its last dim must be ", o[0] * o[1]);
+  // Unbatched: checked above as the caller passed it, so that errors show that shape.
+  if (input.dim() == 2) return squeeze(fold(unsqueeze(input, 0), output_size, kernel_size, p), 0);
   Tensor out = zeros({input.size(0), input.size(1) / taps, output_size[0], output_size[1]},
                      TensorOptions().dtype(input.dtype()).device(input.device()));
   kernels::col2im(stream_of(out), out.view(), contiguous_data(input).view(), w);
@@ -211,10 +214,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   check_defined(weight, "conv2d", "the weight");
   check_same_device(input, weight, "conv2d");
   check_same_dtype(input, weight, "conv2d");
-  if (input.dim() == 3) return squeeze(conv2d(unsqueeze(input, 0), weight, bias, p), 0);
   SG_CHECK(weight.dim() == 4, ValueError, "conv2d: expected a [O, C / groups, kH, kW] weight, got ",
            weight.describe());
-  const int64_t groups = p.groups, out_ch = weight.size(0), in_ch = input.size(1);
+  const int64_t groups = p.groups, out_ch = weight.size(0), in_ch = input.size(-3);
   SG_CHECK(groups > 0 && out_ch % groups == 0 && in_ch == weight.size(1) * groups, ValueError,
            "conv2d: input ", input.describe(), " has ", in_ch, " channels, weight ",
            weight.describe(), " expects ", weight.size(1), " x groups ", groups,
@@ -227,7 +229,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   }
   const std::array<int64_t, 2> k{weight.size(2), weight.size(3)};
   const kernels::Window2d w = window_of("conv2d", k, p);
-  const std::array<int64_t, 2> o = positions("conv2d", input, input.size(2), input.size(3), w);
+  const std::array<int64_t, 2> o = positions("conv2d", input, input.size(-2), input.size(-1), w);
+  // Unbatched: checked above as the caller passed it, so that errors show that shape.
+  if (input.dim() == 3) return squeeze(conv2d(unsqueeze(input, 0), weight, bias, p), 0);
   if (kernels::cudnn_conv2d_supported(input.device(), input.dtype(), input.sizes(),
                                       weight.sizes(), w, groups)) {
     const Tensor out = cudnn_conv2d(input, weight, w, p, o);

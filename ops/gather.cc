@@ -30,10 +30,23 @@ int64_t check_indexed(const char* op, const Tensor& t, int64_t dim, const Tensor
     check_defined(*src, op, "src");
     check_same_device(t, *src, op);
     check_same_dtype(t, *src, op);
-    SG_CHECK(src->sizes() == index.sizes(), ValueError, op, ": src ", src->describe(),
-             " must have index's shape ", index.describe());
+    bool covers = src->dim() == index.dim();
+    for (int64_t i = 0; covers && i < index.dim(); ++i) covers = index.size(i) <= src->size(i);
+    SG_CHECK(covers, ValueError, op, ": src ", src->describe(), " must have index's rank and be ",
+             "at least as large as index ", index.describe(), " on every dim (only the part "
+             "of src that index covers is read)");
   }
   return d;
+}
+
+// The part of `src` that an index of `sizes` covers: its leading corner (a view, whose
+// gradient is zero outside the corner, as src's elements there are never read).
+Tensor covered(const Tensor& src, const Shape& sizes) {
+  Tensor part = src;
+  for (int64_t i = 0; i < src.dim(); ++i) {
+    if (part.size(i) != sizes[i]) part = narrow(part, i, 0, sizes[i]);
+  }
+  return part;
 }
 
 struct GatherBackward final : Node {
@@ -84,6 +97,9 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   SG_AUTOCAST(kPromote, scatter_add, self, dim, index, src);
   const int64_t d = check_indexed("scatter_add", self, dim, index, &src);
   check_floating(self, "scatter_add");
+  if (src.sizes() != index.sizes()) {
+    return scatter_add(self, dim, index, covered(src, index.sizes()));
+  }
   Tensor out = new_output(self.sizes(), self.dtype(), self.device());
   const Stream s = stream_of(out);
   kernels::copy(s, out.view(), self.view());

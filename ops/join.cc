@@ -1,6 +1,7 @@
 // cat and stack.
 //
-// Each is one op: one kernel launch copies every input into its place in a fresh output,
+// Each is one op: one kernel launch copies every input into its place in a fresh output
+// (floating inputs of several dtypes are converted to their promotion first),
 // and one backward node hands each input a view of the incoming gradient (no copies):
 // cat the matching narrow(), stack the index along the new dim. Under create_graph the
 // views are differentiable again.
@@ -57,24 +58,47 @@ struct StackBackward final : Node {
 
 std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 
-// The common checks of cat and stack: a non-empty list of defined tensors on one device
-// with one dtype.
-void check_list(const std::vector<Tensor>& tensors, const char* op) {
+// The common checks of cat and stack: a non-empty list of defined tensors on one device,
+// of one dtype or all floating. Returns the result's dtype: the one dtype, or the
+// promotion of the floating ones (as the reference, where every input has dims).
+DType check_list(const std::vector<Tensor>& tensors, const char* op) {
   SG_CHECK(!tensors.empty(), ValueError, op, ": expected a non-empty list of tensors");
+  DType common = DType::kFloat32;
   for (size_t i = 0; i < tensors.size(); ++i) {
     SG_CHECK(tensors[i].defined(), ValueError, op, ": tensor ", i, " is undefined");
     check_same_device(tensors[0], tensors[i], op);
-    SG_CHECK(tensors[i].dtype() == tensors[0].dtype(), ValueError, op,
-             ": all tensors must have one dtype, but tensor 0 is ", tensors[0].describe(),
-             " and tensor ", i, " is ", tensors[i].describe());
+    const DType t = tensors[i].dtype();
+    const bool both_floating = is_floating(t) && is_floating(tensors[0].dtype());
+    SG_CHECK(t == tensors[0].dtype() || both_floating, ValueError, op,
+             ": all tensors must have one dtype, or all be floating, but tensor 0 is ",
+             tensors[0].describe(), " and tensor ", i, " is ", tensors[i].describe(),
+             "; convert one with to(tensor, dtype)");
+    common = i == 0 ? t : promote_floating(common, t);
   }
+  return common;
+}
+
+// `tensors` converted to `dtype` where they differ (recorded: the gradient of each input
+// comes back in its own dtype).
+std::vector<Tensor> converted(const std::vector<Tensor>& tensors, DType dtype) {
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) out.push_back(to(t, dtype));
+  return out;
+}
+
+bool any_other_dtype(const std::vector<Tensor>& tensors, DType dtype) {
+  for (const Tensor& t : tensors) {
+    if (t.dtype() != dtype) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   SG_AUTOCAST(kPromote, cat, tensors, dim);
-  check_list(tensors, "cat");
+  const DType dtype = check_list(tensors, "cat");
   const Tensor& first = tensors[0];
   SG_CHECK(first.dim() > 0, ValueError, "cat: zero-dimensional tensor ", first.describe(),
            " cannot be concatenated; unsqueeze it or use stack()");
@@ -92,6 +116,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     SG_CHECK(!__builtin_add_overflow(shape[d], t.sizes()[d], &shape[d]), ValueError,
              "cat: the sizes along dimension ", dim, " add up to more than int64 can count");
   }
+  if (any_other_dtype(tensors, dtype)) return cat(converted(tensors, dtype), dim);
   Tensor out = new_output(shape, first.dtype(), first.device());
   std::vector<kernels::View> views;
   views.reserve(tensors.size());
@@ -108,7 +133,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   SG_AUTOCAST(kPromote, stack, tensors, dim);
-  check_list(tensors, "stack");
+  const DType dtype = check_list(tensors, "stack");
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<kernels::View> views;
   views.reserve(tensors.size());
@@ -119,6 +144,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
              shape_str(tensors[i].sizes()));
     views.push_back(tensors[i].view());
   }
+  if (any_other_dtype(tensors, dtype)) return stack(converted(tensors, dtype), dim);
   Shape shape = tensors[0].sizes();
   shape.insert(shape.begin() + d, static_cast<int64_t>(tensors.size()));
   Tensor out = new_output(shape, tensors[0].dtype(), tensors[0].device());

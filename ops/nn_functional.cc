@@ -72,6 +72,12 @@ Tensor flatten(const Tensor& input, int64_t start_dim, int64_t end_dim) {
 }
 
 Tensor argmax(const Tensor& input, int64_t dim, bool keepdim) {
+  // max's checks, under argmax's name.
+  check_defined(input, "argmax", "the input");
+  check_floating(input, "argmax");
+  const int64_t d = wrap_dim(dim, input.dim(), "argmax");
+  SG_CHECK(input.dim() == 0 || input.size(d) > 0, ValueError, "argmax: cannot take the arg-max "
+           "of ", input.describe(), " along dimension ", dim, ", which is empty");
   NoGradGuard no_grad;
   return max(input, dim, keepdim).second;
 }
@@ -82,12 +88,21 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   SG_CHECK(weight.dim() == 2, ValueError, "embedding: expected a [num_embeddings, dim] weight, got ",
            weight.describe());
   SG_CHECK(indices.dtype() == DType::kInt64, ValueError, "embedding: indices must be int64, got ",
-           indices.describe());
+           indices.describe(), "; convert them with to(indices, DType::kInt64)");
+  check_same_device(weight, indices, "embedding");
   SG_CHECK(padding_idx < weight.size(0), ValueError, "embedding: padding_idx ", padding_idx,
            " is not a row of ", weight.describe());
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
-  Tensor rows = index_select(weight, 0, reshape(indices, {-1}));
+  const Tensor flat = reshape(indices, {-1});
+  // On the device, before index_select: a bad index is reported under embedding's name
+  // (on sim at the next synchronisation).
+  kernels::check_index_range(
+      stream_of(flat), flat.view(), weight.size(0),
+      absl::StrCat("embedding: indices ", indices.describe(), " must be rows 0..",
+                   weight.size(0) - 1, " of weight ", weight.describe(), "; remap or clamp "
+                   "the indices, or make the table larger"));
+  Tensor rows = index_select(weight, 0, flat);
   if (padding_idx >= 0 && weight.requires_grad()) {
     // rows.detach() + keep * (rows - rows.detach()): the same values, but the gradient
     // reaches the weight only where the index is not padding_idx.

@@ -77,8 +77,10 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, double b);
 
 // Selection (where.cc), as PyTorch's. where: input where condition is true, else other;
-// condition is bool, the three broadcast together, input and other share a dtype (any),
-// and either may be a 0-dim cpu tensor beside another device. The gradient goes to input
+// condition is bool, the three broadcast together, input and other share a dtype (any)
+// or are both floating (they then meet in the promoted dtype, as in add: a 0-dim operand
+// defers to a dimensioned one; each gradient comes back in its operand's dtype), and
+// either may be a 0-dim cpu tensor beside another device. The gradient goes to input
 // where the condition holds and to other elsewhere (zero, never NaN, in the branch not
 // taken), summed to each operand's shape. masked_fill: input with value wherever the bool
 // mask is set (input and mask broadcast together); value is a double (stored in input's
@@ -102,9 +104,11 @@ std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // Gathering along a dim (PyTorch's gather / scatter_add, out of place): index is int64
-// with the result's (gather) or src's (scatter_add) shape; on other dims it may be
-// smaller than the indexed tensor. Out-of-range indices are a ValueError (on sim at the
-// next synchronisation). Differentiable with respect to input / self and src.
+// with the result's shape (gather); on other dims it may be smaller than the indexed
+// tensor. scatter_add's src has index's rank and is at least as large on every dim: only
+// the part index covers is read (src's gradient is zero elsewhere). Out-of-range indices
+// are a ValueError (on sim at the next synchronisation). Differentiable with respect to
+// input / self and src.
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
@@ -136,8 +140,12 @@ struct Pool2dParams {
   std::array<int64_t, 2> stride{0, 0};  // {0, 0}: the kernel size (PyTorch's default)
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};  // max pooling only
+  // Output sizes rounded up, as long as the last window starts inside the input or its
+  // left padding (a window longer than the padded input then still gives one output).
   bool ceil_mode = false;
-  bool count_include_pad = true;  // average pooling only
+  // Average pooling only: the divisor counts the zero padding (not what ceil_mode adds
+  // past it), or only the taps inside the input.
+  bool count_include_pad = true;
 };
 // Indices are int64, flat h * W + w within each plane, as PyTorch's.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& params);
@@ -163,6 +171,8 @@ Tensor squeeze(const Tensor& a, int64_t dim);
 Tensor unsqueeze(const Tensor& a, int64_t dim);
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
+// cat and stack: tensors of one dtype, or all floating (the result has their promotion;
+// each input's gradient comes back in its own dtype).
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
@@ -199,15 +209,18 @@ Tensor flatten(const Tensor& input, int64_t start_dim = 0, int64_t end_dim = -1)
 // Index of the largest element along dim (ties: the first), int64, no gradient.
 Tensor argmax(const Tensor& input, int64_t dim, bool keepdim = false);
 // weight [num_embeddings, D], indices int64 of any shape -> [*indices.shape, D]; the row
-// padding_idx (when >= 0) gets no gradient.
+// padding_idx (when >= 0) gets no gradient. An index outside the table is a ValueError
+// naming embedding (on sim at the next synchronisation).
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
 enum class Reduction { kNone, kMean, kSum };
 struct NllLossOptions {
   Reduction reduction = Reduction::kMean;
   int64_t ignore_index = -100;
 };
-// log_probs [N, C], target int64 [N] in [0, C) or ignore_index; the mean is over the
-// targets not ignored.
+// log_probs [N, C] and target int64 [N], or unbatched [C] and a 0-dim target (the result
+// is then 0-dim whatever the reduction); targets in [0, C) or ignore_index, else a
+// ValueError naming the loss (on sim at the next synchronisation). The mean is over the
+// targets not ignored: all ignored gives NaN with a zero gradient, as PyTorch.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options = {});
 struct CrossEntropyOptions {
   Reduction reduction = Reduction::kMean;
@@ -216,6 +229,8 @@ struct CrossEntropyOptions {
 };
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyOptions& options = {});
+// input and target broadcast together; shapes that differ draw a warning (runtime/
+// warning.h), as in PyTorch, where they are almost always a mistake.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
 
 // Operators.

@@ -4,7 +4,12 @@
 // positions, the backward adds the gradient at those positions. Under create_graph the
 // backward is scatter_add to the positions instead, whose own backward (gather) makes it
 // differentiable again. Average pooling is the mean of unfold's columns (zero
-// padding counted), or their sum over the number of real taps (count_include_pad false).
+// padding counted), or their sum over each window's divisor where windows differ: the
+// taps inside the input (count_include_pad false), or those inside the padded input
+// (ceil_mode's last windows, which may reach past it).
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
 #include "kernels/nn_kernels.h"
@@ -77,6 +82,24 @@ struct MaxPool2dBackward final : Node {
   kernels::Window2d window;
 };
 
+// How many taps each of the `out` windows along dim d of an input of extent `in` averages,
+// as the reference: the window clipped to the padded input (the padding counts, what
+// ceil_mode adds past it does not), or to the input alone without count_include_pad.
+std::vector<int64_t> window_extents(int64_t in, int64_t out, const kernels::Window2d& w, int d,
+                                    bool count_include_pad) {
+  std::vector<int64_t> extents;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t start = o * w.stride[d] - w.padding[d];
+    int64_t end = std::min(start + w.kernel[d], in + w.padding[d]);
+    if (!count_include_pad) {
+      start = std::max<int64_t>(start, 0);
+      end = std::min(end, in);
+    }
+    extents.push_back(end - start);
+  }
+  return extents;
+}
+
 Conv2dParams as_conv(const kernels::Window2d& w) {
   Conv2dParams c;
   for (int d = 0; d < 2; ++d) {
@@ -125,30 +148,40 @@ Tensor avg_pool2d(const Tensor& input, const Pool2dParams& p) {
   const kernels::Window2d w = pool_window("avg_pool2d", input, p);
   SG_CHECK(p.dilation[0] == 1 && p.dilation[1] == 1, ValueError,
            "avg_pool2d: dilation is not an argument of average pooling; leave it (1, 1)");
-  SG_CHECK(!p.ceil_mode, ValueError,
-           "avg_pool2d: ceil_mode is not supported yet; pad the input instead");
-  const std::array<int64_t, 2> o = pool_positions("avg_pool2d", input, w, false);
+  const std::array<int64_t, 2> o = pool_positions("avg_pool2d", input, w, p.ceil_mode);
   const int64_t h = input.size(-2), wd = input.size(-1);
   const int64_t planes = input.numel() / (h * wd);
   Shape out_shape = input.sizes();
   out_shape[out_shape.size() - 2] = o[0];
   out_shape[out_shape.size() - 1] = o[1];
-  const std::array<int64_t, 2> k{w.kernel[0], w.kernel[1]};
-  const Tensor cols = unfold(reshape(input, {planes, 1, h, wd}), k, as_conv(w));  // [P, kk, L]
-  Tensor out;
-  if (p.count_include_pad) {
-    out = mean(cols, {1});
-  } else {
-    // The taps of each window inside the input: unfold of ones (no history).
-    Tensor count;
-    {
-      NoGradGuard no_grad;
-      const Tensor ones_image = ones({1, 1, h, wd}, TensorOptions().dtype(input.dtype()).device(input.device()));
-      count = sum(unfold(ones_image, k, as_conv(w)), {1});  // [1, L]
-    }
-    out = div(sum(cols, {1}), count);
+  const TensorOptions opts = TensorOptions().dtype(input.dtype()).device(input.device());
+  // ceil_mode's last windows may reach past the padding: zeros appended below and to the
+  // right let unfold take them (they are summed, but never counted in a divisor).
+  std::array<int64_t, 2> extra{};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t in = d == 0 ? h : wd;
+    const int64_t reach = (o[d] - 1) * w.stride[d] + w.kernel[d];  // the last window's end
+    extra[d] = std::max<int64_t>(0, reach - in - 2 * w.padding[d]);
   }
-  return reshape(out, out_shape);
+  Tensor x = reshape(input, {planes, 1, h, wd});
+  if (extra[0] > 0) x = cat({x, zeros({planes, 1, extra[0], wd}, opts)}, 2);
+  if (extra[1] > 0) x = cat({x, zeros({planes, 1, h + extra[0], extra[1]}, opts)}, 3);
+  const std::array<int64_t, 2> k{w.kernel[0], w.kernel[1]};
+  const Tensor cols = unfold(x, k, as_conv(w));  // [P, kk, L]
+  const std::array<std::vector<int64_t>, 2> extents{
+      window_extents(h, o[0], w, 0, p.count_include_pad),
+      window_extents(wd, o[1], w, 1, p.count_include_pad)};
+  std::vector<double> divisors;
+  bool whole_windows = true;
+  for (int64_t i = 0; i < o[0]; ++i) {
+    for (int64_t j = 0; j < o[1]; ++j) {
+      divisors.push_back(static_cast<double>(extents[0][i] * extents[1][j]));
+      whole_windows = whole_windows && extents[0][i] * extents[1][j] == k[0] * k[1];
+    }
+  }
+  if (whole_windows) return reshape(mean(cols, {1}), out_shape);
+  const Tensor divisor = from_vector<double>(divisors, {1, o[0] * o[1]}, opts);
+  return reshape(div(sum(cols, {1}), divisor), out_shape);
 }
 
 }  // namespace streamgrad

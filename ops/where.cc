@@ -131,6 +131,12 @@ std::shared_ptr<Node> where_backward(const Tensor& condition, const Tensor& inpu
 
 Tensor where(const Tensor& condition, const Tensor& input, const Tensor& other) {
   SG_AUTOCAST(kPromote, where, condition, input, other);
+  if (needs_promotion(input, other)) {
+    // Floating operands of two dtypes meet in the promoted one, as in arithmetic (a 0-dim
+    // operand defers to a dimensioned one); each gradient comes back in its own dtype.
+    const DType t = promoted_dtype(input, other);
+    return select(condition, to(input, t), to(other, t), kWhere);
+  }
   return select(condition, input, other, kWhere);
 }
 

@@ -62,6 +62,10 @@ void where(const Stream&, DType, const cpu::Layout<4>&, void*, const void*, cons
 }
 void index_read(const Stream&, DType, const IndexArgs&) { no_cuda("index_read"); }
 void index_accumulate(const Stream&, DType, const IndexArgs&) { no_cuda("index_accumulate"); }
+bool first_bad_index(const Stream&, const char*, const cpu::Layout<1>&, const int64_t*, int64_t,
+                     int64_t*, int64_t*) {
+  no_cuda("check_index_range");
+}
 void sgd_update(const Stream&, DType, const SgdHyper&, const std::vector<SgdItem>&) {
   no_cuda("sgd_update");
 }

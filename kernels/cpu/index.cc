@@ -1,12 +1,15 @@
-// index_select, index_add, scatter_add and gather.
+// index_select, index_add, scatter_add and gather, and check_index_range (the same
+// validation under a caller's name).
 //
 // Indices are validated in full before the first element is touched, so a bad index
 // never reads or writes out of bounds and never leaves a half-updated out. On cpu the
 // check runs on the host before launching (the cpu stream has no pending work, so the
 // index memory is final); on sim it runs inside the task and its ValueError surfaces at
 // the stream's next synchronisation.
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/checks.h"
 #include "kernels/cpu/widen.h"
 #include "kernels/cpu/launch_kernel.h"
@@ -254,6 +257,67 @@ void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
   const Layout<3> l = cpu::make_layout<3>(
       out.sizes, {out.strides.data(), in_strides.data(), index.strides.data()});
   read_indexed(stream, name, out, in, index, dim, chk, l);
+}
+
+namespace {
+
+// The first element of `layout` over `data` outside [0, limit): its row-major position
+// and value; false when there is none.
+bool first_bad(const Layout<1>& layout, const int64_t* data, int64_t limit, int64_t* position,
+               int64_t* value) {
+  int64_t at = 0;
+  bool found = false;
+  cpu::for_each_row(layout, [&](const int64_t* off, int64_t n, const int64_t* step) {
+    for (int64_t j = 0; j < n && !found; ++j, ++at) {
+      const int64_t v = data[off[0] + j * step[0]];
+      if (v < 0 || v >= limit) {
+        *position = at;
+        *value = v;
+        found = true;
+      }
+    }
+  });
+  return found;
+}
+
+[[noreturn]] void report_range(const std::string& context, int64_t limit, int64_t position,
+                               int64_t value) {
+  throw ValueError(absl::StrCat(context, "; element ", position, " (row-major) is ", value,
+                                ", out of range 0..", limit - 1));
+}
+
+}  // namespace
+
+void check_index_range(const Stream& stream, const View& index, int64_t limit,
+                       const std::string& context) {
+  const char* name = "check_index_range";
+  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  cpu::check_view(name, "index", index);
+  cpu::check_dtype(name, "index", index, DType::kInt64);
+  if (index.numel() == 0) return;
+  const Layout<1> layout = cpu::make_layout<1>(index.sizes, {index.strides.data()});
+  const int64_t* data = static_cast<const int64_t*>(index.data);
+  int64_t position = 0, value = 0;
+  if (stream.device().is_cpu()) {
+    // The cpu stream has no pending work: the index memory is final, nothing to enqueue.
+    if (first_bad(layout, data, limit, &position, &value)) {
+      report_range(context, limit, position, value);
+    }
+    return;
+  }
+  cpu::launch_kernel_or_cuda(
+      stream, name, {&index}, {},
+      [context, limit, data](const Layout<1>& l) {
+        int64_t at = 0, v = 0;
+        if (first_bad(l, data, limit, &at, &v)) report_range(context, limit, at, v);
+      },
+      [stream, context, limit, data](const Layout<1>& l) {
+        int64_t at = 0, v = 0;
+        if (cuda::first_bad_index(stream, "check_index_range", l, data, limit, &at, &v)) {
+          report_range(context, limit, at, v);
+        }
+      },
+      layout);
 }
 
 }  // namespace kernels
