@@ -1,5 +1,6 @@
 #include "engine/backward.h"
 
+#include <mutex>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -225,7 +226,12 @@ void backward(const TensorList& tensors, const TensorList& grad_tensors, bool re
   for (size_t k = 0; k < captured_inputs.size(); ++k) {  // non-leaf inputs= get .grad too
     if (!got[k].defined()) continue;
     const Tensor& x = inputs[captured_inputs[k]];
-    const Tensor old = x.grad();
+    Tensor old;  // read directly: grad() warns about non-leaf reads, this one is intended
+    {
+      AutogradMeta& meta = x.autograd_meta();
+      std::lock_guard<std::mutex> lk(meta.mu);
+      old = meta.grad;
+    }
     x.set_grad(old.defined() ? engine_add()(old, got[k]) : got[k]);
   }
 }

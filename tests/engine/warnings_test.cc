@@ -155,6 +155,9 @@ TEST_CASE("leaves, retained non-leaves and the library's own reads do not warn",
   Tensor v = mul(x, 5.0);
   v.set_grad(ones({2}, TensorOptions().device(d)));
   CHECK(v.grad().defined());
+  // backward(inputs=) of a non-leaf accumulates into its .grad, reading the old one.
+  Tensor u = mul(x, 2.0);
+  sum(mul(u, u)).backward(Tensor(), false, false, {u});
   CHECK(collect.warnings().empty());
 }
 
