@@ -81,6 +81,11 @@ RuntimeConfig load() {
   c.sim_seed = env_number<uint64_t>("STREAMGRAD_SIM_SEED", 0);
   c.sim_jitter_us = env_number<int>("STREAMGRAD_SIM_JITTER_US", 0);
   SG_CHECK(c.sim_jitter_us >= 0, ValueError, "STREAMGRAD_SIM_JITTER_US must be >= 0");
+  c.sim_pct_depth = env_number<int>("STREAMGRAD_SIM_PCT_DEPTH", kSimDefaultPctDepth);
+  SG_CHECK(c.sim_pct_depth >= 1 && c.sim_pct_depth <= kSimMaxPctDepth, ValueError,
+           "STREAMGRAD_SIM_PCT_DEPTH=", c.sim_pct_depth, " must be in [1, ", kSimMaxPctDepth, "]");
+  c.sim_pct_steps = env_number<uint64_t>("STREAMGRAD_SIM_PCT_STEPS", kSimDefaultPctSteps);
+  SG_CHECK(c.sim_pct_steps >= 1, ValueError, "STREAMGRAD_SIM_PCT_STEPS must be at least 1");
   c.sim_queue_depth = env_number<int>("STREAMGRAD_SIM_QUEUE_DEPTH", kSimDefaultQueueDepth);
   SG_CHECK(c.sim_queue_depth >= 1, ValueError, "STREAMGRAD_SIM_QUEUE_DEPTH=", c.sim_queue_depth,
            " must be at least 1");

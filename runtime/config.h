@@ -7,8 +7,13 @@
 //   STREAMGRAD_VISIBLE_DEVICES=2,0    which sim devices are visible, and in what order.
 //   STREAMGRAD_SIM_MEMORY_BYTES=B     memory of each sim device (default 0: unlimited).
 //   STREAMGRAD_SIM_SCHEDULER=threaded|deterministic   (default threaded)
-//   STREAMGRAD_SIM_POLICY=round-robin|random|adversarial  (deterministic; default round-robin)
+//   STREAMGRAD_SIM_POLICY=round-robin|random|adversarial|pct  (deterministic; default
+//                                     round-robin; runtime/sim/sim.h says what each finds)
 //   STREAMGRAD_SIM_SEED=S             seed of the deterministic policy and of the jitter.
+//   STREAMGRAD_SIM_PCT_DEPTH=D        pct: the bug depth d, 1..kSimMaxPctDepth (default
+//                                     kSimDefaultPctDepth): d - 1 priority change points.
+//   STREAMGRAD_SIM_PCT_STEPS=K        pct: the change points fall among steps 1..K
+//                                     (default kSimDefaultPctSteps, K >= 1).
 //   STREAMGRAD_SIM_JITTER_US=U        threaded: random delay in [0, U] µs before each launch.
 //   STREAMGRAD_SIM_QUEUE_DEPTH=N      tasks a sim stream holds before a launch blocks the
 //                                     host (default kSimDefaultQueueDepth, N >= 1).
@@ -45,6 +50,13 @@ namespace streamgrad {
 constexpr int kSimDefaultQueueDepth = 1024;
 // Threads are per process, streams are not: 10,000 streams must not mean 10,000 threads.
 constexpr int kSimDefaultWorkers = 16;
+// PCT (runtime/sim/sim.h): one change point by default, so that orderings that need the
+// consumer to run between two tasks of the producer are reached too (bound 1 / (n * k));
+// depth 1 gives the 1 / n bound on plain missing waits. k should be about the steps a
+// run takes (sim_steps_run() counts them).
+constexpr int kSimDefaultPctDepth = 2;
+constexpr uint64_t kSimDefaultPctSteps = 1000;
+constexpr int kSimMaxPctDepth = 64;
 
 struct RuntimeConfig {
   bool launch_blocking = false;
@@ -59,6 +71,8 @@ struct RuntimeConfig {
   std::string sim_policy = "round-robin";
   uint64_t sim_seed = 0;
   double sim_jitter_us = 0;
+  int sim_pct_depth = kSimDefaultPctDepth;
+  uint64_t sim_pct_steps = kSimDefaultPctSteps;
   int sim_queue_depth = kSimDefaultQueueDepth;
   int sim_workers = kSimDefaultWorkers;
   int num_threads = 0;  // 0: not set (the hardware's count)

@@ -41,6 +41,8 @@ SimSchedulerOptions options_from_config() {
   o.policy = parse_sim_policy(c.sim_policy);
   o.seed = c.sim_seed;
   o.jitter_us = c.sim_jitter_us;
+  o.pct_depth = c.sim_pct_depth;
+  o.pct_steps = c.sim_pct_steps;
   return o;
 }
 
@@ -256,6 +258,7 @@ void set_sim_scheduler(const SimSchedulerOptions& options) { executor().set_opti
 SimSchedulerOptions sim_scheduler() { return executor().options(); }
 bool sim_step() { return executor().step(); }
 void sim_run_until_idle() { executor().synchronize_all(); }
+uint64_t sim_steps_run() { return executor().steps_run(); }
 
 namespace {
 const Stream& sim_stream(const Stream& stream, const char* what) {
@@ -284,8 +287,9 @@ SimPolicy parse_sim_policy(const std::string& name) {
   if (name == "round-robin") return SimPolicy::kRoundRobin;
   if (name == "random") return SimPolicy::kRandom;
   if (name == "adversarial") return SimPolicy::kAdversarial;
+  if (name == "pct") return SimPolicy::kPct;
   throw ValueError(absl::StrCat("unknown sim scheduling policy \"", name,
-                                "\"; expected round-robin, random or adversarial"));
+                                "\"; expected round-robin, random, adversarial or pct"));
 }
 
 SimSchedulerKind parse_sim_scheduler(const std::string& name) {
@@ -303,6 +307,8 @@ const char* sim_policy_name(SimPolicy policy) {
       return "random";
     case SimPolicy::kAdversarial:
       return "adversarial";
+    case SimPolicy::kPct:
+      return "pct";
   }
   return "unknown";
 }

@@ -1,6 +1,6 @@
 // The simulated device's schedulers: a missing wait is caught deterministically by the
 // adversarial policy, a present wait gives the right value under every policy and seed,
-// and the threaded scheduler with jitter agrees over many runs.
+// and the threaded scheduler with jitter agrees over many runs. PCT: sim_pct_test.cc.
 #include <catch2/catch.hpp>
 #include <atomic>
 #include <memory>
@@ -53,7 +53,8 @@ TEST_CASE("adversarial policy exposes a missing wait as a stale read", "[sim][sc
 
 TEST_CASE("with the wait, every policy and seed reads the produced value", "[sim][scheduler]") {
   const SimPolicy policy =
-      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin);
+      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin,
+               SimPolicy::kPct);
   INFO("policy " << sim_policy_name(policy));
   int wrong = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
@@ -92,7 +93,8 @@ std::vector<int> interleaving(const SimSchedulerOptions& o) {
 
 TEST_CASE("a deterministic seed gives the same interleaving every run", "[sim][scheduler]") {
   const SimPolicy policy =
-      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin);
+      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin,
+               SimPolicy::kPct);
   INFO("policy " << sim_policy_name(policy));
   const auto first = interleaving(deterministic(policy, 3));
   CHECK(first.size() == 12);
@@ -155,6 +157,7 @@ TEST_CASE("launch blocking surfaces an error at the launch that caused it",
 
 TEST_CASE("scheduler names parse, unknown names are a ValueError", "[sim]") {
   CHECK(parse_sim_policy("adversarial") == SimPolicy::kAdversarial);
+  CHECK(parse_sim_policy("pct") == SimPolicy::kPct);
   CHECK(parse_sim_scheduler("deterministic") == SimSchedulerKind::kDeterministic);
   CHECK_THROWS_AS(parse_sim_policy("fifo"), ValueError);
   CHECK_THROWS_AS(parse_sim_scheduler("gpu"), ValueError);
