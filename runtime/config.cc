@@ -1,5 +1,8 @@
 #include "runtime/config.h"
 
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,13 +11,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/cuda_settings.h"
 #include "runtime/error.h"
+#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace {
@@ -51,6 +61,8 @@ CpuCapability parse_cpu_capability(const std::string& s) {
   throw ValueError(absl::StrCat("STREAMGRAD_CPU_CAPABILITY=", s,
                                 " is not a level; use default, avx2 or avx512"));
 }
+
+void install_env_sync_faults(int64_t drop_index, bool print);
 
 RuntimeConfig load() {
   RuntimeConfig c;
@@ -101,6 +113,14 @@ RuntimeConfig load() {
     c.cpu_capability_set = true;
     c.cpu_capability = parse_cpu_capability(level);
   }
+  if (const char* drop = env("STREAMGRAD_DROP_SYNC")) {
+    int64_t k = 0;
+    const bool list = std::string(drop) == "list";
+    SG_CHECK(list || (absl::SimpleAtoi(drop, &k) && k >= 1), ValueError,
+             "STREAMGRAD_DROP_SYNC=", drop, " is neither 'list' nor a call number >= 1; run "
+             "with STREAMGRAD_DROP_SYNC=list to see the calls");
+    install_env_sync_faults(k, list);
+  }
   return c;
 }
 
@@ -132,7 +152,187 @@ Override& cudnn_tf32_override() {
   return o;
 }
 
+// Fault injection state. The active scope's state (or the environment's); the latest
+// record of each event seen while on; the names of code addresses (never forgotten: they
+// do not change while the process lives).
+struct SyncFaultGlobals {
+  std::mutex mu;
+  std::shared_ptr<SyncFaultScope::State> active;
+  std::shared_ptr<SyncFaultScope::State> from_env;
+  std::unordered_map<const void*, std::string> records;
+  std::mutex names_mu;
+  std::unordered_map<void*, std::string> names;
+};
+
+SyncFaultGlobals& sync_globals() {
+  static auto* g = new SyncFaultGlobals();  // never destroyed: calls may come at exit
+  return *g;
+}
+
+// A function's name without namespaces of ours, arguments or qualifiers, or "".
+std::string function_name(void* address) {
+  Dl_info info;
+  if (dladdr(address, &info) == 0 || info.dli_sname == nullptr) return "";
+  int status = 0;
+  char* d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string name = status == 0 && d != nullptr ? d : info.dli_sname;
+  std::free(d);
+  absl::StrReplaceAll({{"(anonymous namespace)::", ""}, {"streamgrad::", ""}}, &name);
+  int angle = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '<') ++angle;
+    if (name[i] == '>') --angle;
+    if (name[i] == '(' && angle == 0 && !absl::EndsWith(name.substr(0, i), "operator")) {
+      name.resize(i);
+      break;
+    }
+  }
+  return name;
+}
+
+// The first two named callers outside the synchronisation calls themselves.
+std::string call_site() {
+  void* frames[32];
+  const int n = backtrace(frames, 32);
+  std::vector<std::string> named;
+  SyncFaultGlobals& g = sync_globals();
+  for (int i = 1; i < n && named.size() < 2; ++i) {
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lk(g.names_mu);
+      auto it = g.names.find(frames[i]);
+      if (it == g.names.end()) {
+        // The return address is past the call: look up the call itself.
+        it = g.names.emplace(frames[i], function_name(static_cast<char*>(frames[i]) - 1)).first;
+      }
+      name = it->second;
+    }
+    if (name.empty() || absl::StartsWith(name, "Event::") ||
+        absl::StartsWith(name, "Stream::wait_") || name == "Storage::record_stream" ||
+        absl::StartsWith(name, "detail::sync_fault")) {
+      continue;
+    }
+    named.push_back(name);
+  }
+  return named.empty() ? "?" : absl::StrJoin(named, " < ");
+}
+
 }  // namespace
+
+struct SyncFaultScope::State {
+  std::string drop;
+  int64_t drop_index = 0;  // STREAMGRAD_DROP_SYNC=K
+  bool print = false;      // STREAMGRAD_DROP_SYNC=list
+  bool keep = true;        // keep every call for calls()
+  std::function<void(const SyncCall&)> on_call;
+  std::mutex mu;
+  int64_t count = 0;
+  std::map<std::string, int> occurrences;
+  std::vector<SyncCall> calls;
+  bool dropped = false;
+};
+
+namespace {
+void install_env_sync_faults(int64_t drop_index, bool print) {
+  auto state = std::make_shared<SyncFaultScope::State>();
+  state->drop_index = drop_index;
+  state->print = print;
+  state->keep = false;  // a long run would pile calls up
+  SyncFaultGlobals& g = sync_globals();
+  std::lock_guard<std::mutex> lk(g.mu);
+  g.from_env = g.active = state;
+  detail::g_sync_faults_on.store(true);
+}
+
+}  // namespace
+
+std::string SyncCall::id() const {
+  const std::string in = scope.empty() ? "" : absl::StrCat(" [in ", scope, "]");
+  if (kind == SyncKind::kWait) {
+    return absl::StrCat("wait ", stream, " <- ", other, " at ", site, in, " #", occurrence);
+  }
+  return absl::StrCat("record_stream ", stream, " (memory of ", other, ") at ", site, in, " #",
+                      occurrence);
+}
+
+SyncFaultScope::SyncFaultScope(std::string drop, std::function<void(const SyncCall&)> on_call)
+    : state_(std::make_shared<State>()) {
+  state_->drop = std::move(drop);
+  state_->on_call = std::move(on_call);
+  config();  // STREAMGRAD_DROP_SYNC is installed first, so that this scope replaces it
+  SyncFaultGlobals& g = sync_globals();
+  std::lock_guard<std::mutex> lk(g.mu);
+  SG_CHECK(g.active == nullptr || g.active == g.from_env, Error,
+           "SyncFaultScope: another scope is alive; use one at a time");
+  g.active = state_;
+  detail::g_sync_faults_on.store(true);
+}
+
+SyncFaultScope::~SyncFaultScope() {
+  SyncFaultGlobals& g = sync_globals();
+  std::lock_guard<std::mutex> lk(g.mu);
+  g.active = g.from_env;
+  g.records.clear();
+  detail::g_sync_faults_on.store(g.active != nullptr);
+}
+
+std::vector<SyncCall> SyncFaultScope::calls() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->calls;
+}
+
+bool SyncFaultScope::dropped() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->dropped;
+}
+
+namespace detail {
+
+std::atomic<bool> g_sync_faults_on{false};
+
+void sync_fault_note_record(const void* event, const Stream& stream) {
+  SyncFaultGlobals& g = sync_globals();
+  std::lock_guard<std::mutex> lk(g.mu);
+  if (g.active != nullptr) g.records[event] = stream.str();
+}
+
+bool sync_fault_skip(SyncKind kind, const Stream& stream, const void* event,
+                     const Stream* memory_stream) {
+  SyncFaultGlobals& g = sync_globals();
+  SyncCall c;
+  std::shared_ptr<SyncFaultScope::State> st;
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    st = g.active;
+    if (st == nullptr) return false;
+    if (event != nullptr) {
+      auto it = g.records.find(event);
+      c.other = it != g.records.end() ? it->second : "?";
+    }
+  }
+  if (memory_stream != nullptr) c.other = memory_stream->str();
+  c.kind = kind;
+  c.stream = stream.str();
+  c.site = call_site();
+  if (const std::string* scope = current_launch_scope()) c.scope = *scope;
+  {
+    std::lock_guard<std::mutex> lk(st->mu);
+    c.index = ++st->count;
+    c.occurrence = 1;  // id() without the occurrence is the key
+    c.occurrence = ++st->occurrences[c.id()];
+    c.dropped = st->drop_index == c.index || (!st->drop.empty() && c.id() == st->drop);
+    st->dropped = st->dropped || c.dropped;
+    if (st->keep) st->calls.push_back(c);
+  }
+  if (st->print) {
+    std::fprintf(stderr, "streamgrad: sync %lld: %s%s\n", static_cast<long long>(c.index),
+                 c.id().c_str(), c.dropped ? " (skipped)" : "");
+  }
+  if (st->on_call) st->on_call(c);
+  return c.dropped;
+}
+
+}  // namespace detail
 
 const RuntimeConfig& config() {
   static const RuntimeConfig* c = new RuntimeConfig(load());

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "runtime/caching_allocator.h"
+#include "runtime/config.h"
 #include "runtime/devices.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
@@ -94,6 +95,11 @@ void Storage::record_stream(const Stream& stream) const {
   if (impl_->ptr == nullptr) return;  // zero bytes: nothing to protect
   const Device d = resolve_device(stream.device(), "Storage::record_stream");
   const Stream s = Stream::unchecked(d, stream.id());
+  // Fault injection (config.h): this record may be the one a test leaves out.
+  if (detail::sync_faults_on() && s != impl_->stream &&
+      detail::sync_fault_skip(SyncKind::kRecordStream, s, nullptr, &impl_->stream)) {
+    return;
+  }
   if (impl_->allocator == nullptr) {
     pinned_record_stream(impl_->ptr, s);
   } else {
