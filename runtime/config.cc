@@ -27,7 +27,109 @@
 #include "runtime/launch.h"
 
 namespace streamgrad {
+
+struct SyncFaultScope::State {
+  std::string drop;
+  int64_t drop_index = 0;  // STREAMGRAD_DROP_SYNC=K
+  bool print = false;      // STREAMGRAD_DROP_SYNC=list
+  bool keep = true;        // keep every call for calls()
+  std::function<void(const SyncCall&)> on_call;
+  std::mutex mu;
+  int64_t count = 0;
+  std::map<std::string, int> occurrences;
+  std::vector<SyncCall> calls;
+  bool dropped = false;
+};
+
 namespace {
+
+// Fault injection state: the active scope's state (or the environment's); the latest
+// record of each event seen while on (a wait on an event last recorded while off names
+// its stream "?", or the one of an older record of the same pooled event object); the
+// names of code addresses (kept: they do not change while the process lives).
+struct SyncFaultGlobals {
+  std::mutex mu;
+  std::shared_ptr<SyncFaultScope::State> active;
+  std::shared_ptr<SyncFaultScope::State> from_env;
+  std::unordered_map<const void*, std::string> records;
+  std::mutex names_mu;
+  std::unordered_map<void*, std::string> names;
+};
+
+SyncFaultGlobals& sync_globals() {
+  static auto* g = new SyncFaultGlobals();  // never destroyed: calls may come at exit
+  return *g;
+}
+
+// A function's name without namespaces of ours, arguments or qualifiers, then "+0x" and
+// the address's offset in it; or "".
+std::string function_name(void* address) {
+  Dl_info info;
+  if (dladdr(address, &info) == 0 || info.dli_sname == nullptr) return "";
+  const uintptr_t offset =
+      reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(info.dli_saddr);
+  int status = 0;
+  char* d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string name = status == 0 && d != nullptr ? d : info.dli_sname;
+  std::free(d);
+  absl::StrReplaceAll({{"(anonymous namespace)::", ""}, {"streamgrad::", ""}}, &name);
+  int angle = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '<') ++angle;
+    if (name[i] == '>') --angle;
+    if (name[i] == '(' && angle == 0 && !absl::EndsWith(name.substr(0, i), "operator")) {
+      name.resize(i);
+      break;
+    }
+  }
+  return absl::StrCat(name, "+0x", absl::Hex(offset));
+}
+
+bool skipped_frame(const std::string& name) {
+  for (const char* prefix : {"Event::", "std::", "Stream::wait_", "Storage::record_stream+",
+                             "detail::sync_fault"}) {
+    if (absl::StartsWith(name, prefix)) return true;
+  }
+  return false;
+}
+
+// The first two named callers outside the synchronisation calls themselves and the
+// standard library (std::function's invokers). The first keeps its offset: one function
+// may make several calls with the same streams (copy_bytes waits both ways), and the
+// offset tells them apart.
+std::string call_site() {
+  void* frames[32];
+  const int n = backtrace(frames, 32);
+  std::vector<std::string> named;
+  SyncFaultGlobals& g = sync_globals();
+  for (int i = 1; i < n && named.size() < 2; ++i) {
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lk(g.names_mu);
+      auto it = g.names.find(frames[i]);
+      if (it == g.names.end()) {
+        // The return address is past the call: look up the call itself.
+        it = g.names.emplace(frames[i], function_name(static_cast<char*>(frames[i]) - 1)).first;
+      }
+      name = it->second;
+    }
+    if (name.empty() || skipped_frame(name)) continue;
+    named.push_back(named.empty() ? name : name.substr(0, name.rfind("+0x")));
+  }
+  return named.empty() ? "?" : absl::StrJoin(named, " < ");
+}
+
+void install_env_sync_faults(int64_t drop_index, bool print) {
+  auto state = std::make_shared<SyncFaultScope::State>();
+  state->drop_index = drop_index;
+  state->print = print;
+  state->keep = false;  // a long run would pile calls up
+  SyncFaultGlobals& g = sync_globals();
+  std::lock_guard<std::mutex> lk(g.mu);
+  g.from_env = g.active = state;
+  detail::g_sync_faults_on.store(true);
+}
+
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -61,8 +163,6 @@ CpuCapability parse_cpu_capability(const std::string& s) {
   throw ValueError(absl::StrCat("STREAMGRAD_CPU_CAPABILITY=", s,
                                 " is not a level; use default, avx2 or avx512"));
 }
-
-void install_env_sync_faults(int64_t drop_index, bool print);
 
 RuntimeConfig load() {
   RuntimeConfig c;
@@ -152,106 +252,13 @@ Override& cudnn_tf32_override() {
   return o;
 }
 
-// Fault injection state. The active scope's state (or the environment's); the latest
-// record of each event seen while on; the names of code addresses (never forgotten: they
-// do not change while the process lives).
-struct SyncFaultGlobals {
-  std::mutex mu;
-  std::shared_ptr<SyncFaultScope::State> active;
-  std::shared_ptr<SyncFaultScope::State> from_env;
-  std::unordered_map<const void*, std::string> records;
-  std::mutex names_mu;
-  std::unordered_map<void*, std::string> names;
-};
-
-SyncFaultGlobals& sync_globals() {
-  static auto* g = new SyncFaultGlobals();  // never destroyed: calls may come at exit
-  return *g;
-}
-
-// A function's name without namespaces of ours, arguments or qualifiers, or "".
-std::string function_name(void* address) {
-  Dl_info info;
-  if (dladdr(address, &info) == 0 || info.dli_sname == nullptr) return "";
-  int status = 0;
-  char* d = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-  std::string name = status == 0 && d != nullptr ? d : info.dli_sname;
-  std::free(d);
-  absl::StrReplaceAll({{"(anonymous namespace)::", ""}, {"streamgrad::", ""}}, &name);
-  int angle = 0;
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (name[i] == '<') ++angle;
-    if (name[i] == '>') --angle;
-    if (name[i] == '(' && angle == 0 && !absl::EndsWith(name.substr(0, i), "operator")) {
-      name.resize(i);
-      break;
-    }
-  }
-  return name;
-}
-
-// The first two named callers outside the synchronisation calls themselves.
-std::string call_site() {
-  void* frames[32];
-  const int n = backtrace(frames, 32);
-  std::vector<std::string> named;
-  SyncFaultGlobals& g = sync_globals();
-  for (int i = 1; i < n && named.size() < 2; ++i) {
-    std::string name;
-    {
-      std::lock_guard<std::mutex> lk(g.names_mu);
-      auto it = g.names.find(frames[i]);
-      if (it == g.names.end()) {
-        // The return address is past the call: look up the call itself.
-        it = g.names.emplace(frames[i], function_name(static_cast<char*>(frames[i]) - 1)).first;
-      }
-      name = it->second;
-    }
-    if (name.empty() || absl::StartsWith(name, "Event::") ||
-        absl::StartsWith(name, "Stream::wait_") || name == "Storage::record_stream" ||
-        absl::StartsWith(name, "detail::sync_fault")) {
-      continue;
-    }
-    named.push_back(name);
-  }
-  return named.empty() ? "?" : absl::StrJoin(named, " < ");
-}
-
-}  // namespace
-
-struct SyncFaultScope::State {
-  std::string drop;
-  int64_t drop_index = 0;  // STREAMGRAD_DROP_SYNC=K
-  bool print = false;      // STREAMGRAD_DROP_SYNC=list
-  bool keep = true;        // keep every call for calls()
-  std::function<void(const SyncCall&)> on_call;
-  std::mutex mu;
-  int64_t count = 0;
-  std::map<std::string, int> occurrences;
-  std::vector<SyncCall> calls;
-  bool dropped = false;
-};
-
-namespace {
-void install_env_sync_faults(int64_t drop_index, bool print) {
-  auto state = std::make_shared<SyncFaultScope::State>();
-  state->drop_index = drop_index;
-  state->print = print;
-  state->keep = false;  // a long run would pile calls up
-  SyncFaultGlobals& g = sync_globals();
-  std::lock_guard<std::mutex> lk(g.mu);
-  g.from_env = g.active = state;
-  detail::g_sync_faults_on.store(true);
-}
-
 }  // namespace
 
 std::string SyncCall::id() const {
-  const std::string in = scope.empty() ? "" : absl::StrCat(" [in ", scope, "]");
   if (kind == SyncKind::kWait) {
-    return absl::StrCat("wait ", stream, " <- ", other, " at ", site, in, " #", occurrence);
+    return absl::StrCat("wait ", stream, " <- ", other, " at ", site, " #", occurrence);
   }
-  return absl::StrCat("record_stream ", stream, " (memory of ", other, ") at ", site, in, " #",
+  return absl::StrCat("record_stream ", stream, " (memory of ", other, ") at ", site, " #",
                       occurrence);
 }
 
@@ -272,7 +279,7 @@ SyncFaultScope::~SyncFaultScope() {
   SyncFaultGlobals& g = sync_globals();
   std::lock_guard<std::mutex> lk(g.mu);
   g.active = g.from_env;
-  g.records.clear();
+  // The records stay: the next scope's waits may block an event recorded in this one.
   detail::g_sync_faults_on.store(g.active != nullptr);
 }
 

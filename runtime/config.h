@@ -130,7 +130,8 @@ struct SyncCall {
   std::string other;   // wait: where the event was recorded; record_stream: the memory's
                        // allocation stream
   std::string site;    // the calling functions, innermost first ("f < g"), or "?"
-  std::string scope;   // the LaunchScope label then current (a backward node), or ""
+  std::string scope;   // the LaunchScope label then current (a backward node), or "";
+                       // not part of id(): the engine sets one only while observers exist
   int occurrence = 0;  // 1-based among the calls of the same kind, streams and site
   bool dropped = false;
   std::string id() const;

@@ -120,6 +120,12 @@ int sim_worker_limit();
 // Fault injection for tests: the next `n` worker thread starts fail as std::thread does
 // when the process is out of threads (std::system_error).
 void sim_fail_next_thread_starts(int n);
+// For race tests (tools/missing_waits): while on, memory the sim devices hand out (a raw
+// allocation, which the caching allocator makes when its cache has no fitting block; see
+// empty_cache) is filled with 0xFF bytes, a NaN as float, as a GPU's fresh memory holds
+// garbage. A read that overtakes its producer then sees NaN rather than an older copy of
+// the same value. Off by default.
+void set_sim_poison_new_memory(bool on);
 
 SimPolicy parse_sim_policy(const std::string& name);
 SimSchedulerKind parse_sim_scheduler(const std::string& name);

@@ -2,6 +2,7 @@
 // streams run asynchronously under SimExecutor. See runtime/sim/sim.h for its controls.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,7 @@ SimSchedulerOptions options_from_config() {
 }
 
 SimExecutor* g_drained_at_exit = nullptr;  // the (never destroyed) backend's executor
+std::atomic<bool> g_poison_new_memory{false};
 
 // At exit, waits (at most 10 s) until the threaded scheduler's streams are idle, so that no
 // worker is inside a kernel while exit tears libraries down: OpenBLAS frees its buffers in
@@ -168,6 +170,7 @@ class SimBackend final : public Backend {
         if (limit == 0 || m.used + size <= limit) {
           void* p = std::aligned_alloc(kAlignment, size);
           if (p == nullptr) return nullptr;
+          if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(p, 0xFF, size);
           m.used += size;
           m.sizes[p] = size;
           return p;
@@ -282,6 +285,7 @@ int sim_worker_threads() { return executor().live_workers(); }
 int sim_peak_worker_threads() { return executor().peak_workers(); }
 int sim_worker_limit() { return executor().limits().max_workers; }
 void sim_fail_next_thread_starts(int n) { executor().fail_next_thread_starts(n); }
+void set_sim_poison_new_memory(bool on) { g_poison_new_memory.store(on); }
 
 SimPolicy parse_sim_policy(const std::string& name) {
   if (name == "round-robin") return SimPolicy::kRoundRobin;
