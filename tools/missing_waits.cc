@@ -36,7 +36,7 @@ ABSL_FLAG(std::string, programs, "", "comma-separated programs (default: all)");
 ABSL_FLAG(std::string, calls, "",
           "comma-separated call numbers (SyncCall::index) to leave out, one program only");
 ABSL_FLAG(int, max_seeds, 50, "PCT seeds per variant at most (deterministic programs)");
-ABSL_FLAG(int, max_threaded_runs, 20, "runs per variant at most (threaded-only programs)");
+ABSL_FLAG(int, max_threaded_runs, 50, "runs per variant at most (threaded-only programs)");
 ABSL_FLAG(double, jitter_us, 20, "threaded-only programs: max random delay before each launch");
 ABSL_FLAG(int, pct_depth, streamgrad::kSimDefaultPctDepth, "PCT bug depth d");
 ABSL_FLAG(bool, markdown, false, "print the report as Markdown (bench/MISSING_WAITS.md)");
@@ -137,7 +137,11 @@ const char* kLeftOut =
     "scheduler runs one task at a time, so its column counts threaded runs with jitter, not "
     "PCT seeds, and is not reproducible. The nccl process group and every cuda program need a "
     "GPU. tools/devices' two-stream demonstration, gradcheck's stream-consistency check and "
-    "the mixed-precision GradScaler are not in the catalogue.\n";
+    "the mixed-precision GradScaler are not in the catalogue.\n\n"
+    "Reproducibility: a PCT seed gives the same interleaving on every run of a program that "
+    "launches from one host thread at a time. data_loader (its worker thread), data_parallel "
+    "(a thread per replica, an engine worker per device) and ddp launch from several threads "
+    "at once, so their rows can differ from one report to the next.\n";
 
 void print_markdown(const std::vector<ProgramReport>& reports, const MissingWaitsOptions& o) {
   absl::PrintF("# Missing waits: each correct multi-stream program with one synchronisation "
@@ -158,7 +162,8 @@ void print_markdown(const std::vector<ProgramReport>& reports, const MissingWait
                "time s |\n");
   absl::PrintF("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const ProgramReport& r : reports) {
-    absl::PrintF("| %s | %s | %d | %d", r.program->name, r.scheduler, r.steps, r.variants.size());
+    absl::PrintF("| %s | %s | %s | %d", r.program->name, r.scheduler,
+                 r.steps > 0 ? absl::StrCat(r.steps) : std::string("-"), r.variants.size());
     for (const char* v : kVerdicts) absl::PrintF(" | %d", count(r, v));
     int most = 0, missed = 0;
     for (const VariantReport& v : r.variants) {

@@ -43,7 +43,7 @@ namespace streamgrad {
 
 struct MissingWaitsOptions {
   int max_seeds = 50;          // runs per variant, deterministic programs (PCT seeds)
-  int max_threaded_runs = 20;  // runs per variant, threaded-only programs
+  int max_threaded_runs = 50;  // runs per variant, threaded-only programs
   int pct_depth = kSimDefaultPctDepth;
   double jitter_us = 20;       // threaded-only programs
   // Only the variants whose call index (1-based, SyncCall::index) is listed and that

@@ -3,6 +3,8 @@
 // and the threaded scheduler with jitter agrees over many runs. PCT: sim_pct_test.cc.
 #include <catch2/catch.hpp>
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -153,6 +155,21 @@ TEST_CASE("launch blocking surfaces an error at the launch that caused it",
       launch(s, {"faulty_kernel", {}, {}}, [] { throw ValueError("faulty_kernel failed"); }),
       Catch::Contains("faulty_kernel failed"));
   set_launch_blocking(false);
+}
+
+TEST_CASE("poisoned new memory reads as NaN until written", "[sim]") {
+  const Device d("sim:1");
+  empty_cache(d);  // the allocation below is fresh memory from the device
+  set_sim_poison_new_memory(true);
+  Storage poisoned = Storage::allocate(3 * 4096 + 4, d);
+  set_sim_poison_new_memory(false);
+  const unsigned char* p = static_cast<const unsigned char*>(poisoned.data());
+  int not_ff = 0;
+  for (size_t i = 0; i < poisoned.nbytes(); ++i) not_ff += p[i] != 0xFF ? 1 : 0;
+  CHECK(not_ff == 0);
+  float f;
+  std::memcpy(&f, p, sizeof f);
+  CHECK(std::isnan(f));
 }
 
 TEST_CASE("scheduler names parse, unknown names are a ValueError", "[sim]") {
