@@ -42,13 +42,16 @@
 //   SyncFaultScope count;                     // while alive: every call is noted
 //   run();                                    // count.calls(): kind, streams, site, id
 //   SyncFaultScope drop(count.calls()[i].id());  // the next run skips that one call
-// A call's id names its kind, streams, calling functions and occurrence ("wait sim:0/s0
-// <- sim:0/s2 at TwoBranch::forward #1"), so it names the same call in every run of a
-// program even when several host threads make calls at once (their global order may
-// change, each thread's does not). The calling functions are found by unwinding the
-// stack and need the binary's symbols to be dynamic (cc_test, or linkopts -rdynamic):
-// where none can be named the site is "?". STREAMGRAD_DROP_SYNC=list prints each call as
-// "streamgrad: sync K: <id>" on stderr; =K skips the K-th (1-based, in call order).
+// A call's id names its kind, streams, the two innermost calling functions (the first
+// with the call's offset in it) and its occurrence among calls alike: "wait sim:0/s0 <-
+// sim:0/s2 at TwoBranch::forward+0x1c4 < amp_loss #1". It names the same call in every
+// run of a program as long as calls alike come from one thread in a fixed order, whatever
+// other threads do; where threads share such calls, or their number depends on the
+// interleaving, "#2" may be another call in another run (tools/missing_waits reports it).
+// The functions are found by unwinding the stack and need the binary's symbols to be
+// dynamic (cc_test, or linkopts -rdynamic); where none can be named the site is "?".
+// STREAMGRAD_DROP_SYNC=list prints each call as "streamgrad: sync K: <id>" on stderr; =K
+// skips the K-th (1-based, in call order: the program's order with one host thread).
 // Cost when off: one relaxed atomic load per synchronisation call.
 //
 // Thread-safety: config() is immutable after first use; the launch-blocking override is

@@ -7,10 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "distributed/ddp.h"
 #include "distributed/store.h"
-#include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nn/data/loader.h"
@@ -194,7 +192,7 @@ ProgramRun data_parallel_step() {
 }
 
 // ---- DistributedDataParallel: two ranks as threads of this process (gloo over
-// loopback), rank r on sim:r, each bucket one layer so that all-reduces overlap backward.
+// loopback), rank r on sim:r, small buckets so that all-reduces overlap backward.
 // The ranks' threads live for the process and run one step per request.
 class DdpWorld {
  public:
@@ -248,7 +246,8 @@ class DdpWorld {
                                                               false);
       auto group = distributed::init_process_group("gloo", rank, kRanks, store);
       ddp = std::make_shared<distributed::DistributedDataParallel>(
-          models_[rank], group, distributed::DistributedDataParallelOptions().bucket_cap_mb(0.002));
+          models_[rank], group,
+          distributed::DistributedDataParallelOptions().bucket_cap_mb(0.002));
       start = std::make_unique<Snapshot>(*models_[rank]);
       synchronize(d);
     } catch (...) {
@@ -337,7 +336,7 @@ std::vector<SyncProgram> make_programs() {
                  data_parallel_setup, data_parallel_step, 2});
   out.push_back({"ddp",
                  "DistributedDataParallel, 2 ranks as threads (gloo, loopback) on sim:0 and "
-                 "sim:1, one bucket per layer: forward, backward (both ranks' gradients)",
+                 "sim:1, buckets of 0.002 MiB: forward, backward (both ranks' gradients)",
                  [] { ddp_world(); }, ddp_step, 2, /*deterministic=*/false});
   return out;
 }
