@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/config.h"
 #include "runtime/devices.h"
 #include "runtime/launch.h"
 #include "runtime/error.h"
@@ -185,6 +186,7 @@ void Event::record(const Stream& stream) {
     throw;
   }
   g_records.fetch_add(1, std::memory_order_relaxed);
+  if (detail::sync_faults_on()) detail::sync_fault_note_record(impl_.get(), s);
   if (detail::have_observers()) {
     const void* key = impl_.get();
     detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, s); });
@@ -206,6 +208,11 @@ void Event::block(const Stream& stream) const {
            device_->str(), " cannot order stream ", stream.str(), " of another device type; ",
            "synchronize the event on the host instead");
   const Stream s = Stream::unchecked(d, stream.id());
+  // Fault injection (config.h): this wait may be the one a test leaves out.
+  if (detail::sync_faults_on() &&
+      detail::sync_fault_skip(SyncKind::kWait, s, impl_.get(), nullptr)) {
+    return;
+  }
   backend(d.type()).block_event(*impl_, s);
   g_waits.fetch_add(1, std::memory_order_relaxed);
   if (detail::have_observers()) {

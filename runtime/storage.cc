@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/caching_allocator.h"
+#include "runtime/config.h"
 #include "runtime/devices.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
@@ -99,6 +100,11 @@ void Storage::record_stream(const Stream& stream) const {
   if (impl_->ptr == nullptr) return;  // zero bytes: nothing to protect
   const Device d = resolve_device(stream.device(), "Storage::record_stream");
   const Stream s = Stream::unchecked(d, stream.id());
+  // Fault injection (config.h): this record may be the one a test leaves out.
+  if (detail::sync_faults_on() && s != impl_->stream &&
+      detail::sync_fault_skip(SyncKind::kRecordStream, s, nullptr, &impl_->stream)) {
+    return;
+  }
   if (s != impl_->stream) {
     std::lock_guard<std::mutex> lk(impl_->mu);
     if (std::find(impl_->users.begin(), impl_->users.end(), s) == impl_->users.end()) {

@@ -4,7 +4,9 @@
 //
 //   stream_race                               every scenario, 1000 threaded runs each
 //   stream_race --scenarios=seed_race,fork_join --repeat=200
-//   stream_race --scheduler=adversarial       deterministic: a missing wait is a wrong value
+//   stream_race --scheduler=adversarial       deterministic: newest work first
+//   stream_race --scheduler=pct --pct-depth=1 deterministic, PCT (runtime/sim/sim.h): a run
+//                                             shows a depth-1 race with probability >= 1/n
 //   stream_race --legacy-seed-streams         S3 off: seed_race is expected unsafe
 //   stream_race --legacy-leaf-sync            S6 off: leaf_sync (and others) expected unsafe
 //   stream_race --assume-safe=seed_race       check a fix: treat seed_race as safe anyway
@@ -19,11 +21,11 @@
 //                                             for the cross-device one where it exists)
 //
 // Schedulers (sim): threaded (a pool of workers serving every stream, --jitter-us of
-// random delay before each launch), or the deterministic adversarial, random and
-// round-robin policies; run i uses seed --seed + i. On cuda the GPU schedules the streams:
-// wrong values then depend on real timing (the scenarios' sleeps make them likely), while
-// the sanitizer's findings, which depend only on the order of launches and syncs, are the
-// same as on sim. Each run is wrapped in a SanitizerSuppression (the races are on purpose,
+// random delay before each launch), or the deterministic adversarial, pct (--pct-depth,
+// --pct-steps), random and round-robin policies; run i uses seed --seed + i. On cuda the
+// GPU schedules the streams: wrong values then depend on real timing (the scenarios'
+// sleeps make them likely), while the sanitizer's findings, which depend only on the
+// order of launches and syncs, are the same as on sim. Each run is wrapped in a SanitizerSuppression (the races are on purpose,
 // so a process-wide STREAMGRAD_SANITIZE_STREAMS=1 sanitizer must not throw) and, unless
 // --nosanitizer, in a collect-mode StreamSanitizer of its own that counts the findings.
 // A run that throws counts as wrong and its message is kept.
@@ -62,7 +64,11 @@ ABSL_FLAG(bool, list, false, "list the scenarios and their expectations, then ex
 ABSL_FLAG(int, repeat, 1000, "runs per scenario");
 ABSL_FLAG(std::string, device, "sim", "device type the scenarios run on: sim or cuda");
 ABSL_FLAG(std::string, scheduler, "threaded",
-          "sim scheduler: threaded, adversarial, random or round-robin");
+          "sim scheduler: threaded, adversarial, pct, random or round-robin");
+ABSL_FLAG(int, pct_depth, streamgrad::kSimDefaultPctDepth,
+          "pct: bug depth d (d - 1 priority change points per run)");
+ABSL_FLAG(uint64_t, pct_steps, streamgrad::kSimDefaultPctSteps,
+          "pct: change points fall among the first N steps of a run");
 ABSL_FLAG(uint64_t, seed, 0, "seed of run 0 (run i uses seed + i)");
 ABSL_FLAG(double, jitter_us, 20, "threaded scheduler: max random delay before each launch (µs)");
 ABSL_FLAG(bool, legacy_seed_streams, false, "S3 off: seeds assumed on the default stream");
@@ -146,12 +152,14 @@ Settings parse_settings() {
     s.sim.kind = SimSchedulerKind::kThreaded;
     s.sim.jitter_us = absl::GetFlag(FLAGS_jitter_us);
   } else if (s.scheduler == "adversarial" || s.scheduler == "random" ||
-             s.scheduler == "round-robin") {
+             s.scheduler == "round-robin" || s.scheduler == "pct") {
     s.sim.kind = SimSchedulerKind::kDeterministic;
     s.sim.policy = parse_sim_policy(s.scheduler);
+    s.sim.pct_depth = absl::GetFlag(FLAGS_pct_depth);
+    s.sim.pct_steps = absl::GetFlag(FLAGS_pct_steps);
   } else {
     throw UsageError{absl::StrCat("unknown --scheduler '", s.scheduler,
-                                  "'; known: threaded, adversarial, random, round-robin")};
+                                  "'; known: threaded, adversarial, pct, random, round-robin")};
   }
   s.seed = absl::GetFlag(FLAGS_seed);
   s.engine.legacy_seed_streams = absl::GetFlag(FLAGS_legacy_seed_streams);
@@ -281,6 +289,9 @@ void print_text(const Settings& s, const std::vector<Report>& reports) {
   if (s.device == DeviceType::kSim) {
     absl::PrintF("stream_race: device=sim scheduler=%s seed=%d jitter_us=%g ", s.scheduler,
                  s.seed, s.sim.jitter_us);
+    if (s.scheduler == "pct") {
+      absl::PrintF("pct_depth=%d pct_steps=%d ", s.sim.pct_depth, s.sim.pct_steps);
+    }
   } else {
     absl::PrintF("stream_race: device=%s (%s) ", race_device(0).str(),
                  backend(s.device).device_name(0));
@@ -338,6 +349,10 @@ void print_json(const Settings& s, const std::vector<Report>& reports) {
   j["left_out"] = s.left_out;
   j["scheduler"] = s.device == DeviceType::kSim ? s.scheduler : "gpu";
   j["seed"] = s.seed;
+  if (s.scheduler == "pct") {
+    j["pct_depth"] = s.sim.pct_depth;
+    j["pct_steps"] = s.sim.pct_steps;
+  }
   j["jitter_us"] = s.sim.jitter_us;
   j["repeat"] = s.repeat;
   j["sanitizer"] = s.sanitizer;
@@ -364,13 +379,16 @@ int main(int argc, char** argv) {
       "stream_race: runs multi-stream backward scenarios many times and reports race "
       "incidence.\n"
       "Usage: stream_race [--device=sim|cuda] [--scenarios=a,b] [--repeat=N] "
-      "[--scheduler=threaded|adversarial|"
-      "random|round-robin] [--seed=N] [--jitter-us=X] [--legacy-seed-streams] "
+      "[--scheduler=threaded|adversarial|pct|"
+      "random|round-robin] [--pct-depth=D] [--pct-steps=K] [--seed=N] [--jitter-us=X] "
+      "[--legacy-seed-streams] "
       "[--legacy-leaf-sync] [--nosanitizer] [--assume-safe=a,b] [--trace=DIR] [--json] [--list]",
       __FILE__,
       {{"repeat", 1, 1e7},
        {"seed", 0, static_cast<long double>(UINT64_MAX)},
-       {"jitter_us", 0, 1e6}},
+       {"jitter_us", 0, 1e6},
+       {"pct_depth", 1, kSimMaxPctDepth},
+       {"pct_steps", 1, static_cast<long double>(UINT64_MAX)}},
       {"scenarios", "assume_safe"}};
   return run_tool(spec, argc, argv, [&] {    const Settings settings = parse_settings();
     if (absl::GetFlag(FLAGS_list)) {

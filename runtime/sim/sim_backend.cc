@@ -2,6 +2,7 @@
 // streams run asynchronously under SimExecutor. See runtime/sim/sim.h for its controls.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -41,10 +42,13 @@ SimSchedulerOptions options_from_config() {
   o.policy = parse_sim_policy(c.sim_policy);
   o.seed = c.sim_seed;
   o.jitter_us = c.sim_jitter_us;
+  o.pct_depth = c.sim_pct_depth;
+  o.pct_steps = c.sim_pct_steps;
   return o;
 }
 
 SimExecutor* g_drained_at_exit = nullptr;  // the (never destroyed) backend's executor
+std::atomic<bool> g_poison_new_memory{false};
 
 // At exit, waits (at most 10 s) until the threaded scheduler's streams are idle, so that no
 // worker is inside a kernel while exit tears libraries down: OpenBLAS frees its buffers in
@@ -166,6 +170,7 @@ class SimBackend final : public Backend {
         if (limit == 0 || m.used + size <= limit) {
           void* p = std::aligned_alloc(kAlignment, size);
           if (p == nullptr) return nullptr;
+          if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(p, 0xFF, size);
           m.used += size;
           m.sizes[p] = size;
           return p;
@@ -256,6 +261,7 @@ void set_sim_scheduler(const SimSchedulerOptions& options) { executor().set_opti
 SimSchedulerOptions sim_scheduler() { return executor().options(); }
 bool sim_step() { return executor().step(); }
 void sim_run_until_idle() { executor().synchronize_all(); }
+uint64_t sim_steps_run() { return executor().steps_run(); }
 
 namespace {
 const Stream& sim_stream(const Stream& stream, const char* what) {
@@ -279,13 +285,15 @@ int sim_worker_threads() { return executor().live_workers(); }
 int sim_peak_worker_threads() { return executor().peak_workers(); }
 int sim_worker_limit() { return executor().limits().max_workers; }
 void sim_fail_next_thread_starts(int n) { executor().fail_next_thread_starts(n); }
+void set_sim_poison_new_memory(bool on) { g_poison_new_memory.store(on); }
 
 SimPolicy parse_sim_policy(const std::string& name) {
   if (name == "round-robin") return SimPolicy::kRoundRobin;
   if (name == "random") return SimPolicy::kRandom;
   if (name == "adversarial") return SimPolicy::kAdversarial;
+  if (name == "pct") return SimPolicy::kPct;
   throw ValueError(absl::StrCat("unknown sim scheduling policy \"", name,
-                                "\"; expected round-robin, random or adversarial"));
+                                "\"; expected round-robin, random, adversarial or pct"));
 }
 
 SimSchedulerKind parse_sim_scheduler(const std::string& name) {
@@ -303,6 +311,8 @@ const char* sim_policy_name(SimPolicy policy) {
       return "random";
     case SimPolicy::kAdversarial:
       return "adversarial";
+    case SimPolicy::kPct:
+      return "pct";
   }
   return "unknown";
 }

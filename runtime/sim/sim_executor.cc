@@ -66,6 +66,10 @@ SimExecutor::StreamState& SimExecutor::stream(int device, int id) {
 
 void SimExecutor::enqueue(std::unique_lock<std::mutex>& lk, StreamState& s, Task task) {
   task.seq = next_seq_++;
+  if (!s.pct_drawn) {
+    s.pct_priority = draw_pct_priority();
+    s.pct_drawn = true;
+  }
   s.queue.push_back(std::move(task));
   s.peak_depth = std::max(s.peak_depth, s.queue.size());
   std::string why;
@@ -194,8 +198,33 @@ SimExecutor::StreamState* SimExecutor::pick() {
       }
       return best;
     }
+    case SimPolicy::kPct:
+      return pick_pct();
   }
   return nullptr;
+}
+
+SimExecutor::StreamState* SimExecutor::pick_pct() {
+  StreamState* best = nullptr;
+  for (auto& s : all_) {
+    if (runnable(*s) && (best == nullptr || s->pct_priority > best->pct_priority)) {
+      best = s.get();
+    }
+  }
+  if (best == nullptr) return nullptr;
+  // The caller runs `best` as step steps_ + 1 (counted in run_head); at a change point it
+  // runs that step, then yields to every other stream.
+  const uint64_t step = steps_ + 1;
+  if (pct_next_change_ < pct_changes_.size() && pct_changes_[pct_next_change_] == step) {
+    ++pct_next_change_;
+    best->pct_priority =
+        static_cast<double>(options_.pct_depth) - static_cast<double>(pct_next_change_);
+  }
+  return best;
+}
+
+double SimExecutor::draw_pct_priority() {
+  return options_.pct_depth + std::uniform_real_distribution<double>(0, 1)(pct_rng_);
 }
 
 void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, bool with_jitter) {
@@ -204,6 +233,7 @@ void SimExecutor::run_head(std::unique_lock<std::mutex>& lk, StreamState& s, boo
   // A slot is free from the moment the task leaves the queue, as a GPU's launch queue
   // frees one when the kernel starts, not when it ends.
   if (space_waiters_ > 0) host_cv_.notify_all();
+  if (options_.kind == SimSchedulerKind::kDeterministic) ++steps_;
   if (task.kind == Task::Kind::kRecord) {
     task.marker->when = std::chrono::steady_clock::now();
     task.marker->done = true;

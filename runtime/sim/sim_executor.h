@@ -94,6 +94,8 @@ class SimExecutor {
   void set_options(const SimSchedulerOptions& options);
   SimSchedulerOptions options();
   bool step();
+  // Tasks the deterministic scheduler ran since the options were last set.
+  uint64_t steps_run();
 
   // Introspection and fault injection for tests (runtime/sim/sim.h).
   size_t queue_depth(int device, int id);
@@ -121,6 +123,11 @@ class SimExecutor {
     bool in_ready = false;  // threaded: listed in ready_
     std::exception_ptr error;
     std::mt19937_64 jitter_rng;
+    // kPct: higher runs first. Drawn when the stream is first given a task after the
+    // options were set, so that a program's streams get the same priorities whatever
+    // other (idle) streams the process made before.
+    double pct_priority = 0;
+    bool pct_drawn = false;
   };
 
   StreamState& stream(int device, int id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -144,6 +151,10 @@ class SimExecutor {
   void wait_until(std::unique_lock<std::mutex>& lk, Pred pred);
   void worker_loop();
   void reseed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kPct: a stream's initial priority, uniform in [depth, depth + 1) and independent of
+  // the others', so that the streams' order is a uniformly random permutation.
+  double draw_pct_priority() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StreamState* pick_pct() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a record completed: schedules the blocked streams whose marker is now done.
   void wake_waiters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void rethrow_error(StreamState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -170,6 +181,12 @@ class SimExecutor {
   bool det_running_ ABSL_GUARDED_BY(mu_) = false;  // a host thread is running a task
   size_t rr_cursor_ ABSL_GUARDED_BY(mu_) = 0;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  uint64_t steps_ ABSL_GUARDED_BY(mu_) = 0;  // deterministic: tasks run since reseed()
+  // kPct: its own generator (the other policies' sequences stay as they were), and the
+  // change points, ascending; pct_next_change_ indexes the next one to reach.
+  std::mt19937_64 pct_rng_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> pct_changes_ ABSL_GUARDED_BY(mu_);
+  size_t pct_next_change_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Implementation details follow.

@@ -72,6 +72,13 @@ double SimExecutor::elapsed_ms(const Marker& start, const Marker& end) {
 void SimExecutor::set_options(const SimSchedulerOptions& options) {
   SG_CHECK(options.jitter_us >= 0, ValueError, "set_sim_scheduler: jitter_us must be >= 0, got ",
            options.jitter_us);
+  SG_CHECK(options.pct_depth >= 1 && options.pct_depth <= kSimMaxPctDepth, ValueError,
+           "set_sim_scheduler: pct_depth must be in [1, ", kSimMaxPctDepth, "], got ",
+           options.pct_depth, " (the number of ordering constraints a bug needs; 1 to 3 ",
+           "covers missing waits)");
+  SG_CHECK(options.pct_steps >= 1, ValueError,
+           "set_sim_scheduler: pct_steps must be at least 1 (about the tasks a run takes; "
+           "sim_steps_run() counts them)");
   std::unique_lock<std::mutex> lk(mu_);
   wait_until(lk, [&] {
     for (auto& s : all_) {
@@ -125,10 +132,32 @@ void SimExecutor::fail_next_thread_starts(int n) {
   fail_thread_starts_ = n;
 }
 
+uint64_t SimExecutor::steps_run() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return steps_;
+}
+
 void SimExecutor::reseed() {
   rng_.seed(options_.seed);
   rr_cursor_ = 0;
+  steps_ = 0;
   for (auto& s : all_) s->jitter_rng.seed(options_.seed * 1000003u + s->device * 1009u + s->id);
+  // PCT: d - 1 distinct change points in [1, k]; each stream draws its priority when it
+  // is next given a task (enqueue).
+  pct_rng_.seed(options_.seed);
+  for (auto& s : all_) s->pct_drawn = false;
+  pct_changes_.clear();
+  pct_next_change_ = 0;
+  const uint64_t wanted = std::min<uint64_t>(static_cast<uint64_t>(options_.pct_depth - 1),
+                                             options_.pct_steps);
+  std::uniform_int_distribution<uint64_t> step(1, options_.pct_steps);
+  while (pct_changes_.size() < wanted) {
+    const uint64_t c = step(pct_rng_);
+    if (std::find(pct_changes_.begin(), pct_changes_.end(), c) == pct_changes_.end()) {
+      pct_changes_.push_back(c);
+    }
+  }
+  std::sort(pct_changes_.begin(), pct_changes_.end());
 }
 }  // namespace sim_internal
 }  // namespace streamgrad

@@ -1,8 +1,10 @@
 // The simulated device's schedulers: a missing wait is caught deterministically by the
 // adversarial policy, a present wait gives the right value under every policy and seed,
-// and the threaded scheduler with jitter agrees over many runs.
+// and the threaded scheduler with jitter agrees over many runs. PCT: sim_pct_test.cc.
 #include <catch2/catch.hpp>
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -53,7 +55,8 @@ TEST_CASE("adversarial policy exposes a missing wait as a stale read", "[sim][sc
 
 TEST_CASE("with the wait, every policy and seed reads the produced value", "[sim][scheduler]") {
   const SimPolicy policy =
-      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin);
+      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin,
+               SimPolicy::kPct);
   INFO("policy " << sim_policy_name(policy));
   int wrong = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
@@ -92,7 +95,8 @@ std::vector<int> interleaving(const SimSchedulerOptions& o) {
 
 TEST_CASE("a deterministic seed gives the same interleaving every run", "[sim][scheduler]") {
   const SimPolicy policy =
-      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin);
+      GENERATE(SimPolicy::kAdversarial, SimPolicy::kRandom, SimPolicy::kRoundRobin,
+               SimPolicy::kPct);
   INFO("policy " << sim_policy_name(policy));
   const auto first = interleaving(deterministic(policy, 3));
   CHECK(first.size() == 12);
@@ -153,8 +157,24 @@ TEST_CASE("launch blocking surfaces an error at the launch that caused it",
   set_launch_blocking(false);
 }
 
+TEST_CASE("poisoned new memory reads as NaN until written", "[sim]") {
+  const Device d("sim:1");
+  empty_cache(d);  // the allocation below is fresh memory from the device
+  set_sim_poison_new_memory(true);
+  Storage poisoned = Storage::allocate(3 * 4096 + 4, d);
+  set_sim_poison_new_memory(false);
+  const unsigned char* p = static_cast<const unsigned char*>(poisoned.data());
+  int not_ff = 0;
+  for (size_t i = 0; i < poisoned.nbytes(); ++i) not_ff += p[i] != 0xFF ? 1 : 0;
+  CHECK(not_ff == 0);
+  float f;
+  std::memcpy(&f, p, sizeof f);
+  CHECK(std::isnan(f));
+}
+
 TEST_CASE("scheduler names parse, unknown names are a ValueError", "[sim]") {
   CHECK(parse_sim_policy("adversarial") == SimPolicy::kAdversarial);
+  CHECK(parse_sim_policy("pct") == SimPolicy::kPct);
   CHECK(parse_sim_scheduler("deterministic") == SimSchedulerKind::kDeterministic);
   CHECK_THROWS_AS(parse_sim_policy("fifo"), ValueError);
   CHECK_THROWS_AS(parse_sim_scheduler("gpu"), ValueError);

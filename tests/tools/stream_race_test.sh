@@ -3,6 +3,7 @@
 #   1. defaults (threaded, jitter, 1000 runs, sanitizer): safe scenarios 0 wrong and 0
 #      findings, unsafe ones flagged on every run; exit 0;
 #   2. --scheduler=adversarial: unsafe scenarios wrong and flagged on every run;
+#      --scheduler=pct --pct-depth=1: wrong in a stated number of seeds, flagged on every run;
 #   3. --legacy-seed-streams: seed_race expected unsafe, flagged on every run (threaded) and
 #      wrong on every run (adversarial); --legacy-leaf-sync likewise for leaf_sync;
 #   4. --legacy-seed-streams --assume-safe=seed_race exits 1;
@@ -78,6 +79,19 @@ for s in "${safe[@]}"; do expect_safe "$json" "$s" 100 adversarial; done
 for s in "${unsafe[@]}"; do expect_unsafe "$json" "$s" 100 100 adversarial; done
 grep -qF '"first_wrong":"run 0: x.grad = 14, want 2"' <<<"$json" ||
   fail "adversarial: no first wrong value: $json"
+
+# 2b. PCT at depth 1: every unsafe program is of depth 1 (its read before the write), so
+# each run shows it with probability >= 1/n; the counts are those of seeds 0..29
+# (deterministic). Safe programs stay clean, and the settings are reported.
+json=$("$bin" --json --scheduler=pct --pct-depth=1 --repeat=30)
+rc=$?
+[ "$rc" -eq 0 ] || fail "pct: exit code $rc, want 0: $json"
+for s in "${safe[@]}"; do expect_safe "$json" "$s" 30 pct; done
+expect_unsafe "$json" seed_filled_elsewhere_no_sync 30 10 pct
+expect_unsafe "$json" grads_read_elsewhere_no_wait 30 15 pct
+expect_unsafe "$json" free_while_read_elsewhere 30 15 pct
+grep -qF '"scheduler":"pct","seed":0,"pct_depth":1,"pct_steps":1000,' <<<"$json" ||
+  fail "pct: settings not reported: $json"
 
 # Where unsafe programs may run concurrently (see the top of this file).
 racy=threaded
