@@ -26,7 +26,9 @@
 //                                   a third stream, that stream's work may run only after
 //                                   W (in a fork-join whose join omits the wait on the
 //                                   branch forked last, that branch runs first, being the
-//                                   newest work, and the join reads it complete).
+//                                   newest work, and the join reads it complete); and a
+//                                   task older than W still queued before R on R's stream
+//                                   lets W's stream run first.
 //                     kPct          probabilistic concurrency testing (PCT: Burckhardt,
 //                                   Kothari, Musuvathi, Nagarakatte, ASPLOS 2010). Each
 //                                   stream draws a random priority above d = pct_depth
