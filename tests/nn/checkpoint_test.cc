@@ -135,25 +135,6 @@ TEST_CASE("an independent reader finds the file laid out as the spec says", "[nn
   CHECK(covered == buffer);
 }
 
-// A file as Python writes it: safetensors.torch.save_file({"a": float64 [2], "b": int64
-// scalar, "c": float32 [2, 2], "d": bool [3]}, metadata={"format": "pt"}).
-std::string python_file() {
-  std::string header =
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F64","shape":[2],"data_offsets":[0,16]},)"
-      R"("b":{"dtype":"I64","shape":[],"data_offsets":[16,24]},)"
-      R"("c":{"dtype":"F32","shape":[2,2],"data_offsets":[24,40]},)"
-      R"("d":{"dtype":"BOOL","shape":[3],"data_offsets":[40,43]}})";
-  while ((8 + header.size()) % 8 != 0) header += ' ';
-  std::string out;
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
-  out += header;
-  auto put = [&](auto v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-  put(1.5), put(-2.25), put(int64_t{-7});
-  for (float f : {0.5f, 1.0f, -3.0f, 8.0f}) put(f);
-  for (char c : {1, 0, 1}) put(c);
-  return out;
-}
-
 TEST_CASE("a file laid out as Python's safetensors writes it loads", "[nn][checkpoint]") {
   const Device device = GENERATE(Device("cpu"), Device("sim:0"));
   const std::string path = tmp_path("python.safetensors");
