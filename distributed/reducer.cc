@@ -134,7 +134,9 @@ void Reducer::on_grad_ready(size_t i) {
            "' got a gradient twice in one backward (or after it was found unused by the "
            "forward); its bucket may already be reduced. Do not use a parameter in a second "
            "graph whose backward runs before the first one's");
-  mark_ready(i, true);
+  // The hook also runs when no gradient reached the parameter (a custom backward that
+  // returned none for it): its slot is then zeros, as the reference's reducer does.
+  mark_ready(i, params_[i].second.grad().defined());
   launch_ready();
 }
 
