@@ -238,10 +238,11 @@ TEST_CASE("random programs with in-place ops on bases and views", "[ops][views][
   for (int seed = 0; seed < count; ++seed) {
     std::mt19937_64 rng(seed);
     const Program p = draw(rng);
-    const TensorList in = {random_input({3, 4}, d, 100 + seed), random_input({3, 4}, d, 900 + seed)};
     INFO("program seed " << seed << " on " << d.str());
+    // On sim the whole program, its inputs included, runs on a side stream.
     std::optional<StreamGuard> side;
     if (sim) side.emplace(Stream::create(d));
+    const TensorList in = {random_input({3, 4}, d, 100 + seed), random_input({3, 4}, d, 900 + seed)};
     try {
       const Tensor a = run(p, in, true);
       const Tensor b = run(p, in, false);
