@@ -72,6 +72,10 @@ Program draw(std::mt19937_64& rng) {
     p.code.push_back(in);
     regs.push_back({static_cast<int>(regs.size()), {}, {3, 4}});
   }
+  // Roots some node saved for backward (tanh, exp, mul of two registers, mul_'s operand):
+  // writing them in place is refused by the version check, and would tie the saving node
+  // and the tensor in a cycle that outlives the program, so they are not written.
+  std::vector<bool> saved(64, false);
   const int steps = 6 + pick(6);
   for (int s = 0; s < steps; ++s) {
     const int r = p.num_inputs + pick(regs.size() - p.num_inputs);
@@ -106,10 +110,17 @@ Program draw(std::mt19937_64& rng) {
         }
         in.operand = same[pick(same.size())];
       }
+      const bool saves = in.kind == Kind::kBinary ? in.unary != 0 : in.unary != 2;
+      if (saves) {
+        saved[reg.root] = true;
+        if (in.kind == Kind::kBinary) saved[regs[in.operand].root] = true;
+        saved[regs.size()] = true;
+      }
       p.code.push_back(in);
       regs.push_back({static_cast<int>(regs.size()), {}, reg.shape});
       continue;
     }
+    if (saved[reg.root]) continue;
     // In place on r, with an operand of the same shape from another root (or a constant).
     std::vector<int> others;
     for (size_t j = 0; j < regs.size(); ++j) {
@@ -120,6 +131,7 @@ Program draw(std::mt19937_64& rng) {
     in.kind = kinds[pick(6)];
     in.operand = others.empty() ? -1 : others[pick(others.size())];
     in.scalar = -1.5 + pick(7) * 0.5;
+    if (in.kind == Kind::kMulInplace && in.operand >= 0) saved[regs[in.operand].root] = true;
     p.code.push_back(in);
   }
   return p;
@@ -265,7 +277,7 @@ TEST_CASE("random programs with in-place ops on bases and views", "[ops][views][
     }
   }
   INFO(checked << " programs checked, " << refused << " refused by the version check");
-  CHECK(checked >= count * 4 / 10);  // most refusals: tanh, exp or mul saved a register
+  CHECK(refused == 0);  // draw() writes no saved root
 }
 
 }  // namespace
