@@ -37,7 +37,7 @@
 // key, shape and dtype against the model and the optimiser before changing anything;
 // tensors are created on the devices of the parameters and buffers they replace.
 //
-// Failure: every function throws, as torch::load does (DESIGN.md §8), with a message that
+// Failure: every function throws, as torch::load does, with a message that
 // names the function, the file, the key and the problem:
 //   IOError           the file cannot be opened, read or written (error_number() is the
 //                     errno: ENOENT, EACCES, ENOSPC...), or its bytes are malformed or
