@@ -42,18 +42,24 @@ int64_t first_difference(const Jacobian& a, const Jacobian& b, double tol) {
   return -1;
 }
 
+// Marks r failed at element e of the (out, in) block with the two values it reports.
+void fail_at(GradcheckResult& r, size_t out, size_t in, int64_t e, int64_t cols,
+             double analytical, double numerical) {
+  r.passed = false;
+  r.output_index = static_cast<int>(out);
+  r.input_index = static_cast<int>(in);
+  r.output_element = e / cols;
+  r.input_element = e % cols;
+  r.analytical = analytical;
+  r.numerical = numerical;
+}
+
 // Fills r with the first difference larger than nondet_tol between two backward runs.
 bool nondeterministic(const Jacobian& a, const Jacobian& again, size_t out, size_t in,
                       const GradcheckOptions& o, GradcheckResult& r) {
   const int64_t e = first_difference(a, again, o.nondet_tol);
   if (e < 0) return false;
-  r.passed = false;
-  r.output_index = static_cast<int>(out);
-  r.input_index = static_cast<int>(in);
-  r.output_element = e / a.cols;
-  r.input_element = e % a.cols;
-  r.analytical = a.values[e];
-  r.numerical = again.values[e];
+  fail_at(r, out, in, e, a.cols, a.values[e], again.values[e]);
   r.message = absl::StrFormat(
       "gradcheck: backward is not deterministic: two runs give %.10g and %.10g for "
       "d output %d [element %d] / d input %d [element %d] (nondet_tol %g)",
@@ -125,13 +131,7 @@ struct SlowCheck {
 
 void fill_nonlinear(const Jacobian& a, const Jacobian& scaled, const Jacobian& n, size_t out,
                     size_t in, int64_t e, const GradcheckOptions& o, GradcheckResult& r) {
-  r.passed = false;
-  r.output_index = static_cast<int>(out);
-  r.input_index = static_cast<int>(in);
-  r.output_element = e / a.cols;
-  r.input_element = e % a.cols;
-  r.analytical = a.values[e];
-  r.numerical = n.values[e];
+  fail_at(r, out, in, e, a.cols, a.values[e], n.values[e]);
   r.message = absl::StrFormat(
       "gradcheck: backward is not linear in grad_output for output %d with respect to input "
       "%d: Jacobian element [%d, %d] is %.10g from backward(e) but %.10g from backward(%g e) / "
