@@ -30,7 +30,7 @@ namespace streamgrad {
 namespace bench {
 
 struct Flags {
-  std::string case_name;   // chain, fanin, dag, retain, mlp, cnn, overlap
+  std::string case_name;   // chain, fanin, dag, retain, mlp, mlp_hand, cnn, overlap
   std::string device = "cpu";
   int64_t n = 1000;        // chain / retain length, dag size
   std::string op = "mul";  // chain: mul (y * 1.0001) or add (y + 1e-4)
@@ -54,7 +54,8 @@ struct Flags {
 
 [[noreturn]] inline void flag_error(const std::string& what) {
   std::cerr << "bench: " << what << "\n"
-            << "usage: --case=chain|fanin|dag|retain|mlp|cnn|overlap [--n=N] [--op=mul|add] "
+            << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap [--n=N] "
+               "[--op=mul|add] "
                "[--numel=N] [--k=N] [--reduce=stack|add] [--seed=S] [--window=W] [--mid=M] "
                "[--batch=B] [--branches=K] [--length=L] [--kernel_us=US] [--reps=R] "
                "[--warmup=W] [--threads=T] [--device=cpu|sim:N] [--describe]; or --list\n";
@@ -92,6 +93,7 @@ inline std::vector<std::string> case_list() {
       "--case=dag --n=5000 --reduce=stack",         "--case=dag --n=5000 --reduce=add",
       "--case=retain --n=1000",                     "--case=retain --n=10000",
       "--case=mlp --batch=1",                       "--case=mlp --batch=64",
+      "--case=mlp_hand --batch=1",                  "--case=mlp_hand --batch=64",
       "--case=cnn --batch=64",                      "--case=overlap --device=sim:0",
   };
 }
@@ -131,8 +133,8 @@ inline Flags parse_flags(int argc, char** argv) {
     else flag_error("unknown flag --" + name);
   }
   const std::string& c = f.case_name;
-  if (c != "chain" && c != "fanin" && c != "dag" && c != "retain" && c != "mlp" && c != "cnn" &&
-      c != "overlap") {
+  if (c != "chain" && c != "fanin" && c != "dag" && c != "retain" && c != "mlp" &&
+      c != "mlp_hand" && c != "cnn" && c != "overlap") {
     flag_error("unknown or missing --case '" + c + "'");
   }
   if (f.op != "mul" && f.op != "add") flag_error("--op must be mul or add, got " + f.op);
@@ -142,7 +144,8 @@ inline Flags parse_flags(int argc, char** argv) {
   // Defaults sized so that one libtorch process takes about a second on this 2-core machine.
   const bool big = (c == "chain" || c == "retain") && f.n >= 10000;
   if (f.reps == 0) {
-    f.reps = c == "overlap" ? 10 : c == "cnn" ? 15 : c == "mlp" ? 200 : big || c == "dag" ? 20 : 100;
+    const bool mlp = c == "mlp" || c == "mlp_hand";
+    f.reps = c == "overlap" ? 10 : c == "cnn" ? 15 : mlp ? 200 : big || c == "dag" ? 20 : 100;
   }
   if (f.warmup < 0) f.warmup = c == "cnn" || c == "overlap" ? 2 : 3;
   return f;
@@ -160,6 +163,7 @@ inline std::string config_name(const Flags& f) {
   }
   if (c == "retain") return "retain n=" + s(f.n) + " mid=" + s(f.mid);
   if (c == "mlp") return "mlp 784-256-256-10 batch=" + s(f.batch);
+  if (c == "mlp_hand") return "mlp by hand 784-256-256-10 batch=" + s(f.batch);
   if (c == "cnn") return "cnn (tools/train) batch=" + s(f.batch);
   return "overlap K=" + s(f.branches) + " L=" + s(f.length) + " kernel=" +
          s(static_cast<int64_t>(f.kernel_us)) + "us";

@@ -106,7 +106,7 @@ def notes(aggregated):
             a, t = runs["streamgrad"][0], runs["libtorch"][0]
             if a["nodes"] != t["nodes"]:
                 per = (f" (per-node figures divide both by {a['nominal_nodes']})"
-                       if a["nominal_nodes"] and a["case"] not in ("mlp", "cnn") else "")
+                       if a["nominal_nodes"] and a["case"] not in ("mlp", "mlp_hand", "cnn") else "")
                 lines.append(f"nodes differ: {name}: streamgrad {a['nodes']}, "
                              f"libtorch {t['nodes']}{per}")
             if a["expected"] is None and abs(a["check"] - t["check"]) > 1e-4 * abs(t["check"]):

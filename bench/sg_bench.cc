@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
     else if (c == "dag") run_dag(f, r);
     else if (c == "retain") run_retain(f, r);
     else if (c == "mlp") run_mlp(f, r);
+    else if (c == "mlp_hand") run_mlp_hand(f, r);
     else if (c == "cnn") run_cnn(f, r);
     else run_overlap(f, r);
   } catch (const std::exception& e) {

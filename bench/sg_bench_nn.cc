@@ -3,6 +3,7 @@
 // Both model steps keep streamgrad's own defaults: zero_grad() sets the gradients to none,
 // so each backward's AccumulateGrad takes the new gradient over (libtorch 1.13's
 // zero_grad() zeroes in place and accumulates into it); the README says so.
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -18,23 +19,32 @@ namespace {
 using Layers = std::vector<std::shared_ptr<nn::Module>>;
 
 // Parameters from bench_common.h's init_parameters, so that both sides start equal.
-void init_model(nn::Module& model) {
-  nn::NamedTensors params = model.named_parameters();
+void init_parameters_of(const std::vector<Tensor>& params) {
   std::vector<std::vector<int64_t>> shapes;
-  for (const auto& [name, p] : params) shapes.push_back(p.sizes());
+  for (const Tensor& p : params) shapes.push_back(p.sizes());
   const std::vector<std::vector<float>> init = init_parameters(shapes);
   NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     if (init[i].empty()) continue;
-    Tensor p = params[i].second;
+    Tensor p = params[i];
     copy_(p, from_vector(init[i], p.sizes()));
   }
 }
 
-// fwd (forward and loss), bwd, optim (step and zero_grad), teardown (dropping the loss
-// and output), total; the check is the loss of an eval-mode forward before training.
-void model_loop(const Flags& f, Report& r, nn::Module& model, const Shape& image_shape) {
-  init_model(model);
+// What a step trains: its parameters (in named_parameters() order), the loss of a batch,
+// and the switch between training and evaluation (a no-op for code without modules).
+struct Step {
+  std::vector<Tensor> params;
+  std::function<Tensor(const Tensor& x, const Tensor& y)> loss;
+  std::function<void(bool train)> set_train = [](bool) {};
+};
+
+// fwd (forward and loss), bwd, optim (step and zero_grad), teardown (dropping the loss),
+// total; the check is the loss of an eval-mode forward before training. After the timed
+// steps every parameter's .grad is checked to be contiguous (issue 24: a transposed
+// weight's gradient must not keep its transposed layout).
+void model_loop(const Flags& f, Report& r, const Step& step, const Shape& image_shape) {
+  init_parameters_of(step.params);
   std::vector<float> images;
   std::vector<int64_t> labels;
   int64_t features = 1;
@@ -42,31 +52,36 @@ void model_loop(const Flags& f, Report& r, nn::Module& model, const Shape& image
   make_batch(f.batch, features, &images, &labels);
   const Tensor x = from_vector(images, image_shape);
   const Tensor y = from_vector(labels, {f.batch});
-  nn::SGD opt(model.parameters(), nn::SGDOptions(0.01));
+  nn::SGD opt(step.params, nn::SGDOptions(0.01));
   double check;
   {
-    model.eval();
+    step.set_train(false);
     NoGradGuard no_grad;
-    check = cross_entropy(model.forward(x), y).item<float>();
-    model.train();
+    check = step.loss(x, y).item<float>();
+    step.set_train(true);
   }
   {
-    Tensor loss = cross_entropy(model.forward(x), y);
+    Tensor loss = step.loss(x, y);
     if (f.describe) print_census("streamgrad", census(loss.grad_fn()));
     r.set_check(check, count_nodes(loss.grad_fn()));
   }
   for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
     const double t0 = now_ms();
-    Tensor out = model.forward(x);
-    Tensor loss = cross_entropy(out, y);
+    Tensor loss = step.loss(x, y);
     const double t1 = now_ms();
     loss.backward();
     const double t2 = now_ms();
+    const bool last = rep + 1 == f.warmup + f.reps;
+    if (last) {
+      for (const Tensor& p : step.params) {
+        SG_CHECK(p.grad().is_contiguous(), InternalError, "sg_bench: the .grad of parameter ",
+                 p.describe(), " is not contiguous after backward: ", p.grad().describe());
+      }
+    }
     opt.step();
     opt.zero_grad();
     const double t3 = now_ms();
     loss = Tensor();
-    out = Tensor();
     const double t4 = now_ms();
     if (rep < f.warmup) continue;
     r.add("fwd", t1 - t0, 0);
@@ -77,6 +92,19 @@ void model_loop(const Flags& f, Report& r, nn::Module& model, const Shape& image
   }
 }
 
+Step module_step(nn::Module& model) {
+  Step s;
+  s.params = model.parameters();
+  s.loss = [&model](const Tensor& x, const Tensor& y) {
+    return cross_entropy(model.forward(x), y);
+  };
+  s.set_train = [&model](bool train) {
+    if (train) model.train();
+    else model.eval();
+  };
+  return s;
+}
+
 }  // namespace
 
 void run_mlp(const Flags& f, Report& r) {
@@ -84,13 +112,36 @@ void run_mlp(const Flags& f, Report& r) {
   nn::Sequential model(Layers{std::make_shared<nn::Linear>(784, 256),
                               std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 256),
                               std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
-  model_loop(f, r, model, {f.batch, 784});
+  model_loop(f, r, module_step(model), {f.batch, 784});
+}
+
+// The same MLP as a user writes it without layers: raw parameters, matmul with the
+// transposed weight, `+ b`, and cross-entropy as log-softmax from exp/log/sum and gather.
+void run_mlp_hand(const Flags& f, Report& r) {
+  SG_CHECK(Device(f.device).is_cpu(), ValueError, "sg_bench --case=mlp_hand runs on cpu only");
+  Step s;
+  const std::vector<std::pair<int64_t, int64_t>> dims = {{784, 256}, {256, 256}, {256, 10}};
+  for (const auto& [in, out] : dims) {
+    s.params.push_back(zeros({out, in}).requires_grad_());
+    s.params.push_back(zeros({out}).requires_grad_());
+  }
+  const std::vector<Tensor> p = s.params;
+  s.loss = [p](const Tensor& x, const Tensor& y) {
+    Tensor h = x;
+    for (size_t i = 0; i < p.size(); i += 2) {
+      h = matmul(h, transpose(p[i], 0, 1)) + p[i + 1];
+      if (i + 2 < p.size()) h = relu(h);
+    }
+    Tensor log_probs = h - log(sum(exp(h), {1}, /*keepdim=*/true));
+    return neg(mean(gather(log_probs, 1, unsqueeze(y, 1))));
+  };
+  model_loop(f, r, s, {f.batch, 784});
 }
 
 void run_cnn(const Flags& f, Report& r) {
   SG_CHECK(Device(f.device).is_cpu(), ValueError, "sg_bench --case=cnn runs on cpu only");
   std::shared_ptr<nn::Module> model = make_model("cnn");
-  model_loop(f, r, *model, {f.batch, 1, 28, 28});
+  model_loop(f, r, module_step(*model), {f.batch, 1, 28, 28});
 }
 
 // Backward wall time (host call to device idle) of the forked graph on K streams, of one

@@ -165,21 +165,25 @@ void run_retain(const Flags& f, Report& r) {
   }
 }
 
+// What a step trains (as sg_bench_nn.cc's Step): parameters in named_parameters() order,
+// the loss of a batch, and the train/eval switch.
+struct Step {
+  std::vector<Tensor> params;
+  std::function<Tensor(const Tensor& x, const Tensor& y)> loss;
+  std::function<void(bool train)> set_train = [](bool) {};
+};
+
 // As sg_bench's model_loop: same data, same initial parameters, same phases.
-void model_loop(const Flags& f, Report& r, torch::nn::Sequential& model,
-                std::vector<int64_t> image_shape) {
-  auto params = model->named_parameters();
+void model_loop(const Flags& f, Report& r, const Step& step, std::vector<int64_t> image_shape) {
   std::vector<std::vector<int64_t>> shapes;
-  for (const auto& p : params) shapes.push_back(p.value().sizes().vec());
+  for (const Tensor& p : step.params) shapes.push_back(p.sizes().vec());
   const std::vector<std::vector<float>> init = init_parameters(shapes);
   {
     torch::NoGradGuard no_grad;
-    size_t i = 0;
-    for (auto& p : params) {
-      if (!init[i].empty()) {
-        p.value().copy_(torch::from_blob(const_cast<float*>(init[i].data()), shapes[i]));
-      }
-      ++i;
+    for (size_t i = 0; i < step.params.size(); ++i) {
+      if (init[i].empty()) continue;
+      Tensor p = step.params[i];
+      p.copy_(torch::from_blob(const_cast<float*>(init[i].data()), shapes[i]));
     }
   }
   std::vector<float> images;
@@ -189,23 +193,22 @@ void model_loop(const Flags& f, Report& r, torch::nn::Sequential& model,
   make_batch(f.batch, features, &images, &labels);
   const Tensor x = torch::from_blob(images.data(), image_shape).clone();
   const Tensor y = torch::from_blob(labels.data(), {f.batch}, torch::kLong).clone();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01));
+  torch::optim::SGD opt(step.params, torch::optim::SGDOptions(0.01));
   double check;
   {
-    model->eval();
+    step.set_train(false);
     torch::NoGradGuard no_grad;
-    check = F::cross_entropy(model->forward(x), y).item<float>();
-    model->train();
+    check = step.loss(x, y).item<float>();
+    step.set_train(true);
   }
   {
-    Tensor loss = F::cross_entropy(model->forward(x), y);
+    Tensor loss = step.loss(x, y);
     if (f.describe) print_census("libtorch", census(loss.grad_fn()));
     r.set_check(check, count_nodes(loss));
   }
   for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
     const double t0 = now_ms();
-    Tensor out = model->forward(x);
-    Tensor loss = F::cross_entropy(out, y);
+    Tensor loss = step.loss(x, y);
     const double t1 = now_ms();
     loss.backward();
     const double t2 = now_ms();
@@ -213,7 +216,6 @@ void model_loop(const Flags& f, Report& r, torch::nn::Sequential& model,
     opt.zero_grad();
     const double t3 = now_ms();
     loss = Tensor();
-    out = Tensor();
     const double t4 = now_ms();
     if (rep < f.warmup) continue;
     r.add("fwd", t1 - t0, 0);
@@ -224,11 +226,42 @@ void model_loop(const Flags& f, Report& r, torch::nn::Sequential& model,
   }
 }
 
+Step module_step(torch::nn::Sequential& model) {
+  Step s;
+  for (const auto& p : model->named_parameters()) s.params.push_back(p.value());
+  s.loss = [model](const Tensor& x, const Tensor& y) mutable {
+    return F::cross_entropy(model->forward(x), y);
+  };
+  s.set_train = [model](bool train) mutable { model->train(train); };
+  return s;
+}
+
 void run_mlp(const Flags& f, Report& r) {
   namespace nn = torch::nn;
   nn::Sequential model(nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 256), nn::ReLU(),
                        nn::Linear(256, 10));
-  model_loop(f, r, model, {f.batch, 784});
+  model_loop(f, r, module_step(model), {f.batch, 784});
+}
+
+// sg_bench's mlp_hand, op for op.
+void run_mlp_hand(const Flags& f, Report& r) {
+  Step s;
+  const std::vector<std::pair<int64_t, int64_t>> dims = {{784, 256}, {256, 256}, {256, 10}};
+  for (const auto& [in, out] : dims) {
+    s.params.push_back(torch::zeros({out, in}).requires_grad_());
+    s.params.push_back(torch::zeros({out}).requires_grad_());
+  }
+  const std::vector<Tensor> p = s.params;
+  s.loss = [p](const Tensor& x, const Tensor& y) {
+    Tensor h = x;
+    for (size_t i = 0; i < p.size(); i += 2) {
+      h = torch::matmul(h, torch::transpose(p[i], 0, 1)) + p[i + 1];
+      if (i + 2 < p.size()) h = torch::relu(h);
+    }
+    Tensor log_probs = h - torch::log(torch::sum(torch::exp(h), {1}, /*keepdim=*/true));
+    return -torch::mean(torch::gather(log_probs, 1, y.unsqueeze(1)));
+  };
+  model_loop(f, r, s, {f.batch, 784});
 }
 
 // tools/train's cnn (tools/train_models.cc), layer by layer.
@@ -239,7 +272,7 @@ void run_cnn(const Flags& f, Report& r) {
       nn::MaxPool2d(nn::MaxPool2dOptions(2)), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
       nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(nn::MaxPool2dOptions(2)), nn::Flatten(),
       nn::Linear(32 * 7 * 7, 128), nn::ReLU(), nn::Dropout(0.25), nn::Linear(128, 10));
-  model_loop(f, r, model, {f.batch, 1, 28, 28});
+  model_loop(f, r, module_step(model), {f.batch, 1, 28, 28});
 }
 
 }  // namespace
@@ -269,6 +302,7 @@ int main(int argc, char** argv) {
     else if (c == "dag") run_dag(f, r);
     else if (c == "retain") run_retain(f, r);
     else if (c == "mlp") run_mlp(f, r);
+    else if (c == "mlp_hand") run_mlp_hand(f, r);
     else run_cnn(f, r);
   } catch (const std::exception& e) {
     std::cerr << "torch_bench: " << config_name(f) << ": " << e.what() << "\n";

@@ -58,6 +58,20 @@ Tensor copy_in_grad_layout(const Tensor& g, const Tensor& leaf, bool leaf_dense)
   return out;
 }
 
+// Whether nothing but `g` can observe its memory: `g` is the only handle on its
+// metadata and either owns its storage alone or is a view (transpose of a transposed
+// product, a permute) whose base is held by nothing but `g`. Such a gradient may become
+// .grad without a copy.
+bool sole_owner_through_views(const Tensor& g) {
+  const TensorImpl* t = g.impl();
+  if (g.impl_ptr().use_count() != 1) return false;
+  if (t->base == nullptr) return g.storage().use_count() == 1;
+  const std::shared_ptr<TensorImpl>& base = t->base;
+  const long holders = 1 + (t->view_of == base ? 1 : 0);
+  return base->base == nullptr && base->view_of == nullptr && base.use_count() == holders &&
+         g.storage().use_count() == 2;
+}
+
 }  // namespace
 
 Tensor clone_detached(const Tensor& t) {
@@ -115,8 +129,7 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
         // strided gradient would make every later accumulation and optimiser step walk
         // .grad strided.
         const bool dense = dense_non_overlapping(variable_);
-        const bool steal = g.impl_ptr().use_count() == 1 && g.impl()->base == nullptr &&
-                           g.storage().use_count() == 1 && g.storage_offset() == 0 &&
+        const bool steal = sole_owner_through_views(g) && g.storage_offset() == 0 &&
                            has_grad_layout(g, variable_, dense);
         meta.grad = steal ? g.detach() : copy_in_grad_layout(g, variable_, dense);
       }

@@ -59,6 +59,15 @@ bool summed_in_low_precision(const Tensor& g, const InputInfo& in) {
          (in.sizes.size() == 2 || in.sizes[0] == 1) && !grad_mode_enabled();
 }
 
+// A 2-D matrix stored transposed (column-major), such as the weight in x @ w^T: its
+// gradient is computed in the same layout, so that the transpose back to the parameter is
+// contiguous and AccumulateGrad takes it over instead of copying it (the reference's
+// layout contract for .grad). Same gemm, operands swapped: (y^T x^T)^T = x y.
+bool column_major(const Tensor& t) {
+  return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.strides()[0] == 1 &&
+         t.strides()[1] == t.size(0);
+}
+
 struct MatmulBackward final : Node {
   std::string name() const override { return "MatmulBackward"; }
   TensorList apply(TensorList&& grads) override {
@@ -68,16 +77,25 @@ struct MatmulBackward final : Node {
     if (needs_grad(*this, 0)) {
       const Tensor bt = transpose(b.unpack("MatmulBackward"), -1, -2);
       const bool summed = summed_in_low_precision(g, a_in);
-      out[0] = grad_for(summed ? batched_product_in_float32(g, batch_of(bt, g.size(0)))
-                               : matmul(g, bt),
-                        a_in);
+      if (a_column_major && g.dim() == 2) {
+        out[0] = transpose(matmul(b.unpack("MatmulBackward"), transpose(g, 0, 1)), 0, 1);
+      } else {
+        out[0] = grad_for(summed ? batched_product_in_float32(g, batch_of(bt, g.size(0)))
+                                 : matmul(g, bt),
+                          a_in);
+      }
     }
     if (needs_grad(*this, 1)) {
-      const Tensor at = transpose(a.unpack("MatmulBackward"), -1, -2);
+      const Tensor a_saved = a.unpack("MatmulBackward");
       const bool summed = summed_in_low_precision(g, b_in);
-      out[1] = grad_for(summed ? batched_product_in_float32(batch_of(at, g.size(0)), g)
-                               : matmul(at, g),
-                        b_in);
+      if (b_column_major && g.dim() == 2) {
+        out[1] = transpose(matmul(transpose(g, 0, 1), a_saved), 0, 1);
+      } else {
+        const Tensor at = transpose(a_saved, -1, -2);
+        out[1] = grad_for(summed ? batched_product_in_float32(batch_of(at, g.size(0)), g)
+                                 : matmul(at, g),
+                          b_in);
+      }
     }
     return out;
   }
@@ -87,6 +105,7 @@ struct MatmulBackward final : Node {
   }
   SavedTensor a, b;
   InputInfo a_in, b_in;
+  bool a_column_major = false, b_column_major = false;
 };
 
 struct LinearBackward final : Node {
@@ -181,7 +200,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     out = new_output({batch, m, n}, a.dtype(), a.device());
     kernels::matmul(stream_of(out), out.view(), batched_view(a, batch), batched_view(b, batch));
   }
-  record_product<MatmulBackward>(a, b, out);
+  if (any_requires_grad({a, b})) {
+    auto node = std::make_shared<MatmulBackward>();
+    if (b.requires_grad()) node->a = SavedTensor(a);
+    if (a.requires_grad()) node->b = SavedTensor(b);
+    node->a_in = meta_of(a);
+    node->b_in = meta_of(b);
+    node->a_column_major = column_major(a);
+    node->b_column_major = column_major(b);
+    wire(node, {a, b}, {out});
+  }
   return out;
 }
 

@@ -20,8 +20,32 @@ namespace cpu {
 namespace {
 
 template <typename T>
+void gemv(bool trans, int rows, int cols, const T* a, int lda, const T* x, int incx, T beta,
+          T* y, int incy) {
+  const CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same<T, float>::value) {
+    cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, a, lda, x, incx, beta, y, incy);
+  } else {
+    cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, a, lda, x, incx, beta, y, incy);
+  }
+}
+
+// C = op(A) op(B) + beta C, row-major. A product with one row or one column goes to gemv:
+// OpenBLAS's gemm would pack the whole matrix operand first, which costs more than the
+// product itself (a batch of one through a linear layer, and its backward).
+template <typename T>
 void blas(bool trans_a, bool trans_b, int m, int n, int k, const T* a, int lda, const T* b,
           int ldb, T beta, T* c, int ldc) {
+  if (m == 1 && n > 1) {  // c[n] = op(B)^T x, x the one row of op(A)
+    const int incx = trans_a ? lda : 1;
+    if (trans_b) return gemv<T>(false, n, k, b, ldb, a, incx, beta, c, 1);
+    return gemv<T>(true, k, n, b, ldb, a, incx, beta, c, 1);
+  }
+  if (n == 1 && m > 1) {  // c[m] = op(A) x, x the one column of op(B)
+    const int incx = trans_b ? 1 : ldb;
+    if (trans_a) return gemv<T>(true, k, m, a, lda, b, incx, beta, c, ldc);
+    return gemv<T>(false, m, k, a, lda, b, incx, beta, c, ldc);
+  }
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same<T, float>::value) {

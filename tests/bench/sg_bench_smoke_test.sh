@@ -38,6 +38,7 @@ for j in lines:
         "dag": ["fwd", "bwd", "fwd+bwd", "teardown", "total"],
         "retain": ["rebwd", "grad_x", "grad_mid"],
         "mlp": ["fwd", "bwd", "optim", "teardown", "total"],
+        "mlp_hand": ["fwd", "bwd", "optim", "teardown", "total"],
         "cnn": ["fwd", "bwd", "optim", "teardown", "total"],
         "overlap": ["bwd_forked", "bwd_longest_branch", "bwd_one_stream"],
     }[case]
@@ -61,7 +62,7 @@ for j in lines:
     elif case == "dag":
         want = 2.83815e12  # shared/reference/libtorch-cpu-anchor.md, n=5000 seed=42
         ok = abs(check - want) <= 2e-6 * want
-    elif case in ("mlp", "cnn"):
+    elif case in ("mlp", "mlp_hand", "cnn"):
         want = "about ln 10"  # cross-entropy of 10 classes before training
         ok = 1.5 < check < 3.5
     else:
@@ -76,7 +77,7 @@ for j in lines:
               and x["overlap_ratio"] > 0)
     if not ok:
         fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
-missing = {"chain", "fanin", "dag", "retain", "mlp", "cnn", "overlap"} - seen
+missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap"} - seen
 if missing:
     fail.append(f"cases never run: {sorted(missing)}")
 if fail:

@@ -46,5 +46,33 @@ TEST_CASE("a gradient with the parameter's strides is kept, a strided one is cop
   CHECK(p.grad().to_vector<float>() == std::vector<float>(12, 2.0f));
 }
 
+TEST_CASE("the weight gradient of x @ w^T becomes .grad without a copy", "[engine][layout]") {
+  // matmul's backward computes the gradient of a column-major operand in that layout, so
+  // the transpose back to w is contiguous and AccumulateGrad takes it over: .grad is the
+  // very memory the gradient of w^T was written to (the reference's mm backward does the
+  // same). A copy would cost a weight-sized allocation and pass per step.
+  const Device d = GENERATE(Device("cpu"), Device("sim:0"));
+  manual_seed(4);
+  for (const int64_t batch : {1, 6}) {
+    INFO("device " << d << ", batch " << batch);
+    Tensor x = randn({batch, 5}, TensorOptions().device(d));
+    Tensor w = randn({3, 5}, TensorOptions().device(d)).requires_grad_();
+    Tensor wt = transpose(w, 0, 1);
+    void* wt_grad = nullptr;
+    wt.register_hook([&wt_grad](const Tensor& g) {
+      wt_grad = g.data_ptr();
+      return Tensor();
+    });
+    sum(matmul(x, wt)).backward();
+    REQUIRE(w.grad().defined());
+    CHECK(w.grad().is_contiguous());
+    CHECK(w.grad().data_ptr() == wt_grad);
+    // The values: d/dw sum(x w^T) = column sums of x, repeated for each row of w.
+    const std::vector<float> cols = sum(x, {0}).to_vector<float>();
+    const std::vector<float> got = w.grad().to_vector<float>();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(cols[i % 5]));
+  }
+}
+
 }  // namespace
 }  // namespace streamgrad

@@ -1,5 +1,6 @@
 // matmul: 2-D with every combination of row-major, column-major and non-BLAS layouts for
-// a, b and out; 3-D with a broadcast batch; k == 0; errors.
+// a, b and out, also with one row or one column (gemv); 3-D with a broadcast batch;
+// k == 0; errors.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -53,10 +54,12 @@ TEMPLATE_TEST_CASE("2-D matmul with transposed, padded and strided operands", "[
   const std::string kc = GENERATE("row", "col", "strided");
   // With a bias (strided, to check its stride) the kernel is linear's fused gemm.
   const bool with_bias = GENERATE(false, true);
+  // One row or one column: products that go to gemv instead of gemm.
+  const auto [m, n] = GENERATE(table<int64_t, int64_t>({{3, 4}, {1, 4}, {3, 1}}));
+  const int64_t k = 5;
   INFO("device " << dev << ", a " << ka << ", b " << kb << ", out " << kc
-                 << (with_bias ? ", bias" : ""));
+                 << (with_bias ? ", bias" : "") << ", m " << m << ", n " << n);
   const Stream s = current_stream(dev);
-  const int64_t m = 3, k = 5, n = 4;
   const std::vector<T> ha = random_values<T>(64, -1, 1, 21);
   const std::vector<T> hb = random_values<T>(64, -1, 1, 22);
   Buffer<T> a(dev, ha), b(dev, hb);
