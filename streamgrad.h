@@ -3,9 +3,9 @@
 // The one header users include: the runtime (devices, streams, events, guards, memory),
 // tensors and factories, every differentiable op, backward()/grad(), grad and anomaly
 // modes, custom functions, the nn layer (modules, optimisers, schedulers, the gradient
-// scaler, checkpoints, data sets and the data loader, DataParallel) and distributed
-// training (process groups, DistributedDataParallel, DistributedSampler). See README.md
-// and DESIGN.md.
+// scaler, checkpoints, data sets and the data loader, the training step, DataParallel)
+// and distributed training (process groups, DistributedDataParallel, DistributedSampler).
+// See README.md and ARCHITECTURE.md.
 #ifndef STREAMGRAD_STREAMGRAD_H_
 #define STREAMGRAD_STREAMGRAD_H_
 
@@ -34,6 +34,7 @@
 #include "nn/parallel/data_parallel.h"
 #include "nn/parallel/parallel.h"
 #include "nn/parallel/replicate.h"
+#include "nn/train_step.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 

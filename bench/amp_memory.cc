@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "streamgrad.h"
+#include "nn/train_step.h"
 #include "tools/train_models.h"
 
 ABSL_FLAG(std::string, device, "sim:0", "device to measure");
@@ -29,22 +30,22 @@ Figures measure(const std::string& amp_name, Device device, int64_t batch) {
   std::shared_ptr<nn::Module> model = make_model("cnn");
   model->to(device);
   nn::Adam opt(model->parameters(), nn::AdamOptions(1e-3));
-  AmpConfig amp = amp_config(amp_name, device);
+  nn::AmpConfig amp = nn::amp_config(amp_name, device);
   nn::GradScaler scaler;
   if (amp_name == "fp16") amp.scaler = &scaler;
   nn::Batch b;
   b.data = rand({batch, 1, 28, 28}, TensorOptions().device(device));
   b.target = from_vector<int64_t>(std::vector<int64_t>(batch, 3), {batch},
                                   TensorOptions().dtype(DType::kInt64).device(device));
-  for (int i = 0; i < 3; ++i) train_step(*model, opt, b, amp);  // optimiser state exists
+  for (int i = 0; i < 3; ++i) nn::train_step(*model, opt, b, amp);  // optimiser state exists
   synchronize(device);
   opt.zero_grad();
   reset_peak_stats(device);
   Figures f;
-  const Tensor loss = amp_loss(*model, b, amp);
+  const Tensor loss = nn::amp_loss(*model, b, amp);
   synchronize(device);
   f.after_forward = memory_stats(device).allocated_bytes.current;
-  backward_and_step(loss, opt, amp);
+  nn::backward_and_step(loss, opt, amp);
   synchronize(device);
   f.peak = memory_stats(device).allocated_bytes.peak;
   return f;

@@ -1,9 +1,9 @@
 // What the two sides of the side-by-side benchmark share (bench/sg_bench: streamgrad,
 // bench/torch_bench: libtorch), so that both build the same graphs and report alike:
 //   - the flags both binaries take and the list of cases bench/run.sh walks (`--list`);
-//   - the random DAG of shared/reference/libtorch-cpu-anchor.md (splitmix64, seed 42);
+//   - the random DAG of bench/README.md (splitmix64, seed 42);
 //   - the deterministic data and initial weights of the mlp and cnn steps;
-//   - each case's name, nominal node count (the anchor's census of libtorch's graph)
+//   - each case's name, nominal node count (libtorch's census of its graph)
 //     and expected check value.
 // bench/bench_report.h holds the statistics and the JSON line. Depends only on the
 // standard library: the libtorch binary never sees a streamgrad header.
@@ -82,7 +82,7 @@ inline double parse_double(const std::string& name, const std::string& v) {
   return x;
 }
 
-// The cases bench/run.sh runs, one line of flags each (the anchor's graphs, plus the
+// The cases bench/run.sh runs, one line of flags each (bench/README.md's graphs, plus the
 // streamgrad-only stream-overlap graph on sim:0).
 inline std::vector<std::string> case_list() {
   return {
@@ -169,7 +169,7 @@ inline std::string config_name(const Flags& f) {
          s(static_cast<int64_t>(f.kernel_us)) + "us";
 }
 
-// ---- The random DAG (anchor: "The random DAG, exactly") ----
+// ---- The random DAG (bench/README.md, "The random DAG") ----
 
 struct SplitMix64 {
   uint64_t state;
@@ -235,8 +235,8 @@ inline double dag_gradient(const Dag& d) {
 
 // ---- Expected values and node counts ----
 
-// The anchor's census of libtorch's graph (AccumulateGrad included, no GraphRoot); 0 when
-// the anchor gives none. Per-node figures of both sides divide by this same count.
+// libtorch's census of its own graph (AccumulateGrad included, no GraphRoot); 0 when
+// there is none. Per-node figures of both sides divide by this same count.
 inline int64_t nominal_nodes(const Flags& f) {
   const std::string& c = f.case_name;
   if (c == "chain" || c == "retain") return f.n + 2;

@@ -1,7 +1,7 @@
 // The statistics and the JSON line both sides of the side-by-side benchmark print
 // (bench/bench_common.h has the rest of what they share): per metric, the median, p10,
 // p90 and min over the timed repetitions, in microseconds per graph node (divided by the
-// anchor's node count) or in milliseconds; the node count and check value; and on stderr
+// libtorch's node count) or in milliseconds; the node count and check value; and on stderr
 // the sanity check.
 //
 //   bench::Report r("streamgrad", flags);

@@ -4,9 +4,9 @@ torch_bench) into one table, or into {"benchmarks": [...]} with --json.
 
 Per benchmark (case and config, metric, thread count) and per side: the median over the
 processes of each process's median, and the spread (max - min) / median across the
-processes (shared/reference/libtorch-cpu-anchor.md). ratio = streamgrad / libtorch, so
-lower is better. Tiny-op graphs are in microseconds per graph node (divided by the
-anchor's node count on both sides), the model steps and the overlap graph in ms.
+processes (bench/README.md). ratio = streamgrad / libtorch, so lower is better. Tiny-op
+graphs are in microseconds per graph node (divided by libtorch's node count on both
+sides), the model steps and the overlap graph in ms.
 
 Usage: report.py RAW.jsonl [--json]. Reads only the standard library. Exit status 0; 1
 when RAW holds no line it can read.

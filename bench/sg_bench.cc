@@ -1,6 +1,6 @@
 // streamgrad's side of the side-by-side benchmark (bench/run.sh runs it beside
-// bench/torch_bench): the graphs of shared/reference/libtorch-cpu-anchor.md, timed phase
-// by phase, one JSON line per run on stdout and the sanity check on stderr.
+// bench/torch_bench): the graphs of bench/README.md, timed phase by phase, one JSON line
+// per run on stdout and the sanity check on stderr.
 //
 //   bazel run -c opt //bench:sg_bench -- --case=chain --n=1000 --op=mul --numel=1
 //   bazel run -c opt //bench:sg_bench -- --list        # the cases run.sh walks
@@ -50,7 +50,7 @@ void finish(Device d) {
 
 float first_grad(const Tensor& x) { return x.grad().to_vector<float>()[0]; }
 
-// The anchor's fresh-graph loop: x.grad cleared (untimed), then forward (which frees the
+// The fresh-graph loop (bench/README.md): x.grad cleared (untimed), then forward (which frees the
 // intermediates user code would let go), backward, and dropping the loss.
 void fresh_graph_loop(const Flags& f, Report& r, const Tensor& x,
                       const std::function<Tensor()>& forward) {

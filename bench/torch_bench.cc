@@ -1,6 +1,6 @@
 // libtorch's side of the side-by-side benchmark: the same graphs, flags, phases and JSON
-// line as bench/sg_bench (bench/bench_common.h), written with libtorch's C++ API as
-// shared/reference/libtorch-cpu-anchor.md measured it.
+// line as bench/sg_bench (bench/bench_common.h), written with libtorch's C++ API the way
+// bench/README.md describes the cases.
 //
 //   bench/install_libtorch.sh && bazel build -c opt //bench:torch_bench
 //   bazel-bin/bench/torch_bench --case=dag --n=5000 --reduce=stack --describe
@@ -29,7 +29,7 @@ using torch::Tensor;
 namespace F = torch::nn::functional;
 
 // Nodes reachable from `root` by type, each counted once; edges without a function
-// (inputs that need no grad) are not nodes (the anchor's census).
+// (inputs that need no grad) are not nodes (libtorch's census, bench/README.md).
 std::map<std::string, int64_t> census(const std::shared_ptr<torch::autograd::Node>& root) {
   std::map<std::string, int64_t> out;
   if (!root) return out;
@@ -56,7 +56,7 @@ Tensor leaf(const Flags& f) { return torch::ones({f.numel}, torch::requires_grad
 
 float first_grad(const Tensor& x) { return x.grad().view({-1})[0].item<float>(); }
 
-// The anchor's fresh-graph loop (as sg_bench's).
+// The fresh-graph loop (bench/README.md) (as sg_bench's).
 void fresh_graph_loop(const Flags& f, Report& r, Tensor& x, const std::function<Tensor()>& forward) {
   const int64_t per = nominal_nodes(f);
   {

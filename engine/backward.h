@@ -4,7 +4,7 @@
 //   backward({y1, y2}, {g1, g2});                      // several roots, explicit seeds
 //   TensorList dx = grad({loss}, {x}, {}, /*retain_graph=*/false, /*create_graph=*/true);
 //
-// Note [Backward stream semantics] (DESIGN.md §5; tests are tagged [S1]..[S9]):
+// Note [Backward stream semantics] (ARCHITECTURE.md §5; tests are tagged [S1]..[S9]):
 //   S1 every op stamps its outputs with the current stream; a node's canonical stream is
 //      the stamp of its first non-cpu output.
 //   S2 a node's backward runs on its device's worker with that stream current; cpu nodes

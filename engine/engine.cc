@@ -46,7 +46,7 @@ struct Worker {
   std::shared_ptr<ReadyQueue> queue;
 };
 
-// One worker per non-cpu device (DESIGN.md §6), started on first use and kept for the
+// One worker per non-cpu device (ARCHITECTURE.md §6), started on first use and kept for the
 // life of the process.
 ReadyQueue& worker_queue(Device d) {
   static auto* workers =

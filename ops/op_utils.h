@@ -1,4 +1,4 @@
-// Helpers every operator uses: input checks with the errors DESIGN.md §8 asks for,
+// Helpers every operator uses: input checks with the errors ARCHITECTURE.md §8 asks for,
 // broadcasting, output allocation on the current stream, and wiring of backward nodes.
 // Internal to ops/.
 //

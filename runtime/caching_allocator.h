@@ -4,7 +4,7 @@
 // allocation is its own segment, kept in a flat hash map without the Block bookkeeping
 // (per-op allocations of tiny tensors dominate the forward pass of small-op graphs).
 //
-// Rules (DESIGN.md §4, S8):
+// Rules (ARCHITECTURE.md §4, S8):
 //   - Sizes are rounded up to multiples of 512 bytes (64 on cpu); each cache miss
 //     reserves one segment of exactly the rounded size from the backend. Requests of 0
 //     bytes return nullptr.

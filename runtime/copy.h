@@ -9,7 +9,7 @@
 //   device -> same device             enqueued on its current stream; never blocks.
 //   device A -> device B (same type)  runs on A's current stream after that stream waits
 //       for B's current stream (earlier users of the destination), and B's current stream
-//       waits for the copy; never blocks the host. See DESIGN.md S7.
+//       waits for the copy; never blocks the host. See ARCHITECTURE.md S7.
 //   different accelerator types       staged through host memory; blocks the host.
 // Thread-safety: as for launch(). Failure: DeviceError for absent devices; the copy is
 // not started.

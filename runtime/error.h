@@ -16,7 +16,7 @@
 //                        fields) with another message: how the engine reports a worker's
 //                        error on the caller's thread with context added, keeping its type.
 //
-// Messages name the operation, the values involved and what to do; see DESIGN.md §8.
+// Messages name the operation, the values involved and what to do; see ARCHITECTURE.md §8.
 // Thread-safety: all types are immutable values, safe to share.
 #ifndef STREAMGRAD_RUNTIME_ERROR_H_
 #define STREAMGRAD_RUNTIME_ERROR_H_

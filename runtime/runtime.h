@@ -1,6 +1,6 @@
 // The runtime layer in one include: devices, streams, events, guards, launches, copies,
 // the caching allocator, storage, the stream sanitizer, the trace recorder and the cpu
-// kernels' settings (threads, code level). See DESIGN.md §3–4.
+// kernels' settings (threads, code level). See ARCHITECTURE.md §3–4.
 #ifndef STREAMGRAD_RUNTIME_RUNTIME_H_
 #define STREAMGRAD_RUNTIME_RUNTIME_H_
 

@@ -1,5 +1,5 @@
 // The stream sanitizer: finds accesses to device memory that no event, wait or host
-// synchronisation orders (DESIGN.md §7).
+// synchronisation orders (ARCHITECTURE.md §7).
 //
 //   StreamSanitizer san(StreamSanitizer::Mode::kCollect);   // or kThrow
 //   ... run work ...

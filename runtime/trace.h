@@ -1,5 +1,5 @@
 // The trace recorder: a timeline of what every stream ran, as Chrome trace JSON
-// (DESIGN.md §7). Open the file in https://ui.perfetto.dev or chrome://tracing.
+// (ARCHITECTURE.md §7). Open the file in https://ui.perfetto.dev or chrome://tracing.
 //
 //   TraceRecorder trace;              // records from here ...
 //   ... run work, synchronize ...

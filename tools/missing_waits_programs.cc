@@ -18,6 +18,7 @@
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "tools/stream_race_scenarios.h"
+#include "nn/train_step.h"
 #include "tools/train_models.h"
 
 namespace streamgrad {
@@ -95,7 +96,7 @@ ProgramRun twobranch_steps() {
     nn::Batch b;
     b.data = clone(s.images[step]);  // written on the caller's stream, as a loaded batch
     b.target = clone(s.targets[step]);
-    losses.push_back(train_step(*s.model, opt, b));
+    losses.push_back(nn::train_step(*s.model, opt, b).loss);
   }
   ProgramRun r;
   for (const Tensor& l : losses) append(r.values, l);

@@ -1,6 +1,6 @@
 // The catalogue of tools/stream_race: small multi-stream programs on the sim devices (or
 // on GPUs: set_race_device_type), each with a known-correct result, some of which race on
-// purpose (DESIGN.md §5, S3–S9).
+// purpose (ARCHITECTURE.md §5, S3–S9).
 //
 //   for (const RaceScenario& s : race_scenarios()) {
 //     const bool unsafe = s.unsafe(engine_options());  // does it race under these switches?

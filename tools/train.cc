@@ -6,11 +6,13 @@
 //   launch --nproc=2 -- train --distributed --device=cpu   DistributedDataParallel over gloo
 //   train --amp=bf16 --device=cpu            mixed precision (autocast; fp16 adds loss scaling)
 //
-// Per epoch: a progress line (a redrawn bar on a terminal), then train loss, test loss,
-// test accuracy, examples/s and peak device memory of the training steps; with --amp=fp16 also the loss scale
-// and how many steps were skipped for Inf/NaN gradients. The opening lines state the
-// mixed-precision policy in use. The loss is summed on the device and
-// read at progress updates only, so the host runs ahead of the device as it would on a GPU.
+// A run is setup (tools/train_setup.h: devices, data, model, optimiser from the flags),
+// then one epoch after another, then the closing report. Per epoch: a progress line (a
+// redrawn bar on a terminal), then train loss, test loss, test accuracy, examples/s and
+// peak device memory of the training steps; with --amp=fp16 also the loss scale and how
+// many steps the scaler skipped for Inf/NaN gradients. The opening lines state the
+// mixed-precision policy in use. The loss is summed on the device and read at progress
+// updates only, so the host runs ahead of the device as it would on a GPU.
 // Under --distributed (a process of tools/launch) each process trains on its
 // DistributedSampler shard, --batch-size examples per process per step, and every process
 // evaluates the whole test set; only rank 0 prints, writes files and the --json line.
@@ -19,37 +21,24 @@
 // --dist-timeout.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <memory>
 #include <fstream>
-#include <iostream>
+#include <memory>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "distributed/ddp.h"
-#include "distributed/process_group.h"
-#include "distributed/sampler.h"
-#include "engine/autocast.h"
-#include "engine/factories.h"
-#include "engine/grad_mode.h"
 #include "nlohmann/json.hpp"
-#include "nn/checkpoint.h"
-#include "nn/data/loader.h"
-#include "nn/grad_scaler.h"
-#include "nn/optim.h"
-#include "nn/parallel/data_parallel.h"
+#include "nn/train_step.h"
+#include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
-#include "ops/ops.h"
 #include "tools/cli_flags.h"
 #include "tools/train_checkpoint.h"
-#include "tools/train_models.h"
 #include "tools/train_report.h"
+#include "tools/train_setup.h"
 
 ABSL_FLAG(std::string, model, "cnn", "mlp, cnn or twobranch");
 ABSL_FLAG(std::string, device, "auto", "auto (cuda if usable, else sim:0), cpu, sim:N or cuda:N");
@@ -96,315 +85,187 @@ ABSL_FLAG(double, amp_init_scale, 65536, "--amp=fp16: the loss scale to start fr
 namespace streamgrad {
 namespace {
 
-// A Dataset view of the first `n` examples.
-class Prefix : public nn::Dataset {
- public:
-  Prefix(std::shared_ptr<const nn::Dataset> base, int64_t n) : base_(std::move(base)), n_(n) {}
-  int64_t size() const override { return n_; }
-  Shape example_shape() const override { return base_->example_shape(); }
-  void get(int64_t i, float* d, int64_t* t) const override { base_->get(i, d, t); }
-
- private:
-  std::shared_ptr<const nn::Dataset> base_;
-  int64_t n_;
-};
-
-// --device=auto is the first GPU where one is usable, else sim:0. A device that does not
-// exist is an error that says why (no driver, no GPU, a build without CUDA) and what to
-// pass instead.
-Device pick_device(const std::string& flag) {
-  if (flag == "auto") {
-    return device_count(DeviceType::kCuda) > 0 ? Device(DeviceType::kCuda, 0) : Device("sim:0");
-  }
-  try {
-    return resolve_device(Device(flag), "--device");
-  } catch (const DeviceError& e) {
-    throw DeviceError(absl::StrCat(e.what(), ". Train on --device=cpu or --device=sim:0 ",
-                                   "instead; tools/devices lists this machine's devices"));
-  }
+TrainOptions options_from_flags() {
+  TrainOptions o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.data_parallel = absl::GetFlag(FLAGS_data_parallel);
+  o.distributed = absl::GetFlag(FLAGS_distributed);
+  o.dist_timeout = absl::GetFlag(FLAGS_dist_timeout);
+  o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  o.lr = absl::GetFlag(FLAGS_lr);
+  o.optimizer = absl::GetFlag(FLAGS_optimizer);
+  o.schedule = absl::GetFlag(FLAGS_schedule);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.data = absl::GetFlag(FLAGS_data);
+  o.limit = absl::GetFlag(FLAGS_limit);
+  o.test_limit = absl::GetFlag(FLAGS_test_limit);
+  o.streams = absl::GetFlag(FLAGS_streams);
+  o.workers = absl::GetFlag(FLAGS_workers);
+  o.prefetch = absl::GetFlag(FLAGS_prefetch);
+  o.save = absl::GetFlag(FLAGS_save);
+  o.resume = absl::GetFlag(FLAGS_resume);
+  o.eval_only = absl::GetFlag(FLAGS_eval_only);
+  o.trace = absl::GetFlag(FLAGS_trace);
+  o.metrics = absl::GetFlag(FLAGS_metrics);
+  o.plot = absl::GetFlag(FLAGS_plot);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.amp = absl::GetFlag(FLAGS_amp);
+  o.amp_init_scale = absl::GetFlag(FLAGS_amp_init_scale);
+  return o;
 }
 
-std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& name, const std::vector<Tensor>& params,
-                                              double lr) {
-  if (name == "sgd") {
-    return std::make_unique<nn::SGD>(params, nn::SGDOptions(lr > 0 ? lr : 0.05).momentum(0.9));
-  }
-  if (name == "adam") return std::make_unique<nn::Adam>(params, nn::AdamOptions(lr > 0 ? lr : 1e-3));
-  if (name == "adamw") {
-    return std::make_unique<nn::AdamW>(params, nn::AdamOptions(lr > 0 ? lr : 1e-3).weight_decay(0.01));
-  }
-  throw UsageError{absl::StrCat("unknown --optimizer=", name, "; expected sgd, adam or adamw")};
-}
-
-struct Evaluation {
-  double loss = 0, accuracy = 0;
-};
-
-Evaluation evaluate(nn::Module& model, nn::DataLoader& loader, const AmpConfig& amp) {
-  NoGradGuard no_grad;
-  AutocastGuard autocast(amp.device_type, amp.dtype, amp.enabled);
-  model.eval();
-  loader.start_epoch(0);
-  int64_t correct = 0, seen = 0;
-  Tensor loss_sum;
-  CrossEntropyOptions sum_loss;
-  sum_loss.reduction = Reduction::kSum;
-  for (nn::Batch b; loader.next(&b);) {
-    const Tensor logits = model.forward(b.data);
-    const Tensor l = cross_entropy(logits, b.target, sum_loss);
-    loss_sum = loss_sum.defined() ? add(loss_sum, l) : l;
-    const std::vector<int64_t> predicted = argmax(logits, 1).to_vector<int64_t>();
-    const std::vector<int64_t> truth = b.target.to_vector<int64_t>();
-    for (size_t i = 0; i < truth.size(); ++i) correct += predicted[i] == truth[i];
-    seen += static_cast<int64_t>(truth.size());
-  }
-  model.train();
-  return {loss_sum.item<float>() / seen, static_cast<double>(correct) / seen};
-}
-
-// The closing line of --json; examples_per_s counts every process's examples.
-void print_result(double accuracy, int64_t epochs, double examples_per_s, Device device,
-                  const std::string& model, int world_size, const std::string& amp) {
-  nlohmann::ordered_json j;
-  j["test_accuracy"] = accuracy;
-  j["epochs"] = epochs;
-  j["examples_per_s"] = examples_per_s;
-  j["device"] = device.str();
-  j["model"] = model;
-  j["world_size"] = world_size;
-  j["amp"] = amp;
-  print_json_line(j);
-}
-
-// --distributed: the process group from tools/launch's variables, or null without it.
-std::shared_ptr<distributed::ProcessGroup> process_group() {
-  if (!absl::GetFlag(FLAGS_distributed)) return nullptr;
-  if (!absl::GetFlag(FLAGS_data_parallel).empty()) {
-    throw UsageError{"--distributed and --data-parallel exclude each other: DDP runs one "
-                     "process per device"};
-  }
-  const auto timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(absl::GetFlag(FLAGS_dist_timeout) * 1000));
-  return distributed::init_process_group_from_env("gloo", timeout);
-}
-
-// --data-parallel's devices (empty without it), each checked to exist.
-std::vector<Device> data_parallel_devices() {
-  std::vector<Device> out;
-  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_data_parallel), ',',
-                                               absl::SkipEmpty())) {
-    try {
-      out.push_back(resolve_device(Device(std::string(name)), "--data-parallel"));
-    } catch (const Error& e) {
-      throw UsageError{e.what()};
-    }
-  }
-  if (!absl::GetFlag(FLAGS_data_parallel).empty() && out.size() < 2) {
-    throw UsageError{absl::StrCat("--data-parallel=", absl::GetFlag(FLAGS_data_parallel),
-                                  ": name at least two devices (sim:0,sim:1)")};
-  }
-  return out;
-}
-
-int train() {
-  const std::vector<Device> parallel_devices = data_parallel_devices();
-  const std::shared_ptr<distributed::ProcessGroup> group = process_group();
-  const int rank = group != nullptr ? group->rank() : 0;
-  const int world = group != nullptr ? group->size() : 1;
-  Device device = parallel_devices.empty() ? pick_device(absl::GetFlag(FLAGS_device))
-                                           : parallel_devices.front();
-  if (group != nullptr && device.type() == DeviceType::kCuda) {
-    const char* local = std::getenv("LOCAL_RANK");  // one GPU per process of a host
-    device = pick_device(absl::StrCat("cuda:", local != nullptr ? local : "0"));
-  }
-  // Only rank 0 reports; the others write their progress nowhere.
-  std::unique_ptr<FILE, int (*)(FILE*)> sink(rank == 0 ? nullptr : std::fopen("/dev/null", "w"),
-                                             &std::fclose);
-  FILE* out = sink != nullptr ? sink.get() : stderr;
-  const std::string data_dir = user_path(absl::GetFlag(FLAGS_data));
-  auto train_set = nn::load_fashion_mnist(data_dir, /*train=*/true);
-  auto test_set = nn::load_fashion_mnist(data_dir, /*train=*/false);
-  if (!train_set.ok()) throw UsageError{std::string(train_set.status().message())};
-  if (!test_set.ok()) throw UsageError{std::string(test_set.status().message())};
-  std::shared_ptr<const nn::Dataset> train_data = *train_set;
-  std::shared_ptr<const nn::Dataset> test_data = *test_set;
-  const int64_t limit = absl::GetFlag(FLAGS_limit), test_limit = absl::GetFlag(FLAGS_test_limit);
-  if (limit > 0 && limit < train_data->size()) train_data = std::make_shared<Prefix>(train_data, limit);
-  if (test_limit > 0 && test_limit < test_data->size()) {
-    test_data = std::make_shared<Prefix>(test_data, test_limit);
-  }
-
-  const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  manual_seed(seed);
-  const std::string model_name = absl::GetFlag(FLAGS_model);
-  const RunIdentity run{model_name, absl::GetFlag(FLAGS_optimizer), absl::GetFlag(FLAGS_schedule)};
-  std::shared_ptr<nn::Module> model = make_model(model_name);
-  model->to(device);
-  AmpConfig amp = amp_config(absl::GetFlag(FLAGS_amp), device);  // exit 2 when refused
-  std::unique_ptr<nn::GradScaler> scaler;
-  if (amp.enabled && amp.dtype == DType::kFloat16) {
-    scaler = std::make_unique<nn::GradScaler>(
-        nn::GradScalerOptions().init_scale(absl::GetFlag(FLAGS_amp_init_scale)));
-    amp.scaler = scaler.get();
-  }
-  if (auto* two = dynamic_cast<TwoBranch*>(model.get())) {
-    two->use_streams(device, absl::GetFlag(FLAGS_streams) == 2);
-  }
-  // What forward runs: the model, or DataParallel over it. Checkpoints hold the model.
-  std::shared_ptr<nn::Module> runner = model;
-  if (!parallel_devices.empty()) {
-    runner = std::make_shared<nn::parallel::DataParallel>(model, parallel_devices);
-  }
-  if (group != nullptr) {
-    const auto options = distributed::DistributedDataParallelOptions().bucket_cap_mb(
-        absl::GetFlag(FLAGS_bucket_cap_mb));
-    runner = std::make_shared<distributed::DistributedDataParallel>(model, group, options);
-  }
-  std::unique_ptr<nn::Optimizer> opt =
-      make_optimizer(absl::GetFlag(FLAGS_optimizer), model->parameters(), absl::GetFlag(FLAGS_lr));
-  std::unique_ptr<nn::LRScheduler> schedule;
-  const std::string schedule_name = absl::GetFlag(FLAGS_schedule);
-  if (schedule_name == "cosine") {
-    schedule = std::make_unique<nn::CosineAnnealingLR>(*opt, absl::GetFlag(FLAGS_epochs));
-  } else if (schedule_name == "step") {
-    schedule = std::make_unique<nn::StepLR>(*opt, 2, 0.5);
-  } else if (schedule_name != "none") {
-    throw UsageError{absl::StrCat("unknown --schedule=", schedule_name,
-                                  "; expected cosine, step or none")};
-  }
-  int64_t done = 0;  // epochs completed before this run
-  if (!absl::GetFlag(FLAGS_resume).empty()) {
-    const bool eval_only = absl::GetFlag(FLAGS_eval_only);
-    done = resume(user_path(absl::GetFlag(FLAGS_resume)), run, *model,
-                  eval_only ? nullptr : opt.get(), scaler.get());
-    // The schedule continues where it was: lr as after `done` epochs.
-    for (int64_t e = 0; schedule != nullptr && e < done; ++e) schedule->step();
-  }
-  const nn::DataLoaderOptions common = nn::DataLoaderOptions()
-                                           .device(device)
-                                           .seed(seed)
-                                           .workers(static_cast<int>(absl::GetFlag(FLAGS_workers)))
-                                           .prefetch(static_cast<int>(absl::GetFlag(FLAGS_prefetch)));
-  nn::DataLoaderOptions train_options =
-      nn::DataLoaderOptions(common).batch_size(absl::GetFlag(FLAGS_batch_size));
-  if (group != nullptr) {
-    train_options.sampler(std::make_shared<distributed::DistributedSampler>(
-        train_data->size(), world, rank, distributed::DistributedSamplerOptions().seed(seed)));
-  }
-  nn::DataLoader train_loader(train_data, train_options);
-  nn::DataLoader test_loader(test_data, nn::DataLoaderOptions(common).batch_size(1000).shuffle(false));
-
-  const int64_t epochs = absl::GetFlag(FLAGS_epochs);
-  if (absl::GetFlag(FLAGS_eval_only)) {
-    const Evaluation ev = evaluate(*runner, test_loader, amp);
-    if (rank != 0) return 0;
-    std::fprintf(out, "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
-                 model_name.c_str(), device.str().c_str(), static_cast<long long>(done), ev.loss,
-                 100 * ev.accuracy);
-    if (absl::GetFlag(FLAGS_json)) print_result(ev.accuracy, done, 0, device, model_name, world, absl::GetFlag(FLAGS_amp));
-    return 0;
-  }
-  const bool terminal = isatty(STDERR_FILENO) == 1 && group == nullptr;
-  std::string where = device.str();
-  if (!parallel_devices.empty()) {
-    where = absl::StrCat(absl::StrJoin(parallel_devices, "+", [](std::string* out, const Device& d) {
-                           out->append(d.str());
-                         }),
-                         " (DataParallel)");
-  }
-  if (group != nullptr) where = absl::StrCat(device.str(), " x ", world, " processes (DDP, gloo)");
-  std::fprintf(out, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
-               model_name.c_str(), where.c_str(), static_cast<long long>(train_data->size()),
-               static_cast<long long>(epochs), absl::GetFlag(FLAGS_optimizer).c_str());
-  std::fprintf(out, "train: %s\n", amp_policy(amp).c_str());
+// What a run reports beyond its text lines (rank 0 only): the trace of the first steps,
+// per-epoch JSON lines, and the records the plot and the closing line are made from.
+struct Reports {
   std::unique_ptr<TraceRecorder> trace;
-  if (!absl::GetFlag(FLAGS_trace).empty() && rank == 0) trace = std::make_unique<TraceRecorder>();
   std::ofstream metrics;
-  if (!absl::GetFlag(FLAGS_metrics).empty() && rank == 0) {
-    metrics.open(user_path(absl::GetFlag(FLAGS_metrics)), std::ios::app);
-    if (!metrics) throw UsageError{absl::StrCat("cannot write --metrics=", absl::GetFlag(FLAGS_metrics))};
-  }
-
   std::vector<EpochRecord> records;
   std::vector<double> step_losses;  // the mean loss of each progress interval
   double train_seconds = 0;
   int64_t train_examples = 0;
+};
+
+// One epoch: its training steps, then the evaluation on the test set.
+struct EpochOutcome {
+  EpochRecord record;
+  int64_t steps = 0, skipped = 0;
+};
+
+EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool terminal,
+                       Reports& reports) {
   constexpr int64_t kReadEvery = 50;  // steps between host reads of the running loss
-  for (int64_t epoch = done + 1; epoch <= epochs; ++epoch) {
-    const auto start = std::chrono::steady_clock::now();
-    reset_peak_stats(device);
-    train_loader.start_epoch(epoch);
-    Progress bar(out, terminal, train_loader.batches_per_epoch(), static_cast<int>(epoch),
-                 static_cast<int>(epochs), /*plain_every=*/200);
-    Tensor interval_sum;
-    double epoch_loss = 0, running = 0;
-    int64_t step = 0, examples = 0, interval = 0, skipped = 0;
-    for (nn::Batch b; train_loader.next(&b);) {
-      const double scale_before = scaler != nullptr ? scaler->get_scale() : 0;
-      const Tensor l = train_step(*runner, *opt, b, amp);
-      // The scale backs off exactly when the step found Inf/NaN gradients and was skipped.
-      if (scaler != nullptr && scaler->get_scale() < scale_before) ++skipped;
-      interval_sum = interval_sum.defined() ? add(interval_sum, l) : l;
-      ++step;
-      ++interval;
-      examples += b.target.size(0);
-      if (trace != nullptr && epoch == done + 1 && step == 20) trace->stop();
-      if (interval == kReadEvery || step == train_loader.batches_per_epoch()) {
-        running = interval_sum.item<float>() / interval;  // one host read per interval
-        step_losses.push_back(running);
-        epoch_loss += running * interval;
-        interval_sum = Tensor();
-        interval = 0;
-      }
-      bar.update(step, examples, running);
+  const auto start = std::chrono::steady_clock::now();
+  reset_peak_stats(run.device);
+  nn::DataLoader& loader = *run.train_loader;
+  loader.start_epoch(epoch);
+  Progress bar(run.out, terminal, loader.batches_per_epoch(), static_cast<int>(epoch),
+               static_cast<int>(epochs), /*plain_every=*/200);
+  EpochOutcome e;
+  Tensor interval_sum;
+  double epoch_loss = 0, running = 0;
+  int64_t examples = 0, interval = 0;
+  for (nn::Batch b; loader.next(&b);) {
+    const nn::StepResult step = nn::train_step(*run.runner, *run.optimizer, b, run.amp);
+    e.skipped += step.skipped ? 1 : 0;
+    interval_sum = interval_sum.defined() ? add(interval_sum, step.loss) : step.loss;
+    ++e.steps;
+    ++interval;
+    examples += b.target.size(0);
+    if (reports.trace != nullptr && epoch == run.done + 1 && e.steps == 20) reports.trace->stop();
+    if (interval == kReadEvery || e.steps == loader.batches_per_epoch()) {
+      running = interval_sum.item<float>() / interval;  // one host read per interval
+      reports.step_losses.push_back(running);
+      epoch_loss += running * interval;
+      interval_sum = Tensor();
+      interval = 0;
     }
-    bar.finish();
-    if (schedule != nullptr) schedule->step();
-    if (parallel_devices.empty()) synchronize(device);
-    for (const Device& d : parallel_devices) synchronize(d);
-    const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    train_seconds += train_s;
-    train_examples += examples;
-    // The training steps' peak, before evaluation's larger batches allocate theirs.
-    const int64_t train_peak = memory_stats(device).allocated_bytes.peak;
-    const Evaluation ev = evaluate(*runner, test_loader, amp);
-    EpochRecord r;
-    r.epoch = static_cast<int>(epoch);
-    r.train_loss = epoch_loss / std::max<int64_t>(step, 1);
-    r.test_loss = ev.loss;
-    r.test_accuracy = ev.accuracy;
-    r.examples_per_s = static_cast<double>(examples) * world / train_s;  // all processes
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    r.peak_memory_bytes = train_peak;
-    records.push_back(r);
-    std::fprintf(out,
-                 "epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f "
-                 "examples/s, peak training memory %s, %.1f s\n",
-                 static_cast<long long>(epoch), r.train_loss, r.test_loss, 100 * r.test_accuracy,
-                 r.examples_per_s, format_bytes(r.peak_memory_bytes).c_str(), r.seconds);
-    if (scaler != nullptr) {
-      std::fprintf(out, "epoch %lld: loss scale %g, %lld of %lld steps skipped (Inf/NaN gradients)\n",
-                   static_cast<long long>(epoch), scaler->get_scale(),
-                   static_cast<long long>(skipped), static_cast<long long>(step));
-    }
-    if (metrics.is_open()) metrics << epoch_json(r) << "\n" << std::flush;
-    if (!absl::GetFlag(FLAGS_save).empty() && rank == 0) {
-      save(user_path(absl::GetFlag(FLAGS_save)), run, epoch, *model, opt.get(), scaler.get());
+    bar.update(e.steps, examples, running);
+  }
+  bar.finish();
+  if (run.schedule != nullptr) run.schedule->step();
+  if (run.parallel_devices.empty()) synchronize(run.device);
+  for (const Device& d : run.parallel_devices) synchronize(d);
+  const double train_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  reports.train_seconds += train_s;
+  reports.train_examples += examples;
+  // The training steps' peak, before evaluation's larger batches allocate theirs.
+  const int64_t train_peak = memory_stats(run.device).allocated_bytes.peak;
+  const Evaluation ev = evaluate(run);
+  EpochRecord& r = e.record;
+  r.epoch = static_cast<int>(epoch);
+  r.train_loss = epoch_loss / std::max<int64_t>(e.steps, 1);
+  r.test_loss = ev.loss;
+  r.test_accuracy = ev.accuracy;
+  r.examples_per_s = static_cast<double>(examples) * run.world / train_s;  // all processes
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.peak_memory_bytes = train_peak;
+  return e;
+}
+
+void report_epoch(const TrainRun& run, const EpochOutcome& e) {
+  const EpochRecord& r = e.record;
+  std::fprintf(run.out,
+               "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f "
+               "examples/s, peak training memory %s, %.1f s\n",
+               r.epoch, r.train_loss, r.test_loss, 100 * r.test_accuracy, r.examples_per_s,
+               format_bytes(r.peak_memory_bytes).c_str(), r.seconds);
+  if (run.scaler != nullptr) {
+    std::fprintf(run.out,
+                 "epoch %d: loss scale %g, %lld of %lld steps skipped (Inf/NaN gradients)\n",
+                 r.epoch, run.scaler->get_scale(), static_cast<long long>(e.skipped),
+                 static_cast<long long>(e.steps));
+  }
+}
+
+// The closing line of --json; examples_per_s counts every process's examples.
+void print_result(const TrainOptions& o, const TrainRun& run, double accuracy, int64_t epochs,
+                  double examples_per_s) {
+  nlohmann::ordered_json j;
+  j["test_accuracy"] = accuracy;
+  j["epochs"] = epochs;
+  j["examples_per_s"] = examples_per_s;
+  j["device"] = run.device.str();
+  j["model"] = o.model;
+  j["world_size"] = run.world;
+  j["amp"] = o.amp;
+  print_json_line(j);
+}
+
+int eval_only(const TrainOptions& o, TrainRun& run) {
+  const Evaluation ev = evaluate(run);
+  if (run.rank != 0) return 0;
+  std::fprintf(run.out,
+               "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
+               o.model.c_str(), run.device.str().c_str(), static_cast<long long>(run.done),
+               ev.loss, 100 * ev.accuracy);
+  if (o.json) print_result(o, run, ev.accuracy, run.done, 0);
+  return 0;
+}
+
+int train(const TrainOptions& o) {
+  TrainRun run = setup(o);
+  if (o.eval_only) return eval_only(o, run);
+  std::fprintf(run.out, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
+               o.model.c_str(), run.where.c_str(),
+               static_cast<long long>(run.train_data->size()), static_cast<long long>(o.epochs),
+               o.optimizer.c_str());
+  std::fprintf(run.out, "train: %s\n", nn::amp_policy(run.amp).c_str());
+  Reports reports;
+  const bool rank0 = run.rank == 0;
+  if (!o.trace.empty() && rank0) reports.trace = std::make_unique<TraceRecorder>();
+  if (!o.metrics.empty() && rank0) {
+    reports.metrics.open(user_path(o.metrics), std::ios::app);
+    if (!reports.metrics) throw UsageError{absl::StrCat("cannot write --metrics=", o.metrics)};
+  }
+  const bool terminal = isatty(STDERR_FILENO) == 1 && run.group == nullptr;
+  for (int64_t epoch = run.done + 1; epoch <= o.epochs; ++epoch) {
+    const EpochOutcome e = run_epoch(run, epoch, o.epochs, terminal, reports);
+    reports.records.push_back(e.record);
+    report_epoch(run, e);
+    if (reports.metrics.is_open()) reports.metrics << epoch_json(e.record) << "\n" << std::flush;
+    if (!o.save.empty() && rank0) {
+      save(user_path(o.save), run.identity, epoch, *run.model, run.optimizer.get(),
+           run.scaler.get());
     }
   }
-  if (trace != nullptr) trace->save(user_path(absl::GetFlag(FLAGS_trace)));
-  if (!absl::GetFlag(FLAGS_plot).empty() && rank == 0) {
-    const absl::Status s = write_plot_svg(user_path(absl::GetFlag(FLAGS_plot)), records, step_losses);
+  if (reports.trace != nullptr) reports.trace->save(user_path(o.trace));
+  if (!o.plot.empty() && rank0) {
+    const absl::Status s = write_plot_svg(user_path(o.plot), reports.records, reports.step_losses);
     if (!s.ok()) throw UsageError{std::string(s.message())};
   }
-  if (absl::GetFlag(FLAGS_json) && rank == 0) {
+  if (o.json && rank0) {
     // A resumed run that had nothing left to train reports the checkpoint's accuracy.
-    const double accuracy =
-        records.empty() ? evaluate(*runner, test_loader, amp).accuracy : records.back().test_accuracy;
-    print_result(accuracy, std::max(epochs, done),
-                 train_seconds > 0 ? static_cast<double>(train_examples) * world / train_seconds
-                                   : 0.0,
-                 device, model_name, world, absl::GetFlag(FLAGS_amp));
+    const double accuracy = reports.records.empty() ? evaluate(run).accuracy
+                                                    : reports.records.back().test_accuracy;
+    const double per_s =
+        reports.train_seconds > 0
+            ? static_cast<double>(reports.train_examples) * run.world / reports.train_seconds
+            : 0.0;
+    print_result(o, run, accuracy, std::max(o.epochs, run.done), per_s);
   }
   return 0;
 }
@@ -433,5 +294,7 @@ int main(int argc, char** argv) {
        {"bucket_cap_mb", 1e-6, 1e6},
        {"amp_init_scale", 1e-30, 3e38}},
       {}};
-  return streamgrad::run_tool(spec, argc, argv, [] { return streamgrad::train(); });
+  return streamgrad::run_tool(spec, argc, argv, [] {
+    return streamgrad::train(streamgrad::options_from_flags());
+  });
 }

@@ -1,11 +1,6 @@
 #include "tools/train_models.h"
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-
 #include "nn/init.h"
-
-#include "engine/autocast.h"
 #include "engine/grad_mode.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
@@ -105,56 +100,6 @@ std::shared_ptr<nn::Module> make_model(const std::string& name) {
   if (name == "cnn") return cnn();
   if (name == "twobranch") return std::make_shared<TwoBranch>();
   throw ValueError("unknown model '" + name + "'; expected mlp, cnn or twobranch");
-}
-
-Tensor amp_loss(nn::Module& model, const nn::Batch& batch, const AmpConfig& amp) {
-  AutocastGuard autocast(amp.device_type, amp.dtype, amp.enabled);
-  return cross_entropy(model.forward(batch.data), batch.target);
-}
-
-void backward_and_step(const Tensor& loss, nn::Optimizer& optimizer, const AmpConfig& amp) {
-  if (amp.scaler == nullptr) {
-    loss.backward();
-    optimizer.step();
-    return;
-  }
-  amp.scaler->scale(loss).backward();
-  amp.scaler->step(optimizer);
-  amp.scaler->update();
-}
-
-Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch,
-                  const AmpConfig& amp) {
-  optimizer.zero_grad();
-  const Tensor loss = amp_loss(model, batch, amp);
-  backward_and_step(loss, optimizer, amp);
-  return loss.detach();
-}
-
-AmpConfig amp_config(const std::string& flag, Device device) {
-  AmpConfig c;
-  c.device_type = device.type();
-  if (flag == "off") return c;
-  SG_CHECK(flag == "bf16" || flag == "fp16", ValueError, "unknown --amp=", flag,
-           "; expected off, bf16 or fp16");
-  SG_CHECK(flag == "bf16" || device.type() != DeviceType::kCpu, ValueError,
-           "--amp=fp16 runs on sim and cuda devices; on cpu use --amp=bf16");
-  c.enabled = true;
-  c.dtype = flag == "bf16" ? DType::kBFloat16 : DType::kFloat16;
-  return c;
-}
-
-std::string amp_policy(const AmpConfig& amp) {
-  if (!amp.enabled) return "amp off: everything in float32";
-  const char* low = dtype_name(amp.dtype);
-  return absl::StrCat(
-      "amp ", low, ": matmul, linear and conv2d in ", low,
-      "; softmax, log_softmax, losses, sums and exp/log/pow in float32; batch_norm and the "
-      "other ops in their inputs' dtype (batch_norm normalising in float32); parameters, "
-      "gradients and optimiser state in float32; ",
-      amp.scaler != nullptr
-          ? absl::StrFormat("dynamic loss scaling from %g", amp.scaler->get_scale())
-          : std::string("no loss scaling"));
 }
 
 }  // namespace streamgrad

@@ -8,23 +8,17 @@
 //              stream (each waits for the caller's stream first; the caller's stream waits
 //              for both before the join), so backward replays them there too (S2).
 //
-// train_step is the step tools/train runs, shared with the tests of these models. With an
-// AmpConfig it runs the forward and the loss under an AutocastGuard (engine/autocast.h)
-// and, given a GradScaler, scales the loss, skips steps whose gradients overflowed and
-// updates the scale (nn/grad_scaler.h).
+// The training step they are trained with is nn/train_step.h.
 //
 // Thread-safety and failure: as nn::Module. make_model throws ValueError for an unknown
-// name, amp_config for a bad --amp value.
+// name.
 #ifndef STREAMGRAD_TOOLS_TRAIN_MODELS_H_
 #define STREAMGRAD_TOOLS_TRAIN_MODELS_H_
 
 #include <memory>
 #include <string>
 
-#include "nn/data/loader.h"
-#include "nn/grad_scaler.h"
 #include "nn/layers.h"
-#include "nn/optim.h"
 
 namespace streamgrad {
 
@@ -48,30 +42,6 @@ class TwoBranch : public nn::Module {
 
 // "mlp", "cnn" or "twobranch", initialised from the current manual_seed.
 std::shared_ptr<nn::Module> make_model(const std::string& name);
-
-// One optimisation step on `batch` with the cross-entropy loss: zero_grad, forward,
-// backward, step. Returns the loss, detached and still on the device: reading it is the
-// caller's choice, so the host can run ahead of the device.
-// Mixed precision for train_step: off, or autocast on `device_type` in `dtype`, with loss
-// scaling when `scaler` is set (float16 needs it; bfloat16 has float32's range).
-struct AmpConfig {
-  bool enabled = false;
-  DeviceType device_type = DeviceType::kCpu;
-  DType dtype = DType::kBFloat16;
-  nn::GradScaler* scaler = nullptr;
-};
-Tensor train_step(nn::Module& model, nn::Optimizer& optimizer, const nn::Batch& batch,
-                  const AmpConfig& amp = {});
-// train_step's two halves (bench/amp_memory measures between them): the loss of the
-// forward under autocast, then backward and the optimiser step, through the scaler when
-// there is one.
-Tensor amp_loss(nn::Module& model, const nn::Batch& batch, const AmpConfig& amp);
-void backward_and_step(const Tensor& loss, nn::Optimizer& optimizer, const AmpConfig& amp);
-// tools/train's --amp: off, bf16 or fp16 for `device` (no scaler: the caller makes one
-// for fp16). ValueError for another value, and for fp16 on cpu.
-AmpConfig amp_config(const std::string& flag, Device device);
-// The dtype policy in words, for the training report.
-std::string amp_policy(const AmpConfig& amp);
 
 }  // namespace streamgrad
 

@@ -8,7 +8,7 @@
 //     for (nn::Batch b; loader.next(&b);) { ... b.data [64,1,28,28], b.target [64] ... }
 //   }
 //
-// Stream contract (see DESIGN.md §9): a worker writes batch k into pinned host memory and
+// Stream contract (see ARCHITECTURE.md §9): a worker writes batch k into pinned host memory and
 // copies it to the device with non_blocking on the loader's copy stream, then records an
 // event there. next() hands the batch to the caller's current stream on the device (the
 // compute stream): that stream waits on the event (device-side, the host does not wait
@@ -57,7 +57,7 @@ struct DataLoaderOptions {
   // decides the order, so `shuffle` and `seed` are then unused.
   SG_NN_OPTION(std::shared_ptr<const Sampler>, sampler);
   // For the race reproducer and its tests only: the compute stream does not wait for the
-  // copy, the missing wait DESIGN.md's sanitizer must catch. Never set it in training.
+  // copy, the missing wait the stream sanitizer must catch. Never set it in training.
   SG_NN_OPTION(bool, unsafe_skip_copy_wait) = false;
 };
 

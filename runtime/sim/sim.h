@@ -1,7 +1,7 @@
 // Controls of the simulated accelerator ("sim" devices): which scheduler executes the
 // streams' work, and manual stepping for the deterministic one.
 //
-// Schedulers (DESIGN.md §3):
+// Schedulers (ARCHITECTURE.md §3):
 //   kThreaded       a bounded pool of worker threads serves every stream (each stream in
 //                   order, different streams concurrently); optional seeded random delay
 //                   before each launch (jitter_us) widens race windows.

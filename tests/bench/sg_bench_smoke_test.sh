@@ -2,7 +2,7 @@
 # bench/sg_bench (streamgrad's side of bench/run.sh) runs every case of its --list, one
 # repetition each, and every JSON line parses, names its case, reports each metric, and
 # carries the right check value, computed here independently of bench/bench_common.h:
-# chain and retain 1.0001^k in float32 terms, fanin k * 1.0001, the anchor's DAG value
+# chain and retain 1.0001^k in float32 terms, fanin k * 1.0001, the DAG's exact value
 # 2.83815e+12, the forked graph's gradient and its event and wait counts. No timing is
 # asserted. libtorch is not needed.
 set -euo pipefail
@@ -60,7 +60,7 @@ for j in lines:
         want = int(flags["k"]) * 1.0001
         ok = abs(check - want) <= 2e-5 * want
     elif case == "dag":
-        want = 2.83815e12  # shared/reference/libtorch-cpu-anchor.md, n=5000 seed=42
+        want = 2.83815e12  # bench/README.md, n=5000 seed=42
         ok = abs(check - want) <= 2e-6 * want
     elif case in ("mlp", "mlp_hand", "cnn"):
         want = "about ln 10"  # cross-entropy of 10 classes before training

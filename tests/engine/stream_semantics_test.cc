@@ -1,4 +1,4 @@
-// One test per rule of the backward stream contract (DESIGN.md §5), tagged [S1]..[S9].
+// One test per rule of the backward stream contract (ARCHITECTURE.md §5), tagged [S1]..[S9].
 // Ordering rules are proven under the deterministic adversarial scheduler (a missing wait
 // gives a wrong value for a fixed seed, so these never flake) and repeated under the
 // threaded scheduler with jitter.

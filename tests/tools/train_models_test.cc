@@ -15,6 +15,7 @@
 #include "engine/factories.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
+#include "nn/train_step.h"
 #include "tools/train_models.h"
 
 namespace streamgrad {
@@ -41,7 +42,7 @@ Run train(const std::string& model_name, Device d, int steps, bool two_streams =
   std::vector<Tensor> losses;
   loader.start_epoch(0);
   for (nn::Batch b; static_cast<int>(losses.size()) < steps && loader.next(&b);) {
-    losses.push_back(train_step(*model, opt, b));
+    losses.push_back(nn::train_step(*model, opt, b).loss);
   }
   Run r;
   for (const Tensor& l : losses) r.losses.push_back(l.item<float>());

@@ -1,4 +1,4 @@
-// The data loader's stream contract (loader.h, DESIGN.md §9), shown on sim:0:
+// The data loader's stream contract (loader.h, ARCHITECTURE.md §9), shown on sim:0:
 //  - overlap, read from a trace: the copy of batch k+1 runs on the copy stream while the
 //    compute stream is still busy with batch k (the threaded scheduler, so streams really
 //    run at once), and each batch's compute starts only after its copy ended, behind a

@@ -1,4 +1,4 @@
-# Offline stand-in for rules_cc: forwards to Bazel's native rules (BUILDING.md §1).
+# Offline stand-in for rules_cc: forwards to Bazel's native rules (ARCHITECTURE.md §10).
 def cc_binary(**kw):
     native.cc_binary(**kw)
 
