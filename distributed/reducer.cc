@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/accumulate_grad.h"
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
@@ -86,9 +85,7 @@ std::unordered_set<const TensorImpl*> reached_leaves(const std::vector<Tensor>& 
     std::shared_ptr<Node> node = std::move(todo.back());
     todo.pop_back();
     if (!seen.insert(node.get()).second) continue;
-    if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) {
-      leaves.insert(acc->variable().impl());
-    }
+    if (const Tensor* leaf = node->accumulated_leaf()) leaves.insert(leaf->impl());
     for (const Edge& e : node->next_edges()) {
       if (e.valid()) todo.push_back(e.function);
     }

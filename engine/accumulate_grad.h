@@ -26,9 +26,10 @@ class AccumulateGrad final : public Node {
   bool apply_without_gradients() const override { return true; }
   TensorList apply(TensorList&& grads) override;
   const Tensor& variable() const { return variable_; }
+  const Tensor* accumulated_leaf() const override { return &variable_; }
   // The leaf's tensor hooks, in registration order, on gradient `g` (which they may
   // replace). apply() runs them; grad() runs them on the gradient it captures instead.
-  void run_tensor_hooks(Tensor& g) const;
+  void run_tensor_hooks(Tensor& g) const override;
 
  private:
   Tensor variable_;  // strong: the leaf's metadata holds this node only weakly

@@ -1,5 +1,28 @@
-// Execution of graph tasks: device workers, the ready-queue loop, and evaluation of one
-// node with the stream rules. See Note [Backward stream semantics] in backward.h.
+// The executor: device workers, the ready-queue loop and deep reentrant backward. One
+// node's evaluation (prepare, call, route) is engine/evaluate.cc; the stream rules are
+// Note [Backward stream semantics] in backward.h.
+//
+// Note [The backward algorithm]
+//   backward(roots, seeds):                                          (backward.cc)
+//     seeds on the caller's current streams (S3); GraphRoot feeds them to the roots
+//     count, for every node reachable from GraphRoot, the edges that point at it
+//     (pruned to the paths to inputs= / grad()'s inputs, which are captured there)
+//     execute_graph(task, GraphRoot); then every caller stream waits for the streams
+//     that hold a user-visible result (S6)
+//   execute_graph(task, root):                                       (this file)
+//     push root on its queue; the calling thread runs a loop on the task's queue (cpu
+//     nodes) while each non-cpu node goes to its device's worker, which loops forever
+//   loop(queue):
+//     take the deepest, then latest-created, ready task
+//     evaluate it (evaluate.cc):
+//       prepare: skip unneeded nodes; wait on the inputs' ready events (S4); make the
+//                node's stream current (S2)
+//       call:    pre hooks; capture what grad() asked for; apply() with the node held
+//       route:   check results; add each into its next node's input buffer, recording a
+//                ready event when the streams differ (S4); queue nodes with no
+//                dependency left
+//     on an error: keep the first, cancel nested tasks; the caller rethrows it
+//     when the task's last node is done: wake the caller
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -8,11 +31,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/accumulate_grad.h"
-#include "engine/autocast.h"
-#include "engine/grad_mode.h"
+#include "engine/evaluate.h"
 #include "engine/graph_task.h"
-#include "engine/output_checks.h"
 #include "runtime/error.h"
 #include "runtime/guard.h"
 #include "runtime/launch.h"
@@ -64,37 +84,10 @@ ReadyQueue& worker_queue(Device d) {
   return *w.queue;
 }
 
-ReadyQueue& queue_for(GraphTask& gt, const Node& node) {
-  if (node.stream().has_value()) return worker_queue(node.stream()->device());
-  return *gt.owner_queue;
-}
-
 // The reentrant chain this thread serves: itself, or, on a thread that took over deep
 // nesting, the chain of the thread it took over from (see Note [Deep reentrant backward]).
 thread_local char t_chain_id;
 thread_local const void* t_chain = &t_chain_id;
-
-// Marks a node as running on this chain. A nested backward on the same chain that reaches
-// the node again would wait for the node's own lock forever: it is an error instead.
-class HeldNode {
- public:
-  explicit HeldNode(Node& fn) : fn_(fn) {
-    SG_CHECK(fn.running_on().load() != t_chain, Error, fn.name(),
-             ": a backward started inside this node's backward (or one of its hooks) reached "
-             "the node again; a graph cannot be differentiated through a node while that "
-             "node's backward is running. Differentiate a separate graph (detach() the "
-             "tensors you start from) instead");
-    lock_ = std::unique_lock<std::mutex>(fn.mutex());  // never concurrently with itself
-    fn.running_on().store(t_chain);
-  }
-  ~HeldNode() { fn_.running_on().store(nullptr); }
-  HeldNode(const HeldNode&) = delete;
-  HeldNode& operator=(const HeldNode&) = delete;
-
- private:
-  Node& fn_;
-  std::unique_lock<std::mutex> lock_;
-};
 
 // Collects warnings raised while a device worker runs a node of `gt`, for its caller.
 class TaskWarnings final : public WarningSink {
@@ -108,109 +101,6 @@ class TaskWarnings final : public WarningSink {
  private:
   GraphTask& gt_;
 };
-
-// A captured gradient (grad(), or backward(inputs=) of a non-leaf) leaves the engine here,
-// after the hooks the tensor would see: its grad_fn's pre hooks, or a leaf's own hooks.
-void capture(GraphTask& gt, Node& fn, const GraphTask::ExecInfo& info, TensorList& grads,
-             const std::vector<std::optional<Stream>>& written) {
-  if (auto* leaf = dynamic_cast<AccumulateGrad*>(&fn)) leaf->run_tensor_hooks(grads[0]);
-  std::lock_guard<std::mutex> lk(gt.mu);
-  for (const auto& [slot, index] : info.captures) {
-    gt.captured[index] = grads[slot];
-    if (!grads[slot].defined()) continue;
-    // S6: the caller's streams wait for the streams that wrote the captured gradient.
-    if (written[slot]) gt.result_streams.insert(*written[slot]);
-    if (fn.stream()) gt.result_streams.insert(*fn.stream());
-  }
-}
-
-void evaluate_function(GraphTask& gt, const std::shared_ptr<Node>& fn, InputBuffer&& inputs) {
-  const GraphTask::ExecInfo* info = nullptr;
-  if (!gt.exec_info.empty()) {
-    auto it = gt.exec_info.find(fn.get());
-    if (it == gt.exec_info.end()) return;
-    info = &it->second;
-    if (!info->needed && info->captures.empty()) return;
-  }
-  const std::optional<Stream>& stream = fn->stream();
-  inputs.wait_ready(stream);  // S4: right before the consumer runs
-  std::optional<StreamGuard> on_stream;
-  if (stream) on_stream.emplace(*stream);  // S2
-  GradModeGuard grad_mode(gt.create_graph);
-  // Backward never autocasts: nodes compute in the dtypes their forward chose, also when
-  // backward() is called inside an AutocastGuard on a thread that runs nodes itself.
-  autocast_internal::Suspend no_autocast;
-  if (dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr && stream && inputs.size() == 1) {
-    const std::optional<Stream>& producer = inputs.value_stream(0);
-    if (producer && *producer != *stream && producer->device() == stream->device()) {
-      SG_WARN("the gradient of leaf ", static_cast<AccumulateGrad&>(*fn).variable().describe(),
-              " was produced on ", producer->str(), " but accumulates into .grad on ",
-              stream->str(), ", the stream of its first use in this graph (S5): every backward "
-              "pays a cross-stream wait for it. Use the leaf first on the stream that "
-              "produces its gradient");
-    }
-  }
-  std::vector<std::optional<Stream>> written;
-  for (size_t i = 0; info != nullptr && i < inputs.size(); ++i) {
-    written.push_back(inputs.value_stream(i));
-  }
-  TensorList grads = inputs.take();
-  TensorList outputs;
-  {
-    // Observers (sanitizer, trace) name the node each kernel ran for; free without them.
-    std::optional<LaunchScope> scope;
-    if (detail::have_observers()) scope.emplace(fn->name());
-    // Tensor hooks run before the node is held: only apply() is serialised, so a hook may
-    // itself differentiate through this node (as in the reference framework).
-    if (fn->has_pre_hooks()) fn->run_pre_hooks(grads);
-    if (info != nullptr && !info->captures.empty()) {
-      capture(gt, *fn, *info, grads, written);
-      // Capturing does not cut the graph: a node on the way to another requested input
-      // still runs (with the gradient its hooks made, hooks not run twice).
-      if (!info->needed) return;
-    }
-    HeldNode held(*fn);
-    const bool none = !grads.empty() && std::none_of(grads.begin(), grads.end(),
-                                                     [](const Tensor& g) { return g.defined(); });
-    if (none && !fn->apply_without_gradients()) {
-      outputs.resize(fn->num_outputs());  // no gradient in, none out
-    } else {
-      outputs = fn->apply(std::move(grads));
-    }
-  }
-  const bool visible = fn->has_pre_hooks() || dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr;
-  if (visible && stream) {  // S5/S6: .grad and hook side effects live on this stream
-    std::lock_guard<std::mutex> lk(gt.mu);
-    gt.result_streams.insert(*stream);
-  }
-  if (outputs.empty() && fn->num_outputs() == 0) {
-    if (!gt.keep_graph) fn->release_variables();
-    return;
-  }
-  MovedTo moved_to;
-  validate_outputs(*fn, outputs, &moved_to);
-  if (anomaly_mode_enabled()) check_anomaly(*fn, outputs);
-  if (!gt.keep_graph) fn->release_variables();
-
-  std::lock_guard<std::mutex> lk(gt.mu);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Edge& e = fn->next_edge(i);
-    if (!e.valid()) continue;
-    Node* next = e.function.get();
-    auto dep = gt.dependencies.find(next);
-    SG_INTERNAL_CHECK(dep != gt.dependencies.end(), "dependency of ", next->name(), " missing");
-    const bool ready = --dep->second == 0;
-    auto buf = gt.not_ready.try_emplace(next, next->num_inputs()).first;
-    buf->second.add(e.input_nr, std::move(outputs[i]),
-                    moved_to[i] ? moved_to[i] : fn->output_stream(i), next->stream());
-    if (ready) {
-      gt.outstanding.fetch_add(1);
-      queue_for(gt, *next).push(
-          NodeTask{gt.weak_from_this(), e.function, std::move(buf->second), gt.reentrant_depth});
-      gt.not_ready.erase(buf);
-    }
-  }
-}
 
 void finish_task(GraphTask& gt) {
   if (gt.outstanding.fetch_sub(1) == 1) {
@@ -255,6 +145,13 @@ void thread_loop(ReadyQueue& queue, const GraphTask* waiting_for) {
 }
 
 }  // namespace
+
+ReadyQueue& queue_for(GraphTask& gt, const Node& node) {
+  if (node.stream().has_value()) return worker_queue(node.stream()->device());
+  return *gt.owner_queue;
+}
+
+const void* current_chain() { return t_chain; }
 
 void GraphTask::set_error(std::string message, Error::Rethrower rethrower) {
   {

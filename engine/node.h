@@ -67,6 +67,14 @@ class Node : public std::enable_shared_from_this<Node> {
   // are skipped (their results are all undefined, as the reference framework's generated
   // backward functions give); custom functions are called (they may materialize zeros).
   virtual bool apply_without_gradients() const { return false; }
+  // The leaf whose .grad this node writes (AccumulateGrad), or null. The engine treats
+  // such a node's effects as user-visible (S5, S6) and runs the leaf's tensor hooks on a
+  // gradient grad() captures instead of accumulating it.
+  virtual const Tensor* accumulated_leaf() const { return nullptr; }
+  // The hooks of the tensor whose gradient arrives at this node's single input, on `g`
+  // (which they may replace); a no-op unless accumulated_leaf() is set (a non-leaf
+  // tensor's hooks are this node's pre hooks instead).
+  virtual void run_tensor_hooks(Tensor& g) const { (void)g; }
 
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   const Edge& next_edge(size_t i) const { return next_edges_[i]; }

@@ -336,7 +336,7 @@ TEST_CASE("S7: copies between devices are ops; backward copies the gradient back
 }
 
 TEST_CASE("S8: gradients used across streams are protected from early reuse", "[S8]") {
-  const uint64_t before = memory_stats("sim:0").num_deferred_frees;
+  const auto before = memory_stats("sim:0").num_deferred_frees;
   SimSchedulerScope scope(adversarial(2));
   CHECK(fork_join(0) == 5.0);
   CHECK(memory_stats("sim:0").num_deferred_frees > before);
