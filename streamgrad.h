@@ -18,7 +18,7 @@
 #include "engine/factories.h"
 #include "engine/function.h"
 #include "engine/grad_mode.h"
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "engine/pinned.h"
 #include "engine/tensor.h"
 #include "kernels/plan_cache.h"

@@ -1,4 +1,4 @@
-// tools/gradcheck: checks the gradients of every operator in the catalogue (ops/catalogue.h)
+// tools/gradcheck: checks the gradients of every operator in the catalogue (gradcheck/catalogue.h)
 // on every device, and prints a table (or JSON) of the results.
 //
 //   gradcheck                          every op on cpu, every sim and every cuda device
@@ -26,9 +26,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "nlohmann/json.hpp"
-#include "ops/catalogue.h"
+#include "gradcheck/catalogue.h"
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
 

@@ -9,7 +9,6 @@
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/function.h"
-#include "engine/gradcheck.h"
 #include "engine/grad_mode.h"
 #include "ops/ops.h"
 #include "kernels/kernels.h"
@@ -52,14 +51,6 @@ inline void hand_over(const Tensor& t, const Stream& to) {
 // float64 on `d`: gradcheck's inputs.
 inline TensorOptions f64(Device d = Device("cpu")) {
   return TensorOptions().dtype(DType::kFloat64).device(d);
-}
-
-// gradcheck options that report instead of throwing.
-inline GradcheckOptions quiet(bool fast = false) {
-  GradcheckOptions o;
-  o.raise_exception = false;
-  o.fast_mode = fast;
-  return o;
 }
 
 // The message of the exception of type E that `fn` throws, or a text saying that it threw

@@ -1,5 +1,6 @@
-// Helpers shared by the op tests: a central-difference gradient checker (first and
-// second order) and input factories.
+// Helpers shared by the op tests: gradient checks of first and second order (analytical
+// gradients against the library's central differences, gradcheck/gradcheck.h) and input
+// factories.
 //
 // Offers:
 //   test_device()        Catch2 GENERATE over cpu and sim:0.
@@ -33,6 +34,7 @@
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
+#include "gradcheck/gradcheck.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "tests/device_names.h"
@@ -80,38 +82,24 @@ namespace detail {
 
 inline Tensor weighted_sum(const Tensor& y, const Tensor& w) { return sum(mul(y, w)); }
 
-// Fresh leaves with the given values (requires_grad as asked).
-inline TensorList leaves(const TensorList& like, const std::vector<std::vector<double>>& vals,
-                         bool requires_grad) {
-  TensorList out;
-  for (size_t i = 0; i < like.size(); ++i) {
-    out.push_back(input(vals[i], like[i].sizes(), like[i].device(), requires_grad));
-  }
-  return out;
-}
-
 inline bool close(double got, double want, double atol, double rtol) {
   return std::abs(got - want) <= atol + rtol * std::abs(want);
 }
 
-// Central differences of scalar(x) for every element of every input.
+// The derivatives of the scalar function `scalar` with respect to every element of every
+// input, by the library's one central-difference checker (gradcheck/gradcheck.h), which
+// perturbs the inputs in place and evaluates without recording; `with_grad` turns
+// recording back on inside (a scalar made of first gradients, for second order).
 inline std::vector<std::vector<double>> numerical(
-    const std::function<double(const TensorList&)>& scalar, const TensorList& inputs,
-    bool requires_grad, double eps) {
-  std::vector<std::vector<double>> vals;
-  for (const Tensor& t : inputs) vals.push_back(values(t));
-  std::vector<std::vector<double>> out(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    for (size_t j = 0; j < vals[i].size(); ++j) {
-      const double x0 = vals[i][j];
-      vals[i][j] = x0 + eps;
-      const double plus = scalar(leaves(inputs, vals, requires_grad));
-      vals[i][j] = x0 - eps;
-      const double minus = scalar(leaves(inputs, vals, requires_grad));
-      vals[i][j] = x0;
-      out[i].push_back((plus - minus) / (2 * eps));
-    }
-  }
+    const std::function<Tensor(const TensorList&)>& scalar, const TensorList& inputs,
+    bool with_grad, double eps) {
+  const GradcheckFn fn = [&](const TensorList& x) {
+    GradModeGuard grad_mode(with_grad);
+    return TensorList{scalar(x).detach()};
+  };
+  const JacobianTable j = numerical_jacobian(fn, inputs, eps);
+  std::vector<std::vector<double>> out;
+  for (const Jacobian& d : j[0]) out.push_back(d.values);  // one row: the scalar's
   return out;
 }
 
@@ -146,10 +134,7 @@ inline void check_gradients(const Fn& f, const TensorList& inputs, double eps = 
   const Tensor w = weight_for(y, 1234);
   const TensorList analytical = grad({detail::weighted_sum(y, w)}, inputs, {}, false, false,
                                      /*allow_unused=*/true);
-  const auto scalar = [&](const TensorList& x) {
-    NoGradGuard no_grad;
-    return detail::weighted_sum(f(x), w).item<double>();
-  };
+  const auto scalar = [&](const TensorList& x) { return detail::weighted_sum(f(x), w); };
   detail::compare(analytical, detail::numerical(scalar, inputs, false, eps), inputs, "first order",
                   atol, rtol);
 }
@@ -180,7 +165,7 @@ inline void check_second_order(const Fn& f, const TensorList& inputs, double eps
   }
   const auto scalar = [&](const TensorList& x) {
     const Tensor p = gradient_projection(f, x, w, v);
-    return p.defined() ? p.item<double>() : 0.0;
+    return p.defined() ? p : zeros({}, f64(x[0].device()));
   };
   detail::compare(analytical, detail::numerical(scalar, inputs, true, eps), inputs, "second order",
                   atol, rtol);

@@ -5,7 +5,7 @@
 // or an in-place op on a view recorded wrongly, cannot come back unnoticed.
 #include <random>
 
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "engine/grad_mode.h"
 #include "tests/ops/finite_difference.h"
 

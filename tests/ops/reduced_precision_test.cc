@@ -1,4 +1,4 @@
-// Issue 14, must-show 2: every catalogue operator (ops/catalogue.h) runs on float16 and
+// Issue 14, must-show 2: every catalogue operator (gradcheck/catalogue.h) runs on float16 and
 // bfloat16 inputs and agrees with its float32 result, forward and backward, on cpu and
 // sim:0.
 //
@@ -21,7 +21,7 @@
 
 #include "engine/backward.h"
 #include "engine/factories.h"
-#include "ops/catalogue.h"
+#include "gradcheck/catalogue.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 

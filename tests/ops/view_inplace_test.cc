@@ -2,7 +2,7 @@
 // follows in-place writes to its base, and an in-place op on a view is recorded on the
 // base, on cpu and sim. Each case is checked against the same program written without
 // in-place operations, and against central differences.
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "engine/grad_mode.h"
 #include "tests/ops/finite_difference.h"
 

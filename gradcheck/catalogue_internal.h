@@ -1,11 +1,11 @@
 // Internal to ops/: the pieces catalogue entries are written with (input domains and
 // layouts, entry builders) and one function per section of the catalogue, each in its own
-// file so that sections grow without one file growing. See ops/catalogue.h for the rules
+// file so that sections grow without one file growing. See gradcheck/catalogue.h for the rules
 // every entry follows.
 //
-// Thread-safety and failure: as ops/catalogue.h.
-#ifndef STREAMGRAD_OPS_CATALOGUE_INTERNAL_H_
-#define STREAMGRAD_OPS_CATALOGUE_INTERNAL_H_
+// Thread-safety and failure: as gradcheck/catalogue.h.
+#ifndef STREAMGRAD_GRADCHECK_CATALOGUE_INTERNAL_H_
+#define STREAMGRAD_GRADCHECK_CATALOGUE_INTERNAL_H_
 
 #include <cmath>
 #include <functional>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/factories.h"
-#include "ops/catalogue.h"
+#include "gradcheck/catalogue.h"
 #include "ops/ops.h"
 #include "runtime/devices.h"
 
@@ -158,4 +158,4 @@ void losses_activations(Catalogue& c);     // catalogue_losses.cc
 }  // namespace catalogue_internal
 }  // namespace streamgrad
 
-#endif  // STREAMGRAD_OPS_CATALOGUE_INTERNAL_H_
+#endif  // STREAMGRAD_GRADCHECK_CATALOGUE_INTERNAL_H_

@@ -1,8 +1,8 @@
-// The operator catalogue (ops/catalogue.h): entries in ops.h order.
-#include "ops/catalogue.h"
+// The operator catalogue (gradcheck/catalogue.h): entries in ops.h order.
+#include "gradcheck/catalogue.h"
 
 #include "engine/grad_mode.h"
-#include "ops/catalogue_internal.h"
+#include "gradcheck/catalogue_internal.h"
 
 namespace streamgrad {
 namespace catalogue_internal {

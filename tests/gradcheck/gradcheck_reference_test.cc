@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "runtime/warning.h"
-#include "tests/engine/engine_test_util.h"
+#include "tests/gradcheck/gradcheck_test_util.h"
 
 namespace streamgrad {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/backward.h"
 #include "engine/factories.h"
-#include "engine/gradcheck_internal.h"
+#include "gradcheck/internal.h"
 #include "engine/node.h"
 #include "runtime/warning.h"
 

@@ -1,6 +1,6 @@
 // The catalogue's entries for linear layers, activations, dropout and losses
-// (ops/catalogue.h).
-#include "ops/catalogue_internal.h"
+// (gradcheck/catalogue.h).
+#include "gradcheck/catalogue_internal.h"
 
 namespace streamgrad {
 namespace catalogue_internal {

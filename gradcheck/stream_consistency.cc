@@ -1,4 +1,4 @@
-// check_stream_consistency: see engine/gradcheck.h.
+// check_stream_consistency: see gradcheck/gradcheck.h.
 #include <cstring>
 #include <random>
 
@@ -7,7 +7,7 @@
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "engine/stream_placement.h"
 #include "runtime/copy.h"
 #include "runtime/devices.h"

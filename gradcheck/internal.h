@@ -1,19 +1,19 @@
-// Internal pieces of gradcheck (engine/gradcheck.h), shared by its three source files:
+// Internal pieces of gradcheck (gradcheck/gradcheck.h), shared by its three source files:
 // element access to strided inputs, checked evaluation of the function, the Jacobians,
 // and the input / output checks that run before the comparison.
 //
-// Not a public header: nothing outside engine/gradcheck*.cc includes it.
+// Not a public header: nothing outside gradcheck/ includes it.
 // Thread-safety: as gradcheck (the inputs are perturbed in place and restored).
 // Failure: ValueError for bad inputs, outputs, or outputs that change shape or dtype
 // under perturbation; Error (naming the output) when backward throws.
-#ifndef STREAMGRAD_ENGINE_GRADCHECK_INTERNAL_H_
-#define STREAMGRAD_ENGINE_GRADCHECK_INTERNAL_H_
+#ifndef STREAMGRAD_GRADCHECK_INTERNAL_H_
+#define STREAMGRAD_GRADCHECK_INTERNAL_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 
 namespace streamgrad {
 namespace gradcheck_internal {
@@ -79,4 +79,4 @@ GradcheckResult check_all_grads_undefined(const GradcheckFn& fn, const TensorLis
 }  // namespace gradcheck_internal
 }  // namespace streamgrad
 
-#endif  // STREAMGRAD_ENGINE_GRADCHECK_INTERNAL_H_
+#endif  // STREAMGRAD_GRADCHECK_INTERNAL_H_

@@ -1,11 +1,11 @@
 // gradcheck / gradgradcheck as a library: right gradients pass, planted bugs are caught
 // and reported precisely, in full and in fast mode.
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 
 #include <catch2/catch.hpp>
 #include <atomic>
 
-#include "tests/engine/engine_test_util.h"
+#include "tests/gradcheck/gradcheck_test_util.h"
 
 namespace streamgrad {
 namespace {

@@ -1,9 +1,9 @@
-// gradcheck and gradgradcheck (engine/gradcheck.h): the comparison of the analytical
+// gradcheck and gradgradcheck (gradcheck/gradcheck.h): the comparison of the analytical
 // and numerical Jacobians, in slow (every element) and fast (random projections) mode.
-// The Jacobians themselves are in gradcheck_jacobian.cc, the checks of inputs, of
+// The Jacobians themselves are in jacobian.cc, the checks of inputs, of
 // functions without differentiable outputs and of zero and undefined output gradients in
-// gradcheck_inputs.cc.
-#include "engine/gradcheck.h"
+// inputs.cc.
+#include "gradcheck/gradcheck.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
-#include "engine/gradcheck_internal.h"
+#include "gradcheck/internal.h"
 
 namespace streamgrad {
 namespace {

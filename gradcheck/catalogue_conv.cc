@@ -1,6 +1,6 @@
 // The catalogue's entries for gathering, convolution, pooling and normalisation
-// (ops/catalogue.h). Inputs stay at most 12 elements (float64) so Jacobians stay small.
-#include "ops/catalogue_internal.h"
+// (gradcheck/catalogue.h). Inputs stay at most 12 elements (float64) so Jacobians stay small.
+#include "gradcheck/catalogue_internal.h"
 
 namespace streamgrad {
 namespace catalogue_internal {

@@ -10,7 +10,7 @@
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
-#include "engine/gradcheck_internal.h"
+#include "gradcheck/internal.h"
 #include "kernels/half.h"
 #include "runtime/copy.h"
 

@@ -1,6 +1,6 @@
 // The operator catalogue: one or more checkable entries for every function declared in
 // ops/ops.h, each a function of a TensorList with a factory of valid inputs, for
-// gradcheck / gradgradcheck / check_stream_consistency (engine/gradcheck.h), the
+// gradcheck / gradgradcheck / check_stream_consistency (gradcheck/gradcheck.h), the
 // catalogue test and tools/gradcheck.
 //
 //   for (const OpSpec& op : op_catalogue()) {
@@ -31,8 +31,8 @@
 // Failure: make_inputs throws DeviceError for an absent device; fn throws what the op
 // throws (ValueError, DeviceError, Error), e.g. DeviceError on cuda until cuda kernels
 // exist.
-#ifndef STREAMGRAD_OPS_CATALOGUE_H_
-#define STREAMGRAD_OPS_CATALOGUE_H_
+#ifndef STREAMGRAD_GRADCHECK_CATALOGUE_H_
+#define STREAMGRAD_GRADCHECK_CATALOGUE_H_
 
 #include <cstdint>
 #include <functional>
@@ -64,4 +64,4 @@ Device peer_device(Device d);
 
 }  // namespace streamgrad
 
-#endif  // STREAMGRAD_OPS_CATALOGUE_H_
+#endif  // STREAMGRAD_GRADCHECK_CATALOGUE_H_

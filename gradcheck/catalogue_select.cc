@@ -1,8 +1,8 @@
 // The catalogue's entries for comparisons, where and masked_fill / masked_fill_
-// (ops/catalogue.h). A comparison has no gradient: its entries check it through the
+// (gradcheck/catalogue.h). A comparison has no gradient: its entries check it through the
 // where it feeds (each picks between two differentiable branches, away from ties), so a
 // wrong mask shows up as a wrong value or gradient. Masks are fixed bool inputs.
-#include "ops/catalogue_internal.h"
+#include "gradcheck/catalogue_internal.h"
 
 namespace streamgrad {
 namespace catalogue_internal {

@@ -1,9 +1,9 @@
-// The operator catalogue (ops/catalogue.h): it covers every function declared in
+// The operator catalogue (gradcheck/catalogue.h): it covers every function declared in
 // ops/ops.h (parsed at test time, so a new op without an entry fails here), its inputs
 // are well formed, and every entry passes gradcheck (full and fast mode) on cpu and
 // sim:0, gradgradcheck where twice differentiable, and the stream consistency check on
 // sim:0.
-#include "ops/catalogue.h"
+#include "gradcheck/catalogue.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "runtime/runtime.h"
 #include "tests/device_names.h"
 
@@ -84,7 +84,7 @@ TEST_CASE("every operator declared in ops.h has a catalogue entry", "[catalogue]
   for (const auto& [op, overloads] : ops) {
     int entries = 0;
     for (const OpSpec& e : op_catalogue()) entries += covers(e.name, op) ? 1 : 0;
-    INFO("ops.h declares " << op << " (" << overloads << " overloads); ops/catalogue.cc has "
+    INFO("ops.h declares " << op << " (" << overloads << " overloads); gradcheck/catalogue.cc has "
                            << entries << " entries named " << op << " or " << op << "_<variant>");
     CHECK(entries >= 1);
     // One entry per overload at least (a name-level proxy: overloads are not told apart).

@@ -5,9 +5,9 @@
 #include <catch2/catch.hpp>
 #include <atomic>
 
-#include "engine/gradcheck.h"
+#include "gradcheck/gradcheck.h"
 #include "engine/node.h"
-#include "tests/engine/engine_test_util.h"
+#include "tests/gradcheck/gradcheck_test_util.h"
 
 namespace streamgrad {
 namespace {

@@ -52,8 +52,8 @@
 // memory and restored, so the inputs must not be used concurrently elsewhere.
 // Failure: ValueError for bad inputs or outputs (and outputs that change shape or dtype
 // under perturbation); GradcheckError (raise_exception) for a mismatch.
-#ifndef STREAMGRAD_ENGINE_GRADCHECK_H_
-#define STREAMGRAD_ENGINE_GRADCHECK_H_
+#ifndef STREAMGRAD_GRADCHECK_GRADCHECK_H_
+#define STREAMGRAD_GRADCHECK_GRADCHECK_H_
 
 #include <cstdint>
 #include <functional>
@@ -163,4 +163,4 @@ GradcheckResult check_stream_consistency(const GradcheckFn& fn, const TensorList
 
 }  // namespace streamgrad
 
-#endif  // STREAMGRAD_ENGINE_GRADCHECK_H_
+#endif  // STREAMGRAD_GRADCHECK_GRADCHECK_H_
