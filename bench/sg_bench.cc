@@ -6,7 +6,7 @@
 //   bazel run -c opt //bench:sg_bench -- --list        # the cases run.sh walks
 //
 // Threads: --threads sets streamgrad's threads (set_num_threads), its matmuls' included:
-// OpenBLAS itself runs on one thread (kernels/cpu/gemm.h) whatever run.sh sets.
+// OpenBLAS itself runs on one thread (kernels/host/gemm.h) whatever run.sh sets.
 // Exit status: 0, 1 when streamgrad threw, 2 for bad flags, 3 when the check is wrong.
 #include "bench/sg_bench.h"
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/half.h"
+#include "runtime/half.h"
 #include "kernels/view.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"

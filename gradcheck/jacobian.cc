@@ -11,7 +11,7 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "gradcheck/internal.h"
-#include "kernels/half.h"
+#include "runtime/half.h"
 #include "runtime/copy.h"
 
 namespace streamgrad {

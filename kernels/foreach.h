@@ -1,7 +1,7 @@
 // Multi-tensor optimiser updates (the reference framework's "foreach" path): one launch
 // updates every parameter of a list, where the per-tensor path launches several kernels
 // per parameter; and the gradient scaler's unscale-and-check over a list of gradients
-// (non_finite_check_and_unscale, below). The per-element math is kernels/optim_ops.h.
+// (non_finite_check_and_unscale, below). The per-element math is kernels/functors/optim_ops.h.
 //
 //   std::vector<kernels::SgdParam> list = {{p.view(), g.view(), buf.view()}, ...};
 //   kernels::sgd_update(stream, {lr, momentum, dampening, weight_decay, nesterov}, list);
@@ -29,7 +29,7 @@
 
 #include <vector>
 
-#include "kernels/optim_ops.h"
+#include "kernels/functors/optim_ops.h"
 #include "kernels/view.h"
 #include "runtime/stream.h"
 
@@ -79,7 +79,7 @@ void adam_update(const Stream& stream, const AdamHyper& hyper,
 // every element of every grad by inv_scale in place and sets found_inf to 1.0 when any
 // element of any grad is Inf or NaN. found_inf is never reset to 0 (callers zero-fill it
 // first), so several calls can share one flag. Each element is multiplied in the grads'
-// dtype by inv_scale rounded to it (NonFiniteCheckAndUnscale, kernels/optim_ops.h); Inf
+// dtype by inv_scale rounded to it (NonFiniteCheckAndUnscale, kernels/functors/optim_ops.h); Inf
 // and NaN elements are multiplied too.
 //   grads: float32 or float64, all of grad 0's dtype, any sizes and strides, no two
 // elements of one grad at one address (no broadcast stride 0); grads must not overlap one
@@ -92,7 +92,7 @@ void adam_update(const Stream& stream, const AdamHyper& hyper,
 void non_finite_check_and_unscale(const Stream& stream, const std::vector<View>& grads,
                                   const View& found_inf, double inv_scale);
 
-// The per-element update of a call, in T (kernels/optim_ops.h): the cpu and cuda kernels
+// The per-element update of a call, in T (kernels/functors/optim_ops.h): the cpu and cuda kernels
 // build it alike.
 template <typename T>
 SgdUpdate<T> make_sgd_update(const SgdHyper& h) {

@@ -11,7 +11,7 @@
 // same sizes as `out` (callers broadcast with stride 0). Reductions take `out` in keepdim
 // form (same rank as `in`, size 1 on reduced dims). Floating kernels accept float32,
 // float64, float16 and bfloat16 with all views of one dtype; the 16-bit dtypes are
-// computed in float32 and rounded once per output element (kernels/cpu/widen.h: float32
+// computed in float32 and rounded once per output element (kernels/widen.h: float32
 // copies of the inputs from the caching allocator, so sums, products and convolutions
 // accumulate in float32 or better). copy and fill accept every dtype (copy converts;
 // to float16/bfloat16 rounds to nearest even), index_select every dtype, arange the
@@ -32,11 +32,11 @@
 // a launch covers more than 256K elements. Their results are bitwise the same at every
 // level and thread count, NaN payloads included where only one NaN meets an operation.
 // matmul shares a batch's items, or the blocks of one large product, among the same
-// threads, each a single-threaded OpenBLAS gemm (kernels/cpu/gemm.h: OpenBLAS's own
+// threads, each a single-threaded OpenBLAS gemm (kernels/host/gemm.h: OpenBLAS's own
 // threads busy-wait between calls, so it is kept at one thread).
 //
 // Thread-safety: any thread may call any kernel on any stream.
-// cuda streams run the kernels of kernels/cuda_kernels.h where nvcc built them.
+// cuda streams run the kernels of kernels/cuda/cuda_kernels.h where nvcc built them.
 // Failure: checks run in this order, before anything is enqueued: DeviceError for cuda
 // streams in a build without nvcc (naming the kernel); ValueError naming the kernel,
 // sizes and dtypes for malformed views, mismatched sizes or dtypes, bad dims and proven

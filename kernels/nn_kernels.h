@@ -1,6 +1,6 @@
 // Kernels of the neural-network layers: im2col / col2im (the building blocks of
 // convolution, as unfold / fold), 2-D max pooling with indices, and training-mode batch
-// normalisation (its math in kernels/norm_ops.h).
+// normalisation (its math in kernels/functors/norm_ops.h).
 //
 // All views are contiguous (ops make their inputs contiguous first) and of one floating
 // dtype, except max pooling's int64 indices. Shapes: `planes` are [P, H, W] images
@@ -12,7 +12,7 @@
 //
 // Thread-safety: any thread, any stream (as kernels.h). Failure: ValueError naming the
 // kernel and the views for malformed or mismatched views; DeviceError on cuda streams in a
-// build without nvcc (kernels/cuda_kernels.h runs them where it built).
+// build without nvcc (kernels/cuda/cuda_kernels.h runs them where it built).
 #ifndef STREAMGRAD_KERNELS_NN_KERNELS_H_
 #define STREAMGRAD_KERNELS_NN_KERNELS_H_
 

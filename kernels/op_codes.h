@@ -46,7 +46,7 @@ enum class Binary {
 
 enum class Reduce { kSum, kMax, kMin };
 
-// Comparisons, written into a bool out (kernels/select_ops.h holds the per-element math).
+// Comparisons, written into a bool out (kernels/functors/select_ops.h holds the per-element math).
 enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
 
 }  // namespace kernels

@@ -28,6 +28,13 @@ class Dims : public absl::InlinedVector<int64_t, 6> {
   Dims(const std::vector<int64_t>& v) : Base(v.begin(), v.end()) {}  // NOLINT: implicit
   operator std::vector<int64_t>() const { return std::vector<int64_t>(begin(), end()); }
 };
+// Dims against Dims has its own overloads: otherwise absl's InlinedVector comparison and
+// the std::vector ones below (through the conversion) are both candidates, which GCC
+// reports as ambiguous under -Wall.
+inline bool operator==(const Dims& a, const Dims& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+inline bool operator!=(const Dims& a, const Dims& b) { return !(a == b); }
 inline bool operator==(const Dims& a, const std::vector<int64_t>& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
 }

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "runtime/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

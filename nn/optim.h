@@ -10,7 +10,7 @@
 // in PyTorch. With the `foreach` option (the default) one multi-tensor kernel updates all
 // parameters of each (device, dtype) group in one launch (kernels/foreach.h, the
 // reference framework's "foreach" path); without it each parameter is updated by several
-// in-place ops, one kernel each. Both give the same bits (kernels/optim_ops.h says when
+// in-place ops, one kernel each. Both give the same bits (kernels/functors/optim_ops.h says when
 // they may not) and the same state. State (momentum buffers, Adam's moments and step
 // counts) is created lazily on the first step, and exported by state_dict() as named
 // tensors ("<param index>.<name>") plus named scalars, for checkpoints.

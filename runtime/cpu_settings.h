@@ -7,10 +7,10 @@
 //   set_cpu_capability(CpuCapability::kAvx2);   // lower than the machine only (tests, benches)
 //
 // Threads: kernels over more than 256K elements split their work over up to
-// get_num_threads() threads (the caller plus a pool of workers, kernels/cpu/parallel.h);
+// get_num_threads() threads (the caller plus a pool of workers, kernels/host/parallel.h);
 // results are bitwise the same for every thread count. The count governs BLAS too: matmul
 // shares a batch, or the blocks of a large product, among the same threads, each block a
-// single-threaded OpenBLAS gemm; OpenBLAS's own thread count stays 1 (kernels/cpu/gemm.h:
+// single-threaded OpenBLAS gemm; OpenBLAS's own thread count stays 1 (kernels/host/gemm.h:
 // its idle threads busy-wait for ~0.1 s after each call). One default for both:
 // STREAMGRAD_NUM_THREADS, else OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS (what set
 // OpenBLAS's threads before, as OMP_NUM_THREADS sets libtorch's; a value that is not a

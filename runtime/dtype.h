@@ -1,7 +1,7 @@
 // DType: the element types of tensors, with their sizes and names.
 //
 // float32 and float64 are differentiable, and so are the 16-bit float16 (IEEE binary16)
-// and bfloat16 of mixed precision (kernels/half.h holds their C++ types and conversions);
+// and bfloat16 of mixed precision (runtime/half.h holds their C++ types and conversions);
 // int64 (indices) and bool (masks) are not. The enum's values are stable (files and
 // traces store them): new dtypes are appended.
 // Also: the int64 range checks shared by kernels and ops (in_int64_range, is_int64_value).
@@ -63,7 +63,7 @@ inline bool in_int64_range(double v) { return v >= -kInt64Bound && v < kInt64Bou
 inline bool is_int64_value(double v) { return in_int64_range(v) && std::floor(v) == v; }
 DType dtype_from_name(const std::string& name);
 // Throws InternalError: a kernel's dtype dispatch met a dtype it does not compute in. Out
-// of line, so that the per-level loops (kernels/cpu/loops.h) define no copy of it.
+// of line, so that the per-level loops (kernels/host/loops.h) define no copy of it.
 [[noreturn]] void unexpected_dtype(const char* where, DType t);
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 

@@ -1,4 +1,4 @@
-// Convolution on cuda streams through cuDNN (kernels/cuda_kernels.h, cudnn_conv2d).
+// Convolution on cuda streams through cuDNN (kernels/cuda/cuda_kernels.h, cudnn_conv2d).
 //
 // A plan is what one (pass, dtype, shapes, window, groups, TF32) needs before it can run:
 // the four descriptors and the algorithm. cuDNN's heuristics (the _v7 queries) rank the
@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/stream_handles.cuh"
-#include "kernels/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/plan_cache.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/cuda_settings.h"

@@ -1,17 +1,17 @@
 // The strided element-wise kernel template and the element-wise ops on it
-// (kernels/cuda_kernels.h). Every line here is GPU-specific; the math is not (it is
+// (kernels/cuda/cuda_kernels.h). Every line here is GPU-specific; the math is not (it is
 // the functors' that the cpu loops run).
-#include "kernels/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cpu/convert.h"
+#include "kernels/functors/convert.h"
 #include "kernels/cuda/indexing.cuh"
-#include "kernels/elementwise_ops.h"
-#include "kernels/random_ops.h"
-#include "kernels/select_ops.h"
+#include "kernels/functors/elementwise_ops.h"
+#include "kernels/functors/random_ops.h"
+#include "kernels/functors/select_ops.h"
 #include "runtime/cuda/cuda_stream.h"
 
 namespace streamgrad {

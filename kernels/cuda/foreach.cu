@@ -1,5 +1,5 @@
-// sgd_update and adam_update on cuda streams (kernels/cuda_kernels.h): one kernel per
-// parameter over its merged layout, the per-element update of kernels/optim_ops.h built
+// sgd_update and adam_update on cuda streams (kernels/cuda/cuda_kernels.h): one kernel per
+// parameter over its merged layout, the per-element update of kernels/functors/optim_ops.h built
 // by make_sgd_update / make_adam_update as on cpu. Device code is compiled without FMA
 // contraction (kernels/cuda/BUILD), so each update rounds as the cpu's does.
 // non_finite_check_and_unscale: one kernel per grad with the cpu's per-element functor;
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/indexing.cuh"
-#include "kernels/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_stream.h"
 
 namespace streamgrad {

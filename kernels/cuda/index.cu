@@ -1,5 +1,5 @@
 // The index kernels (index_select, gather, index_add, scatter_add) on cuda streams
-// (kernels/cuda_kernels.h): one kernel reads or accumulates through the index, after a
+// (kernels/cuda/cuda_kernels.h): one kernel reads or accumulates through the index, after a
 // check kernel has found every index in range.
 //
 // Out-of-range indices must never touch memory. A device-side assert would kill the CUDA
@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/indexing.cuh"
-#include "kernels/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/error.h"
 #include "runtime/storage.h"

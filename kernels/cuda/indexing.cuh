@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/strided.h"
+#include "kernels/dispatch/strided.h"
 #include "runtime/stream.h"
 
 namespace streamgrad {

@@ -1,5 +1,5 @@
-// matmul on cuda streams through cuBLAS (kernels/cuda_kernels.h). The plan
-// (kernels/cpu/matmul_plan.h) is the one the cpu path uses; cuBLAS is column-major, so the
+// matmul on cuda streams through cuBLAS (kernels/cuda/cuda_kernels.h). The plan
+// (kernels/dispatch/matmul_plan.h) is the one the cpu path uses; cuBLAS is column-major, so the
 // row-major product C = A B is issued as C^T = B^T A^T, which reads every row-major operand
 // as it lies. One strided-batched gemm covers the batch (a broadcast operand has batch
 // stride 0); packed operands and a packed out go through contiguous scratch allocated on
@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/stream_handles.cuh"
-#include "kernels/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/cuda_settings.h"
 #include "runtime/error.h"

@@ -1,19 +1,19 @@
-// The kernels of kernels/nn_kernels.h on cuda streams (declared in kernels/cuda_kernels.h):
+// The kernels of kernels/nn_kernels.h on cuda streams (declared in kernels/cuda/cuda_kernels.h):
 // im2col, col2im, max pooling each way, batch norm each way. Views are contiguous (the
 // cpu entry points check), so indices are plain row-major arithmetic here.
 //
 // Determinism: col2im and max pooling's backward gather, one thread per image element,
 // adding the contributions in the cpu's order (output position ascending), so they equal
 // the cpu's bits; batch norm's per-channel sums use a block tree in a fixed order (within
-// rounding of the cpu's lanes). The math of batch norm is kernels/norm_ops.h, the pooling
+// rounding of the cpu's lanes). The math of batch norm is kernels/functors/norm_ops.h, the pooling
 // rule (first largest tap, first NaN) the cpu's.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "kernels/cuda/indexing.cuh"
-#include "kernels/cuda_kernels.h"
-#include "kernels/norm_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/functors/norm_ops.h"
 #include "kernels/window.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/error.h"

@@ -1,4 +1,4 @@
-// reduce (sum, max, min) and arg_reduce on cuda streams (kernels/cuda_kernels.h): one
+// reduce (sum, max, min) and arg_reduce on cuda streams (kernels/cuda/cuda_kernels.h): one
 // block of kThreads per output, each thread folding every kThreads-th reduced element,
 // then a tree over the block in shared memory. The order is fixed by the thread layout,
 // so a result does not change from run to run; it differs from the cpu's lane order
@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/indexing.cuh"
-#include "kernels/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_stream.h"
 
 namespace streamgrad {

@@ -46,6 +46,7 @@ double ref(UnaryScalar op, double x, double s) {
     case UnaryScalar::kPow: return std::pow(x, s);
     case UnaryScalar::kRSub: return s - x;
     case UnaryScalar::kRDiv: return s / x;
+    case UnaryScalar::kGe: return x >= s ? 1 : 0;
   }
   return 0;
 }

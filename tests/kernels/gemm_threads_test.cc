@@ -1,4 +1,4 @@
-// matmul on streamgrad's threads (kernels/cpu/gemm.h): set_num_threads governs how many
+// matmul on streamgrad's threads (kernels/host/gemm.h): set_num_threads governs how many
 // blocks a large product or a batch is shared out in, each block a single-threaded
 // OpenBLAS gemm; cut products agree with one thread's to float rounding (OpenBLAS's kernels
 // may round a block's edge differently), batches bit for bit, for the shapes the models
@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/host/gemm.h"
+#include "kernels/host/parallel.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/level_test_util.h"
 

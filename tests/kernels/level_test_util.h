@@ -1,5 +1,5 @@
 // Helpers for the tests that run the cpu kernels at every instruction-set level and thread
-// count (kernels/cpu/loops.h, kernels/cpu/parallel.h).
+// count (kernels/host/loops.h, kernels/host/parallel.h).
 //
 // Offers:
 //   machine_levels()          every CpuCapability up to the machine's, lowest first.

@@ -1,5 +1,5 @@
-// Every instruction-set level this machine has (kernels/cpu/loops.h) gives the element-wise
-// kernels the same bits as applying the kernels/elementwise_ops.h functor to each element
+// Every instruction-set level this machine has (kernels/host/loops.h) gives the element-wise
+// kernels the same bits as applying the kernels/functors/elementwise_ops.h functor to each element
 // in plain scalar code: odd lengths 0..67 and large ones, unaligned starts, in place (out
 // is a, b or both), strided and broadcast operands, float32 and float64, inputs with NaN,
 // infinities, signed zeros and subnormals. elementwise_test checks the functors' math
@@ -9,8 +9,8 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/cpu/loops.h"
-#include "kernels/elementwise_ops.h"
+#include "kernels/host/loops.h"
+#include "kernels/functors/elementwise_ops.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/level_test_util.h"
 

@@ -3,7 +3,7 @@
 # (its namespace appears in the name). An inline function or template instantiated there
 # with a shared name (a std:: helper, a functor's operator() that was not inlined) would be
 # emitted by every level, and the linker would keep one copy for all of them: baseline code
-# could then run AVX-512 instructions. See kernels/cpu/loops.h.
+# could then run AVX-512 instructions. See kernels/host/loops.h.
 # Arguments: the libraries' files (Bazel passes every output; archives are checked).
 set -euo pipefail
 checked=0

@@ -1,4 +1,4 @@
-// parallel_for (kernels/cpu/parallel.h) and the kernels that use it: every index is
+// parallel_for (kernels/host/parallel.h) and the kernels that use it: every index is
 // visited once in chunks of whole grains, nested calls run inline, many callers at once
 // (std::threads, sim streams) finish, errors reach the caller; and kernels above the
 // threshold give the same bits for 1, 2, 3 and 7 threads.
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/parallel.h"
+#include "kernels/host/parallel.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/level_test_util.h"
 

@@ -1,6 +1,6 @@
 // float16 and bfloat16 in the kernels (issue 14): copy and fill convert natively with
 // round-to-nearest-even at every instruction-set level, and the arithmetic kernels compute
-// 16-bit operands in float32 (kernels/cpu/widen.h): sums and products accumulate in
+// 16-bit operands in float32 (kernels/widen.h): sums and products accumulate in
 // float32, broadcast inputs are widened once per distinct element, in-place and
 // accumulating kernels keep their semantics, and mixed dtypes are refused.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/foreach.h"
-#include "kernels/half.h"
+#include "runtime/half.h"
 #include "kernels/kernels.h"
 #include "runtime/runtime.h"
 #include "tests/kernels/kernel_test_util.h"

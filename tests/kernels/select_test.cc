@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "kernels/select_ops.h"
+#include "kernels/functors/select_ops.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace streamgrad {

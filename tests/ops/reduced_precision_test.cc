@@ -4,7 +4,7 @@
 //
 // The float32 reference gets the same values as the 16-bit run (the 16-bit inputs read
 // back exactly), so the difference measures only what the 16-bit run rounds: each
-// kernel's output (one rounding, kernels/cpu/widen.h) and, in composite ops, every
+// kernel's output (one rounding, kernels/widen.h) and, in composite ops, every
 // intermediate tensor. Tolerances, per element, |low - ref| <= atol + rtol * |ref|:
 //   float16:  rtol = atol = 2^-9   (4 times the 2^-11 relative error of one rounding)
 //   bfloat16: rtol = atol = 2^-6   (4 times bfloat16's 2^-8)
@@ -184,7 +184,7 @@ TEST_CASE("every catalogue op agrees with float32 in float16 and bfloat16, cpu a
 TEST_CASE("large 16-bit inputs, split into chunks by the kernels, agree with float32",
           "[ops][amp]") {
   // Big enough that matmul, col2im, batch_norm, relu and max_pool widen a few items at a
-  // time (kernels/cpu/widen.h); the catalogue's small inputs never split. Each op on its
+  // time (kernels/widen.h); the catalogue's small inputs never split. Each op on its
   // own, so that both runs see the same input values (in a chain, a rounded conv output
   // may move a max-pool's winner and send a gradient elsewhere).
   const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);

@@ -1,4 +1,4 @@
-// The cuda kernels that are more than one element per thread (kernels/cuda_kernels.h)
+// The cuda kernels that are more than one element per thread (kernels/cuda/cuda_kernels.h)
 // against the cpu kernels: matmul through cuBLAS in every layout the plan distinguishes
 // (with and without TF32), sum / max / min and argmax / argmin, the index kernels, the
 // fused optimiser updates, the gradient scaler's unscale-and-check, im2col / col2im / max

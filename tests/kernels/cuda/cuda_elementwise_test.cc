@@ -1,4 +1,4 @@
-// The cuda element-wise kernels (kernels/cuda_kernels.h) against the cpu kernels on the
+// The cuda element-wise kernels (kernels/cuda/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
 // of dtypes, uniform and normal, comparisons and where, cat, stack and arange, on
 // contiguous, transposed, sliced and broadcast (stride 0) views, and one launch past the

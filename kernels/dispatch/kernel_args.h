@@ -1,0 +1,77 @@
+// The argument records that the front door passes to a kernel's implementations (host
+// loops and cuda kernels alike), after it has checked the views: plain values that a
+// launch captures by value.
+//
+// Thread-safety: plain values. Failure: none (the front door validates first).
+#ifndef STREAMGRAD_KERNELS_DISPATCH_KERNEL_ARGS_H_
+#define STREAMGRAD_KERNELS_DISPATCH_KERNEL_ARGS_H_
+
+#include <cstdint>
+
+#include "kernels/dispatch/strided.h"
+
+namespace streamgrad {
+namespace kernels {
+
+// An index kernel's arguments: `walk` over operands (out or target, other, index); the
+// indexed element is at index[off2] * step from the target's offset (read: in; accumulate:
+// out). Every index in `index_layout` (over `index`) must be in [0, limit) along dim `dim`
+// of the indexed view, or a ValueError names the first bad one and nothing is written.
+struct IndexArgs {
+  const char* name;
+  cpu::Layout<3> walk;
+  void* out;
+  const void* other;
+  const int64_t* index;
+  int64_t step;
+  cpu::Layout<1> index_layout;
+  int64_t dim, limit;
+};
+
+// One parameter of a multi-tensor optimiser call (kernels/foreach.h), as the kernels see
+// it: its operands' merged layout and data.
+struct SgdItem {
+  cpu::Layout<3> layout;  // param, grad, momentum buffer (the param's strides when unused)
+  void* param;
+  const void* grad;
+  void* buf;  // null without momentum
+  bool fresh;
+};
+struct AdamItem {
+  cpu::Layout<4> layout;  // param, grad, exp_avg, exp_avg_sq
+  void* param;
+  const void* grad;
+  void* m;
+  void* v;
+  double inv_sqrt_bias2;
+  double neg_step;
+  bool fresh;
+};
+// One non-empty grad of non_finite_check_and_unscale (kernels/foreach.h).
+struct UnscaleItem {
+  cpu::Layout<1> layout;
+  void* grad;
+};
+
+// The kernels of kernels/nn_kernels.h, on checked (contiguous) views. ImageShape: images
+// [batch, channels, height, width] with oh x ow window positions (max pooling: channels is
+// the plane count P, batch unused).
+struct ImageShape {
+  int64_t batch, channels, height, width, oh, ow;
+};
+struct NcsShape {
+  int64_t n, c, s;
+};
+
+// Convolution through cuDNN. kForward: a = out, b = in, c = weight; kBackwardInput:
+// a = grad_in, b = grad_out, c = weight; kBackwardWeight: a = grad_weight, b = grad_out,
+// c = in.
+enum class ConvPass { kForward, kBackwardInput, kBackwardWeight };
+struct ConvShape {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
+};
+
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_DISPATCH_KERNEL_ARGS_H_

@@ -1,0 +1,83 @@
+// How a kernel implementation puts its work on a stream.
+//
+//   LaunchSpec spec("add", {&a, &b}, {&out});       // the front door: name and ranges
+//   enqueue(stream, spec, [=](const Layout<3>& l) { ... }, layout);   // an implementation
+//   register_impl<KernelId::kBinary>(DeviceType::kCuda, SG_AS_TASK(cuda::binary));
+//
+// LaunchSpec holds the byte range of each view read and written (nullptr entries, for
+// optional operands, are skipped). enqueue() sends fn(args...) through runtime::launch():
+// fn must capture by value; args are the task's large values (layouts, hundreds of bytes).
+// On a cpu stream launch() runs the work before it returns (runtime/launch.h), so fn and
+// args are used by reference: no copy into a std::function and no heap allocation per
+// launch, which was most of a 1-element kernel's cost. Elsewhere both are copied into the
+// task that the stream runs later.
+// SG_AS_TASK(f) turns a function `void f(const Stream&, args...)` that must run as the
+// launch's work (the cuda kernels, which enqueue device work from the launching thread)
+// into an implementation of the dispatch table's signature.
+//
+// Thread-safety: as launch(). Failure: as launch(); more than kMaxLaunchViews views is an
+// InternalError.
+#ifndef STREAMGRAD_KERNELS_DISPATCH_LAUNCH_H_
+#define STREAMGRAD_KERNELS_DISPATCH_LAUNCH_H_
+
+#include <cstddef>
+#include <initializer_list>
+#include <type_traits>
+
+#include "kernels/view.h"
+#include "runtime/error.h"
+#include "runtime/launch.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace dispatch {
+
+using Views = std::initializer_list<const View*>;
+
+constexpr size_t kMaxLaunchViews = 6;  // batch_norm_backward reads five
+
+struct LaunchSpec {
+  LaunchSpec(const char* launch_name, Views read, Views written) : name(launch_name) {
+    SG_INTERNAL_CHECK(read.size() <= kMaxLaunchViews && written.size() <= kMaxLaunchViews,
+                      name, " declares more than ", kMaxLaunchViews, " views");
+    for (const View* v : read) {
+      if (v != nullptr) reads[num_reads++] = v->byte_range();
+    }
+    for (const View* v : written) {
+      if (v != nullptr) writes[num_writes++] = v->byte_range();
+    }
+  }
+  LaunchDesc desc() const { return LaunchDesc{name, {reads, num_reads}, {writes, num_writes}}; }
+
+  const char* name;
+  MemRange reads[kMaxLaunchViews];
+  MemRange writes[kMaxLaunchViews];
+  size_t num_reads = 0, num_writes = 0;
+};
+
+template <typename Fn, typename... Args>
+void enqueue(const Stream& stream, const LaunchSpec& spec, Fn fn, const Args&... args) {
+  if (stream.device().is_cpu()) {
+    launch(stream, spec.desc(), [&] { fn(args...); });
+  } else {
+    launch(stream, spec.desc(), [fn, args...] { fn(args...); });
+  }
+}
+
+template <typename Sig, Sig* F>
+struct AsTask;
+template <typename... A, void (*F)(const Stream&, A...)>
+struct AsTask<void(const Stream&, A...), F> {
+  static void run(const Stream& stream, const LaunchSpec& spec, A... args) {
+    enqueue(
+        stream, spec, [stream](const std::decay_t<A>&... a) { F(stream, a...); }, args...);
+  }
+};
+
+}  // namespace dispatch
+}  // namespace kernels
+}  // namespace streamgrad
+
+#define SG_AS_TASK(f) (&::streamgrad::kernels::dispatch::AsTask<decltype(f), f>::run)
+
+#endif  // STREAMGRAD_KERNELS_DISPATCH_LAUNCH_H_

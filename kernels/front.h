@@ -1,0 +1,84 @@
+// Internal to the front door (kernels/*.cc): the one place where a call's device and its
+// 16-bit widening are decided.
+//
+//   const auto impl = dispatch::resolve<KernelId::kBinary>(name, stream);   // device
+//   front::call(impl, stream, name, Chunking::kElementwise, {&out}, {&a, &b},
+//               [&](const Operands<1>& o, const Operands<2>& in) { ... impl.fn(...); });
+//
+// call() runs `body` once with the operands to compute on: the views as given, or, when
+// the implementation asked for float32 (ImplOptions::native_16bit false) and every floating
+// operand is of one 16-bit dtype, float32 copies (widen.h) whose results are rounded back
+// into the 16-bit outputs after body returns. With Chunking::kElementwise a widened call
+// whose scratch would pass kWidenChunkElements runs body once per chunk of out's first
+// dim of size > 1 (every operand has out's sizes), each chunk widened on its own.
+//
+// Thread-safety: per call, on the caller's thread. Failure: what body and Widen throw
+// (ValueError for malformed 16-bit views, before anything is enqueued).
+#ifndef STREAMGRAD_KERNELS_FRONT_H_
+#define STREAMGRAD_KERNELS_FRONT_H_
+
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+
+#include "kernels/dispatch/registry.h"
+#include "kernels/view.h"
+#include "kernels/widen.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace front {
+
+template <size_t N>
+using Operands = std::array<View, N>;
+
+enum class Chunking { kNone, kElementwise };
+
+// Whether a call with these views computes in float32 under `options`.
+inline bool widens(const dispatch::ImplOptions& options, absl::Span<const View* const> views) {
+  return !options.native_16bit && cpu::Widen::applies(views);
+}
+
+namespace internal {
+
+template <size_t NO, size_t NI, typename Body>
+void run_widened(const Stream& stream, const char* name, const Operands<NO>& outs,
+                 const Operands<NI>& ins, Body& body) {
+  cpu::Widen w(stream, name);
+  Operands<NO> wo;
+  Operands<NI> wi;
+  for (size_t i = 0; i < NO; ++i) wo[i] = w.out(outs[i]);
+  for (size_t i = 0; i < NI; ++i) wi[i] = w.in(ins[i]);
+  body(wo, wi, /*widened=*/true);
+  w.finish();
+}
+
+}  // namespace internal
+
+// body(const Operands<NO>&, const Operands<NI>&, bool widened).
+template <typename Impl, size_t NO, size_t NI, typename Body>
+void call(const Impl& impl, const Stream& stream, const char* name, Chunking chunking,
+          const Operands<NO>& outs, const Operands<NI>& ins, Body body) {
+  std::array<const View*, NO + NI> all;
+  for (size_t i = 0; i < NO; ++i) all[i] = &outs[i];
+  for (size_t i = 0; i < NI; ++i) all[NO + i] = &ins[i];
+  if (!widens(impl.options, all)) return body(outs, ins, /*widened=*/false);
+  if (chunking == Chunking::kElementwise && NO > 0 &&
+      cpu::for_each_chunk(outs[0], static_cast<int64_t>(NO + NI),
+                          [&](int64_t d, int64_t begin, int64_t n) {
+                            Operands<NO> co;
+                            Operands<NI> ci;
+                            for (size_t i = 0; i < NO; ++i) co[i] = cpu::slice_of(outs[i], d, begin, n);
+                            for (size_t i = 0; i < NI; ++i) ci[i] = cpu::slice_of(ins[i], d, begin, n);
+                            internal::run_widened(stream, name, co, ci, body);
+                          })) {
+    return;
+  }
+  internal::run_widened(stream, name, outs, ins, body);
+}
+
+}  // namespace front
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_FRONT_H_

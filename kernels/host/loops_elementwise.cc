@@ -1,0 +1,279 @@
+// The element-wise loops (unary, unary_scalar, binary, axpy) of one instruction-set level:
+// compiled once per level with -DSG_CPU_LEVEL=<namespace> (see loops.h for the flags and
+// the rules this file keeps).
+//
+// Each contiguous row goes to a loop the compiler vectorises: out exactly an input (in
+// place: one pointer, no alias question), or out disjoint from the inputs (__restrict).
+// Ops that call the C library per element (exp, log, tanh, sigmoid, pow) gain nothing from
+// those variants and use the plain loop only.
+#include "kernels/host/loops.h"
+#include "kernels/functors/elementwise_ops.h"
+
+#ifndef SG_CPU_LEVEL
+#error "compile this file through a loops_<level> target, which defines SG_CPU_LEVEL"
+#endif
+
+namespace streamgrad {
+namespace kernels {
+namespace cpu {
+namespace SG_CPU_LEVEL {
+
+// Defined in loops_copy.cc and loops_reduce.cc of the same level.
+void fill(DType dt, const Layout<1>& l, void* out, double value, int64_t begin, int64_t end);
+void copy(DType to, DType from, const Layout<2>& l, void* out, const void* in, int64_t begin,
+          int64_t end);
+double sum_block(DType dt, const void* p, int64_t n);
+void extreme(bool is_max, DType dt, const void* p, int64_t n, void* acc);
+void columns(Reduce op, DType dt, void* acc, const void* row, int64_t n);
+
+namespace {
+
+// Whether n elements at p and at q share no byte.
+template <typename T>
+SG_INLINE bool disjoint(const T* p, const T* q, int64_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
+  const uintptr_t bytes = static_cast<uintptr_t>(n) * sizeof(T);
+  return a + bytes <= b || b + bytes <= a;
+}
+
+// Ops whose element math is a C library call: no vector variants.
+template <typename Op>
+struct CallsLibm {
+  static constexpr bool value = false;
+};
+template <>
+struct CallsLibm<ExpOp> {
+  static constexpr bool value = true;
+};
+template <>
+struct CallsLibm<LogOp> {
+  static constexpr bool value = true;
+};
+template <>
+struct CallsLibm<TanhOp> {
+  static constexpr bool value = true;
+};
+template <>
+struct CallsLibm<SigmoidOp> {
+  static constexpr bool value = true;
+};
+template <>
+struct CallsLibm<PowOp> {
+  static constexpr bool value = true;
+};
+template <typename T>
+struct CallsLibm<PowScalarOp<T>> {
+  static constexpr bool value = true;
+};
+
+// ---- one input ----
+
+template <typename T, typename Op>
+void row1_inplace(T* o, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(o[i]);
+}
+
+template <typename T, typename Op>
+void row1_disjoint(T* __restrict o, const T* __restrict x, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(x[i]);
+}
+
+template <typename T, typename Op>
+void row1_strided(T* o, const T* x, int64_t n, int64_t so, int64_t sx, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i * so] = op(x[i * sx]);
+}
+
+template <typename T, typename Op>
+void map1(const Layout<2>& l, void* out, const void* in, int64_t begin, int64_t end, Op op) {
+  T* const o0 = static_cast<T*>(out);
+  const T* const x0 = static_cast<const T*>(in);
+  for_each_row_range(l, begin, end, [&](const int64_t* off, int64_t n, const int64_t* step) {
+    T* o = o0 + off[0];
+    const T* x = x0 + off[1];
+    if (!CallsLibm<Op>::value && step[0] == 1 && step[1] == 1) {
+      if (o == x) {
+        row1_inplace(o, n, op);
+        return;
+      }
+      if (disjoint(o, x, n)) {
+        row1_disjoint(o, x, n, op);
+        return;
+      }
+    }
+    row1_strided(o, x, n, step[0], step[1], op);
+  });
+}
+
+// ---- two inputs ----
+
+template <typename T, typename Op>
+void row2_disjoint(T* __restrict o, const T* __restrict a, const T* __restrict b, int64_t n,
+                   Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
+}
+
+// out is a; b is disjoint from it. The in-place update of axpy and gradient accumulation.
+template <typename T, typename Op>
+void row2_inplace_a(T* __restrict o, const T* __restrict b, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(o[i], b[i]);
+}
+
+template <typename T, typename Op>
+void row2_inplace_b(T* __restrict o, const T* __restrict a, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], o[i]);
+}
+
+template <typename T, typename Op>
+void row2_inplace_ab(T* o, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(o[i], o[i]);
+}
+
+// b is one element broadcast along the row (the bias-add shape): read once.
+template <typename T, typename Op>
+void row2_scalar_b(T* __restrict o, const T* __restrict a, T b, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b);
+}
+
+template <typename T, typename Op>
+void row2_inplace_scalar_b(T* o, T b, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(o[i], b);
+}
+
+template <typename T, typename Op>
+void row2_scalar_a(T* __restrict o, T a, const T* __restrict b, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a, b[i]);
+}
+
+template <typename T, typename Op>
+void row2_inplace_scalar_a(T* o, T a, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) o[i] = op(a, o[i]);
+}
+
+template <typename T, typename Op>
+void row2_strided(T* o, const T* a, const T* b, int64_t n, const int64_t* step, Op op) {
+  const int64_t so = step[0], sa = step[1], sb = step[2];
+  for (int64_t i = 0; i < n; ++i) o[i * so] = op(a[i * sa], b[i * sb]);
+}
+
+// Runs a row in a vector variant if one applies (out exactly an input, or disjoint from
+// the inputs); returns false for the plain loop.
+template <typename T, typename Op>
+bool row2_fast(T* o, const T* a, const T* b, int64_t n, const int64_t* step, Op op) {
+  if (step[0] != 1) return false;
+  if (step[1] == 1 && step[2] == 1) {
+    const bool oa = o == a, ob = o == b;
+    if (oa && ob) {
+      row2_inplace_ab(o, n, op);
+    } else if (oa && disjoint(o, b, n)) {
+      row2_inplace_a(o, b, n, op);
+    } else if (ob && disjoint(o, a, n)) {
+      row2_inplace_b(o, a, n, op);
+    } else if (disjoint(o, a, n) && disjoint(o, b, n)) {
+      row2_disjoint(o, a, b, n, op);
+    } else {
+      return false;
+    }
+    return true;
+  }
+  if (step[1] == 1 && step[2] == 0) {
+    if (o == a) {
+      row2_inplace_scalar_b(o, *b, n, op);
+    } else if (disjoint(o, a, n)) {
+      row2_scalar_b(o, a, *b, n, op);
+    } else {
+      return false;
+    }
+    return true;
+  }
+  if (step[1] == 0 && step[2] == 1) {
+    if (o == b) {
+      row2_inplace_scalar_a(o, *a, n, op);
+    } else if (disjoint(o, b, n)) {
+      row2_scalar_a(o, *a, b, n, op);
+    } else {
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+template <typename T, typename Op>
+void map2(const Layout<3>& l, void* out, const void* a, const void* b, int64_t begin,
+          int64_t end, Op op) {
+  T* const o0 = static_cast<T*>(out);
+  const T* const a0 = static_cast<const T*>(a);
+  const T* const b0 = static_cast<const T*>(b);
+  for_each_row_range(l, begin, end, [&](const int64_t* off, int64_t n, const int64_t* step) {
+    T* o = o0 + off[0];
+    const T* x = a0 + off[1];
+    const T* y = b0 + off[2];
+    if (!CallsLibm<Op>::value && row2_fast(o, x, y, n, step, op)) return;
+    row2_strided(o, x, y, n, step, op);
+  });
+}
+
+// ---- the ops ----
+
+template <typename T>
+void run_unary(Unary op, const Layout<2>& l, void* o, const void* x, int64_t b, int64_t e) {
+  with_unary(op, [&](auto f) { map1<T>(l, o, x, b, e, f); });
+}
+
+template <typename T>
+void run_unary_scalar(UnaryScalar op, const Layout<2>& l, void* o, const void* x, T s,
+                      int64_t b, int64_t e) {
+  with_unary_scalar(op, s, [&](auto f) { map1<T>(l, o, x, b, e, f); });
+}
+
+template <typename T>
+void run_binary(Binary op, const Layout<3>& l, void* o, const void* pa, const void* pb,
+                int64_t b, int64_t e) {
+  with_binary(op, [&](auto f) { map2<T>(l, o, pa, pb, b, e, f); });
+}
+
+void unary(Unary op, DType dt, const Layout<2>& l, void* out, const void* in, int64_t b,
+           int64_t e) {
+  if (dt == DType::kFloat32) return run_unary<float>(op, l, out, in, b, e);
+  run_unary<double>(op, l, out, in, b, e);
+}
+
+void unary_scalar(UnaryScalar op, DType dt, const Layout<2>& l, void* out, const void* in,
+                  double scalar, int64_t b, int64_t e) {
+  if (dt == DType::kFloat32) {
+    return run_unary_scalar<float>(op, l, out, in, static_cast<float>(scalar), b, e);
+  }
+  run_unary_scalar<double>(op, l, out, in, scalar, b, e);
+}
+
+void binary(Binary op, DType dt, const Layout<3>& l, void* out, const void* a, const void* pb,
+            int64_t b, int64_t e) {
+  if (dt == DType::kFloat32) return run_binary<float>(op, l, out, a, pb, b, e);
+  run_binary<double>(op, l, out, a, pb, b, e);
+}
+
+void axpy(DType dt, const Layout<3>& l, void* out, const void* a, const void* pb, double alpha,
+          int64_t b, int64_t e) {
+  if (dt == DType::kFloat32) {
+    return map2<float>(l, out, a, pb, b, e, AxpyOp<float>{static_cast<float>(alpha)});
+  }
+  map2<double>(l, out, a, pb, b, e, AxpyOp<double>{alpha});
+}
+
+}  // namespace
+
+extern const Loops kLoops = {
+#if defined(SG_CPU_LEVEL_AVX512)
+    CpuCapability::kAvx512,
+#elif defined(SG_CPU_LEVEL_AVX2)
+    CpuCapability::kAvx2,
+#else
+    CpuCapability::kDefault,
+#endif
+    unary, unary_scalar, binary, axpy, fill, copy, sum_block, extreme, columns,
+};
+
+}  // namespace SG_CPU_LEVEL
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace streamgrad

@@ -1,0 +1,186 @@
+#include "kernels/host/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "runtime/cpu_settings.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cpu {
+namespace {
+
+// Set while this thread runs a chunk: a parallel_for inside it runs inline.
+thread_local bool t_in_chunk = false;
+
+// One parallel_for: chunks [begin + c * chunk, ...) for c < count, claimed through `next`.
+struct Job {
+  int64_t begin = 0, end = 0, chunk = 0, count = 0;
+  detail::ChunkFn fn = nullptr;
+  void* ctx = nullptr;
+  std::atomic<int64_t> next{0};
+  // Workers that may still join; the pool's lock guards it.
+  int open_slots = 0;
+
+  std::mutex mu;
+  std::condition_variable finished;
+  int64_t done ABSL_GUARDED_BY(mu) = 0;
+  std::exception_ptr error ABSL_GUARDED_BY(mu);
+};
+
+// Claims and runs chunks of `job` until none is left. A worker that arrives after the
+// last claim runs nothing and never touches fn or ctx, which may be gone by then.
+void work(Job& job) {
+  const bool outer = t_in_chunk;
+  t_in_chunk = true;
+  int64_t ran = 0;
+  std::exception_ptr error;
+  for (;;) {
+    const int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.count) break;
+    const int64_t b = job.begin + c * job.chunk;
+    try {
+      job.fn(job.ctx, b, std::min(job.end, b + job.chunk));
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+    ++ran;
+  }
+  t_in_chunk = outer;
+  if (ran == 0) return;
+  std::lock_guard<std::mutex> lk(job.mu);
+  job.done += ran;
+  if (error && !job.error) job.error = error;
+  if (job.done == job.count) job.finished.notify_all();
+}
+
+class Pool {
+ public:
+  void run(const std::shared_ptr<Job>& job, int helpers) {
+    bool stopped;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopped = stopped_;
+      if (!stopped) {
+        start_workers(helpers);
+        job->open_slots = helpers;
+        queue_.push_back(job);
+      }
+    }
+    if (stopped) {
+      // After exit began: the caller does everything.
+      work(*job);
+    } else {
+      wake_.notify_all();
+      work(*job);
+      std::lock_guard<std::mutex> lk(mu_);
+      // All chunks are claimed: workers that have not joined yet need not.
+      auto it = std::find(queue_.begin(), queue_.end(), job);
+      if (it != queue_.end()) queue_.erase(it);
+    }
+    std::unique_lock<std::mutex> lk(job->mu);
+    job->finished.wait(lk, [&] { return job->done == job->count; });
+    if (job->error) std::rethrow_exception(job->error);
+  }
+
+  // Lets the workers finish what is queued, then joins them.
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopped_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+ private:
+  void start_workers(int n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (static_cast<int>(workers_.size()) < n) {
+      try {
+        workers_.emplace_back([this] { worker_loop(); });
+      } catch (const std::system_error&) {
+        return;  // no more threads: the callers and existing workers do the work
+      }
+    }
+  }
+
+  void worker_loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        wake_.wait(lk, [&] { return stopped_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopped, nothing left
+        job = queue_.front();
+        if (--job->open_slots <= 0) queue_.pop_front();
+      }
+      work(*job);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_;  // changed under mu_; joined by shutdown alone
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+Pool& pool() {
+  // Never deleted, so a kernel still running on a sim worker during exit finds a pool
+  // (stopped: it runs inline); the workers themselves are joined at exit.
+  static Pool* const p = new Pool();
+  static const struct Joiner {
+    ~Joiner() { p->shutdown(); }
+  } joiner;
+  (void)joiner;
+  return *p;
+}
+
+}  // namespace
+
+namespace detail {
+
+bool should_split(int64_t begin, int64_t end, int64_t grain) {
+  return end - begin > grain && !t_in_chunk && get_num_threads() > 1;
+}
+
+void run_parallel(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx) {
+  grain = std::max<int64_t>(1, grain);
+  const int64_t threads = get_num_threads();
+  const int64_t n = end - begin;
+  // A few chunks per thread, so a thread that lost its core to another process does not
+  // hold everyone up; always whole grains, so chunk edges stay aligned to them.
+  const int64_t want = (n + threads * 4 - 1) / (threads * 4);
+  const int64_t chunk = std::max<int64_t>(1, (want + grain - 1) / grain) * grain;
+  auto job = std::make_shared<Job>();
+  job->begin = begin;
+  job->end = end;
+  job->chunk = chunk;
+  job->count = (n + chunk - 1) / chunk;
+  job->fn = fn;
+  job->ctx = ctx;
+  const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, job->count - 1));
+  if (helpers <= 0) {
+    work(*job);
+    std::lock_guard<std::mutex> lk(job->mu);
+    if (job->error) std::rethrow_exception(job->error);
+    return;
+  }
+  pool().run(job, helpers);
+}
+
+}  // namespace detail
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace streamgrad

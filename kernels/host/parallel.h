@@ -1,0 +1,66 @@
+// Internal to the cpu kernels: parallel_for over a pool of worker threads.
+//
+//   cpu::parallel_for(0, numel, cpu::kParallelGrain, [&](int64_t b, int64_t e) { ... });
+//
+// parallel_for(begin, end, grain, fn) calls fn(b, e) on disjoint chunks that cover
+// [begin, end) and returns when every call has returned. It runs fn(begin, end) inline,
+// on the caller, when the range holds at most `grain` items, when get_num_threads() is 1,
+// or when the caller is itself running a chunk (nested calls never wait on the pool, so
+// they cannot deadlock). Otherwise the range is cut into chunks of at least `grain` items
+// that the caller and up to get_num_threads() - 1 workers claim one by one; a caller
+// whose workers are busy with other callers' chunks (several sim streams launch at once)
+// runs its chunks itself.
+// How chunks are cut depends on the thread count, so fn must give the same result for any
+// split: element-wise loops do; reductions write one partial per fixed block and combine
+// the partials in order after parallel_for returns.
+//
+// Memory ordering: everything fn did in any chunk happens before parallel_for returns.
+// Thread-safety: any thread may call parallel_for, concurrently. Workers are started on
+// first need, sleep on a condition variable when idle (no spinning) and are joined at
+// exit; calls made after that run inline.
+// Failure: the first exception thrown by fn is rethrown to the caller after every chunk
+// has finished (the kernels' chunks do not throw).
+#ifndef STREAMGRAD_KERNELS_HOST_PARALLEL_H_
+#define STREAMGRAD_KERNELS_HOST_PARALLEL_H_
+
+#include <cstdint>
+#include <type_traits>
+
+namespace streamgrad {
+namespace kernels {
+namespace cpu {
+
+// Items (elements, or element-sized steps of work) up to which one thread is faster than
+// two. Measured with bench/kernels_bench (BM_*Threshold, bench/RESULTS.md) on 2 cores with
+// 2 MB of L2 each: while a kernel's operands fit in the caller's L2, a second core must
+// first pull them across and loses (an in-place float32 axpy of 256K elements: 31 us on one
+// thread, 65 us on two); at 512K elements two threads win (139 -> 100 us). PyTorch's
+// 32K grain assumes cores that are idle and data that is not already in one core's cache.
+constexpr int64_t kParallelGrain = 262144;
+
+namespace detail {
+using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+// Whether parallel_for would split [begin, end) now (not nested, threads > 1, big enough).
+bool should_split(int64_t begin, int64_t end, int64_t grain);
+void run_parallel(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* ctx);
+}  // namespace detail
+
+template <typename Fn>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, Fn&& fn) {
+  if (begin >= end) return;
+  if (!detail::should_split(begin, end, grain)) {
+    fn(begin, end);
+    return;
+  }
+  using F = std::remove_reference_t<Fn>;
+  detail::run_parallel(
+      begin, end, grain,
+      [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_KERNELS_HOST_PARALLEL_H_
