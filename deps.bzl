@@ -21,8 +21,8 @@ project that brings its own abseil or rules_cc keeps it; declare those before th
 The other system libraries (OpenBLAS, zlib, gloo, nlohmann-json) need no repository: they
 are link flags on //third_party/sys targets (tools/bootstrap.sh installs them).
 
-Fails when a repository it needs is missing only when something is built that uses it,
-with the message of the repository rule (system_absl names the package to install).
+Nothing is fetched until a build needs it. Where libabsl-dev is missing, that build fails
+with system_absl's message naming the package to install.
 """
 
 load("//third_party:system_absl.bzl", "system_absl")

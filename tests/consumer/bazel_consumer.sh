@@ -26,9 +26,11 @@ cleanup() {
 trap cleanup EXIT
 
 echo "bazel_consumer: cc targets without SG_COPTS"
-missing=$(cd "$repo" && bazel query --noshow_progress --ui_event_filters=-info \
-  'kind("cc_(library|binary|test) rule", //...) except attr(copts, "-std=c\+\+17", //...)' \
-  2>/dev/null)
+if ! missing=$(cd "$repo" && bazel query --noshow_progress --ui_event_filters=-info \
+  'kind("cc_(library|binary|test) rule", //...) except attr(copts, "-std=c\+\+17", //...)'); then
+  echo "bazel_consumer: FAILED: bazel query over the project failed"
+  exit 1
+fi
 if [ -n "$missing" ]; then
   echo "bazel_consumer: FAILED: these targets do not pass SG_COPTS (load //:build_defs.bzl):"
   echo "$missing"
