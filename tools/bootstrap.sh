@@ -4,8 +4,9 @@
 # when nothing is missing.
 set -euo pipefail
 
+# cmake, pkg-config, make: tools/install.sh's users and tests/consumer/cmake_consumer.sh.
 packages=(bazel-bootstrap catch2 libabsl-dev libopenblas-dev zlib1g-dev libbenchmark-dev
-          dataset-fashion-mnist nlohmann-json3-dev libgloo-dev iproute2)
+          dataset-fashion-mnist nlohmann-json3-dev libgloo-dev iproute2 cmake pkg-config make)
 
 missing=()
 for p in "${packages[@]}"; do
