@@ -17,7 +17,9 @@ namespace {
 Tensor f32(float v, Device d = Device("cpu")) {
   return from_vector<float>({v}, {}, TensorOptions().device(d));
 }
-Tensor f64(double v) { return from_vector<double>({v}, {}, TensorOptions().dtype(DType::kFloat64)); }
+Tensor f64(double v) {
+  return from_vector<double>({v}, {}, TensorOptions().dtype(DType::kFloat64));
+}
 Tensor i64(int64_t v) { return from_vector<int64_t>({v}, {}); }
 Tensor b8(bool v) { return from_vector<bool>({v}, {}); }
 
