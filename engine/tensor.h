@@ -105,7 +105,8 @@ class Tensor {
   // dtype to float, double, Half, BFloat16, int64_t, int32_t or bool. To bool: non-zero
   // (NaN too) is true. Floating to integral truncates toward zero. A finite value outside
   // T's range, or NaN / infinity to an integral type, is a ValueError (libtorch: "cannot
-  // be converted ... without overflow"); NaN and infinity pass to floating types.
+  // be converted ... without overflow"); NaN and infinity pass to floating types. A
+  // tensor of other than one element is a ValueError naming its shape and dtype.
   template <typename T>
   T item() const;
   std::string str() const;  // one-line printing of values; operator<< prints as libtorch
@@ -155,7 +156,7 @@ class Tensor {
   // (so that they read as members of Tensor) and defined in ops/tensor_methods.cc, part of
   // //ops, each forwarding to the free function with the same name. engine/ sits below
   // ops/, so ENGINE CODE MUST NOT CALL THEM: a binary that links the engine without //ops
-  // would fail to link (tests/engine/engine_only_link_test links exactly that). Names,
+  // would fail to link (tests/engine/tensor_print_test links exactly that). Names,
   // argument order and defaults follow torch::Tensor; there are methods only for
   // operators streamgrad has. Differences: scalars are double (libtorch: Scalar); max/min
   // return std::pair (libtorch: std::tuple; structured bindings and std::tie take both);
