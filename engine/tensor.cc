@@ -1,8 +1,5 @@
 #include "engine/tensor.h"
 
-#include <cstring>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/accumulate_grad.h"
@@ -10,8 +7,6 @@
 #include "engine/factories.h"
 #include "engine/node.h"
 #include "engine/view_history.h"
-#include "kernels/kernels.h"
-#include "runtime/copy.h"
 #include "runtime/devices.h"
 #include "runtime/error.h"
 #include "runtime/warning.h"
@@ -51,130 +46,19 @@ kernels::View Tensor::view() const {
   return kernels::View{data_ptr(), t.dtype, t.sizes, t.strides};
 }
 
+void Tensor::record_stream(const Stream& stream) const {
+  const Device memory = device();
+  const Device user = resolve_device(stream.device(), "record_stream");
+  SG_CHECK(user == memory, DeviceError, "record_stream: the tensor ", describe(),
+           " cannot be recorded on stream ", stream.str(), " of another device; copy it with ",
+           "to(", user.str(), ") first");
+  checked().storage.record_stream(stream);
+}
+
 std::string Tensor::describe() const {
   if (!defined()) return "undefined tensor";
   return absl::StrCat(dtype_name(dtype()), "[", absl::StrJoin(sizes(), ", "), "] on ",
                       device().str());
-}
-
-template <typename T>
-std::vector<T> Tensor::to_vector() const {
-  SG_CHECK(DTypeOf<T>::value == dtype(), ValueError, "to_vector<", dtype_name(DTypeOf<T>::value),
-           ">: the tensor is ", describe(), "; convert it with to(dtype) first");
-  const int64_t n = numel();
-  Tensor src = *this;
-  if (!is_contiguous()) {
-    // Gather on the device, ordered on its current stream, then copy the dense result.
-    src = empty(sizes(), TensorOptions().dtype(dtype()).device(device()));
-    kernels::copy(current_stream(device()), src.view(), view());
-  }
-  // std::vector<bool> has no data(): go through bytes.
-  std::vector<unsigned char> bytes(static_cast<size_t>(n) * sizeof(T));
-  copy_bytes(bytes.data(), Device("cpu"), src.data_ptr(), device(), bytes.size());
-  std::vector<T> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    T v;
-    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-    out[i] = v;
-  }
-  return out;
-}
-
-template <typename T>
-T Tensor::item() const {
-  SG_CHECK(numel() == 1, ValueError, "item(): the tensor ", describe(),
-           " has ", numel(), " elements; item() needs exactly one");
-  return to_vector<T>()[0];
-}
-
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
-template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
-template std::vector<bool> Tensor::to_vector<bool>() const;
-template float Tensor::item<float>() const;
-template double Tensor::item<double>() const;
-template int64_t Tensor::item<int64_t>() const;
-template bool Tensor::item<bool>() const;
-template std::vector<Half> Tensor::to_vector<Half>() const;
-template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
-template Half Tensor::item<Half>() const;
-template BFloat16 Tensor::item<BFloat16>() const;
-
-namespace {
-// 16-bit values print as the float32 values they hold.
-template <typename T>
-T printable(T v) {
-  return v;
-}
-float printable(Half v) { return v.to_float(); }
-float printable(BFloat16 v) { return v.to_float(); }
-
-template <typename T>
-std::string format_values(const Tensor& t) {
-  const std::vector<T> v = t.to_vector<T>();
-  const Shape& sizes = t.sizes();
-  std::ostringstream os;
-  if (sizes.empty()) {
-    os << printable(v[0]);
-    return os.str();
-  }
-  // Row-major nesting with brackets; long tensors are elided in the middle of each row.
-  std::vector<int64_t> index(sizes.size(), 0);
-  const int64_t n = static_cast<int64_t>(v.size());
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t rem = i;
-    for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-      index[d] = rem % sizes[d];
-      rem /= sizes[d];
-    }
-    size_t opening = 0;
-    for (size_t d = sizes.size(); d-- > 0 && index[d] == 0;) ++opening;
-    if (i > 0) os << (opening > 0 ? ",\n " : ", ");
-    os << std::string(opening, '[');
-    os << printable(v[i]);
-    size_t closing = 0;
-    for (size_t d = sizes.size(); d-- > 0 && index[d] == sizes[d] - 1;) ++closing;
-    os << std::string(closing, ']');
-    if (i == 200 && n > 220) {
-      os << ", ... (" << n - 201 << " more)";
-      break;
-    }
-  }
-  if (n == 0) os << "[]";
-  return os.str();
-}
-}  // namespace
-
-std::string Tensor::str() const {
-  if (!defined()) return "tensor(undefined)";
-  std::string values;
-  switch (dtype()) {
-    case DType::kFloat32:
-      values = format_values<float>(*this);
-      break;
-    case DType::kFloat64:
-      values = format_values<double>(*this);
-      break;
-    case DType::kInt64:
-      values = format_values<int64_t>(*this);
-      break;
-    case DType::kBool:
-      values = format_values<bool>(*this);
-      break;
-    case DType::kFloat16:
-      values = format_values<Half>(*this);
-      break;
-    case DType::kBFloat16:
-      values = format_values<BFloat16>(*this);
-      break;
-  }
-  std::string extra;
-  if (grad_fn()) {
-    extra = absl::StrCat(", grad_fn=", grad_fn()->name());
-  } else if (requires_grad()) {
-    extra = ", requires_grad";
-  }
-  return absl::StrCat("tensor(", values, ", ", describe(), extra, ")");
 }
 
 AutogradMeta& Tensor::autograd_meta() const {
