@@ -2,10 +2,10 @@
 
 load("//:build_defs.bzl", "SG_COPTS")
 
-def catch_test(name, deps, env = {}, size = "small", srcs = None, **kwargs):
+def catch_test(name, deps, env = {}, size = "small", srcs = None, copts = [], **kwargs):
     native.cc_test(
         name = name,
-        copts = SG_COPTS,
+        copts = SG_COPTS + [c for c in copts if c not in SG_COPTS],
         size = size,
         srcs = srcs or [name + ".cc"],
         env = env,
