@@ -112,14 +112,14 @@ void call_mixed(const Impl& impl, const Stream& stream, const char* name, const 
   std::array<const View*, NO + NI> acts{};
   std::array<const View*, NO + NI> prm{};
   size_t na = 0, np = 0;
-  auto sort = [&](const View* v) {
+  auto classify = [&](const View* v) {
     if (v == nullptr) return;
     bool is_param = false;
     for (const View* p : params) is_param = is_param || p == v;
     (is_param ? prm[np++] : acts[na++]) = v;
   };
-  for (const View* v : outs) sort(v);
-  for (const View* v : ins) sort(v);
+  for (const View* v : outs) classify(v);
+  for (const View* v : ins) classify(v);
   if (!widens_mixed(impl.options, {acts.data(), na}, {prm.data(), np})) {
     return body(outs, ins, /*widened=*/false);
   }
