@@ -37,17 +37,6 @@ std::string describe(const View& v) {
   return s;
 }
 
-void check_stream(const char* kernel, const Stream& stream, bool has_cuda) {
-  if (stream.device().type() != DeviceType::kCuda) return;
-#if defined(SG_CUDA_KERNELS)
-  if (has_cuda) return;
-#endif
-  SG_CHECK(false, DeviceError, kernel,
-           has_cuda ? ": this build has no cuda kernels (nvcc was not found when it was built); "
-                      "rebuild where the CUDA toolkit is installed, or use a sim or cpu device"
-                    : ": no cuda implementation yet; use a sim or cpu device");
-}
-
 void check_view(const char* kernel, const char* what, const View& v) {
   SG_CHECK(v.strides.size() == v.sizes.size(), ValueError, kernel, ": ", what, " has ",
            v.sizes.size(), " sizes but ", v.strides.size(), " strides");
@@ -119,12 +108,6 @@ void check_disjoint(const char* kernel, const char* what_out, const View& out,
 void check_dim(const char* kernel, int64_t dim, const View& v) {
   SG_CHECK(dim >= 0 && dim < v.dim(), ValueError, kernel, ": dim ", dim,
            " is out of range for ", describe(v), "; expected 0 <= dim < ", v.dim());
-}
-
-void check_floating_out_a_b(const char* kernel, const Stream& stream, const View& out,
-                            const View& a, const View& b, bool has_cuda) {
-  check_stream(kernel, stream, has_cuda);
-  check_floating_out_a_b(kernel, out, a, b);
 }
 
 void check_floating_out_a_b(const char* kernel, const View& out, const View& a, const View& b) {

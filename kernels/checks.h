@@ -3,15 +3,14 @@
 //
 // Messages name the kernel (its launch name, e.g. "add", "index_select"), the argument,
 // its dtype, sizes and strides, and what was expected.
-// Thread-safety: pure functions. Failure: ValueError for bad views; DeviceError from
-// check_stream for devices without an implementation.
+// Thread-safety: pure functions. Failure: ValueError for bad views. (The device was
+// decided before, by the dispatch table: kernels/dispatch/registry.h.)
 #ifndef STREAMGRAD_KERNELS_CHECKS_H_
 #define STREAMGRAD_KERNELS_CHECKS_H_
 
 #include <string>
 
 #include "kernels/view.h"
-#include "runtime/stream.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -20,15 +19,8 @@ namespace cpu {
 // "float32 [2, 3]", with the strides appended when the view is not contiguous.
 std::string describe(const View& v);
 
-// A DeviceError for a cuda stream, unless the kernel has a cuda implementation
-// (kernels/cuda/cuda_kernels.h: has_cuda) and this build compiled it (nvcc was found).
-void check_stream(const char* kernel, const Stream& stream, bool has_cuda = false);
-// The checks every floating kernel `out = f(a, b)` starts with: stream, well-formed views,
-// a writable out, one floating dtype for all three.
-void check_floating_out_a_b(const char* kernel, const Stream& stream, const View& out,
-                            const View& a, const View& b, bool has_cuda = false);
-// The same without the stream check, for kernels the dispatch table serves (the front door
-// has resolved the device already).
+// The checks every floating kernel `out = f(a, b)` starts with: well-formed views, a
+// writable out, one floating dtype for all three.
 void check_floating_out_a_b(const char* kernel, const View& out, const View& a, const View& b);
 // One stride per size, rank <= kMaxDims, sizes and strides >= 0, data when non-empty.
 void check_view(const char* kernel, const char* what, const View& v);

@@ -1,13 +1,15 @@
-// The cuDNN convolution entry points (kernels/nn_kernels.h): checks, then a launch whose
-// work is kernels/cuda/cudnn_conv.cu. cpu and sim streams are refused: conv2d there is
-// unfold and matmul (ops/conv.cc), and these exist only to hand cuda's work to cuDNN.
+// The cuDNN convolution entry points (kernels/nn_kernels.h): the front door. Checks, then
+// the implementation registered for cuda (kernels/cuda/cudnn_conv.cu), the only one: cpu
+// and sim streams are refused, conv2d there is unfold and matmul (ops/conv.cc), and these
+// exist only to hand cuda's work to cuDNN.
 #include <climits>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/checks.h"
-#include "kernels/launch_kernel.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/dispatch/kernel_args.h"
+#include "kernels/dispatch/launch.h"
+#include "kernels/dispatch/registry.h"
 #include "kernels/nn_kernels.h"
 #include "runtime/error.h"
 
@@ -15,6 +17,8 @@ namespace streamgrad {
 namespace kernels {
 namespace {
 
+using dispatch::KernelId;
+using ConvImpl = dispatch::Impl<KernelId::kCudnnConv2d>;
 
 int64_t out_size(const Window2d& w, int d, int64_t in) {
   return window_output_size(in, w.kernel[d], w.stride[d], w.padding[d], w.dilation[d]);
@@ -61,15 +65,19 @@ bool within_cudnn_limits(const ConvShape& s, const Window2d& w) {
   return true;
 }
 
-// Checks the three views of one pass against each other; `image` is [N, C, H, W] and
-// `result` [N, O, oH, oW].
-ConvShape check_views(const char* kernel, const Stream& stream, const View& image,
-                      const View& weight, const View& result, const Window2d& w, int64_t groups) {
+// The cuda implementation, for cuda streams only.
+ConvImpl resolve_conv(const char* kernel, const Stream& stream) {
   SG_CHECK(stream.device().type() == DeviceType::kCuda, DeviceError, kernel,
            ": runs on cuda "
            "streams only, not ",
            stream.str(), "; conv2d on cpu and sim uses unfold and matmul");
-  cpu::check_stream(kernel, stream, /*has_cuda=*/true);
+  return dispatch::resolve<KernelId::kCudnnConv2d>(kernel, stream);
+}
+
+// Checks the three views of one pass against each other; `image` is [N, C, H, W] and
+// `result` [N, O, oH, oW].
+ConvShape check_views(const char* kernel, const View& image, const View& weight,
+                      const View& result, const Window2d& w, int64_t groups) {
   cpu::check_contiguous(kernel, "image", image, 4);
   cpu::check_contiguous(kernel, "weight", weight, 4);
   cpu::check_contiguous(kernel, "output", result, 4);
@@ -94,53 +102,49 @@ ConvShape check_views(const char* kernel, const Stream& stream, const View& imag
 }
 
 // Writes a (named `written`) from b and c, which it must not overlap.
-void launch_pass(const char* kernel, const char* written, const Stream& stream, ConvPass pass,
-                 const ConvShape& s, const Window2d& w, const View& a, const View& b,
-                 const View& c) {
+void launch_pass(const ConvImpl& impl, const char* kernel, const char* written,
+                 const Stream& stream, ConvPass pass, const ConvShape& s, const Window2d& w,
+                 const View& a, const View& b, const View& c) {
   cpu::check_disjoint(kernel, written, a, "an input", b);
   cpu::check_disjoint(kernel, written, a, "an input", c);
-  void* pa = a.data;
-  const void* pb = b.data;
-  const void* pc = c.data;
-  const DType dt = a.dtype;
-  cpu::launch_kernel(stream, kernel, {&b, &c}, {&a},
-                     [=] { cuda::cudnn_conv2d(stream, pass, dt, s, w, pa, pb, pc); });
+  impl.fn(stream, dispatch::LaunchSpec(kernel, {&b, &c}, {&a}), pass, a.dtype, s, w, a.data,
+          b.data, c.data);
 }
 
 }  // namespace
 
 bool cudnn_conv2d_supported(const Device& device, DType dt, const std::vector<int64_t>& in,
                             const std::vector<int64_t>& weight, const Window2d& w, int64_t groups) {
-#if defined(SG_CUDA_KERNELS)
+  if (!dispatch::has_impl(KernelId::kCudnnConv2d, device.type())) return false;
   if (device.type() != DeviceType::kCuda) return false;
   if (dt != DType::kFloat32 && dt != DType::kFloat64) return false;
   if (in.size() != 4 || weight.size() != 4 || groups < 1) return false;
   return within_cudnn_limits(shape_of(in, weight, w, groups), w);
-#else
-  (void)device, (void)dt, (void)in, (void)weight, (void)w, (void)groups;
-  return false;
-#endif
 }
 
 void cudnn_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
                   const Window2d& w, int64_t groups) {
-  const ConvShape s = check_views("cudnn_conv2d", stream, in, weight, out, w, groups);
-  launch_pass("cudnn_conv2d", "output", stream, ConvPass::kForward, s, w, out, in, weight);
+  const char* kernel = "cudnn_conv2d";
+  const ConvImpl impl = resolve_conv(kernel, stream);
+  const ConvShape s = check_views(kernel, in, weight, out, w, groups);
+  launch_pass(impl, kernel, "output", stream, ConvPass::kForward, s, w, out, in, weight);
 }
 
 void cudnn_conv2d_backward_input(const Stream& stream, const View& grad_in, const View& grad_out,
                                  const View& weight, const Window2d& w, int64_t groups) {
   const char* kernel = "cudnn_conv2d_backward_input";
-  const ConvShape s = check_views(kernel, stream, grad_in, weight, grad_out, w, groups);
-  launch_pass(kernel, "grad_in", stream, ConvPass::kBackwardInput, s, w, grad_in, grad_out, weight);
+  const ConvImpl impl = resolve_conv(kernel, stream);
+  const ConvShape s = check_views(kernel, grad_in, weight, grad_out, w, groups);
+  launch_pass(impl, kernel, "grad_in", stream, ConvPass::kBackwardInput, s, w, grad_in, grad_out, weight);
 }
 
 void cudnn_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
                                   const View& grad_out, const View& in, const Window2d& w,
                                   int64_t groups) {
   const char* kernel = "cudnn_conv2d_backward_weight";
-  const ConvShape s = check_views(kernel, stream, in, grad_weight, grad_out, w, groups);
-  launch_pass(kernel, "grad_weight", stream, ConvPass::kBackwardWeight, s, w, grad_weight, grad_out,
+  const ConvImpl impl = resolve_conv(kernel, stream);
+  const ConvShape s = check_views(kernel, in, grad_weight, grad_out, w, groups);
+  launch_pass(impl, kernel, "grad_weight", stream, ConvPass::kBackwardWeight, s, w, grad_weight, grad_out,
               in);
 }
 

@@ -1,9 +1,11 @@
-// sgd_update and adam_update: every parameter of a list updated by one launch, element by
-// element with the functors of kernels/functors/optim_ops.h; non_finite_check_and_unscale: every
-// grad of a list unscaled and checked for Inf and NaN by one launch, likewise.
-//
-// The launch captures one compact layout per parameter (its operands' strides, merged as
-// far as they allow), so a contiguous parameter is one row that the loops vectorise.
+// sgd_update and adam_update: every parameter of a list updated by one launch;
+// non_finite_check_and_unscale: every grad of a list unscaled and checked for Inf and NaN
+// by one launch. The front door: the checks, the items (one compact layout per parameter,
+// its operands' strides merged as far as they allow) and the ranges read and written are
+// worked out here; the implementation registered for the stream's device runs them
+// (kernels/host/foreach.cc on cpu and sim, kernels/cuda/foreach.cu on cuda). The lists
+// have any number of operands, so 16-bit ones are widened here, with cpu::Widen, when
+// front::widens says so.
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -13,19 +15,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/checks.h"
-#include "kernels/widen.h"
+#include "kernels/dispatch/kernel_args.h"
+#include "kernels/dispatch/launch.h"
+#include "kernels/dispatch/registry.h"
 #include "kernels/dispatch/strided.h"
 #include "kernels/foreach.h"
-#include "kernels/functors/optim_ops.h"
+#include "kernels/front.h"
+#include "kernels/widen.h"
 #include "runtime/error.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
 namespace {
 
-using cpu::Layout;
+using dispatch::KernelId;
+using dispatch::LaunchSpec;
 
 bool intersect(const View& a, const View& b) {
   const MemRange ra = a.byte_range(), rb = b.byte_range();
@@ -83,143 +87,18 @@ void check_param(const char* kernel, size_t i, const View& param, DType dtype) {
 }
 
 
-// Calls f(std::true_type{}) or f(std::false_type{}): a runtime flag made a constant, so
-// that the loops below are compiled once per combination of flags without branches in
-// them (the functors test their flags per element; with constant flags the tests fold
-// away and the contiguous loops vectorise).
-template <typename F>
-void with_flag(bool flag, F&& f) {
-  if (flag) {
-    f(std::true_type{});
-  } else {
-    f(std::false_type{});
-  }
-}
-
-template <typename T, bool kDecay, bool kNesterov, bool kFresh>
-void sgd_rows(SgdUpdate<T> op, const SgdItem& it) {
-  op.decay = kDecay;
-  op.nesterov = kNesterov;
-  T* p0 = static_cast<T*>(it.param);
-  const T* g0 = static_cast<const T*>(it.grad);
-  T* b0 = static_cast<T*>(it.buf);
-  cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
-    // A local copy with the flags set here: through the captured reference every store
-    // to p might change the update's fields, which kept the loops scalar, testing the
-    // flags per element.
-    SgdUpdate<T> f = op;
-    f.decay = kDecay;
-    f.nesterov = kNesterov;
-    T* p = p0 + off[0];
-    const T* g = g0 + off[1];
-    if (b0 == nullptr) {
-      if (st[0] == 1 && st[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i) p[i * st[0]] = f(p[i * st[0]], g[i * st[1]]);
-      }
-      return;
-    }
-    T* b = b0 + off[2];
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i], b[i], kFresh);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        p[i * st[0]] = f(p[i * st[0]], g[i * st[1]], b[i * st[2]], kFresh);
-      }
-    }
-  });
-}
-
-template <typename T>
-void run_sgd(const SgdUpdate<T>& op, const SgdItem& it) {
-  with_flag(op.decay, [&](auto decay) {
-    with_flag(op.nesterov, [&](auto nesterov) {
-      with_flag(it.fresh, [&](auto fresh) {
-        sgd_rows<T, decltype(decay)::value, decltype(nesterov)::value, decltype(fresh)::value>(
-            op, it);
-      });
-    });
-  });
-}
-
-
-template <typename T, bool kDecay, bool kDecoupled>
-void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
-  op.decay = kDecay;
-  op.decoupled = kDecoupled;
-  T* p0 = static_cast<T*>(it.param);
-  const T* g0 = static_cast<const T*>(it.grad);
-  T* m0 = static_cast<T*>(it.m);
-  T* v0 = static_cast<T*>(it.v);
-  const T inv = static_cast<T>(it.inv_sqrt_bias2);
-  const T step = static_cast<T>(it.neg_step);
-  if (it.fresh) {  // the moments start at 0; the update then reads what it wrote
-    cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      for (int64_t i = 0; i < n; ++i) {
-        m0[off[2] + i * st[2]] = T(0);
-        v0[off[3] + i * st[3]] = T(0);
-      }
-    });
-  }
-  cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
-    AdamUpdate<T> f = op;  // a local copy with the flags set here, as in sgd_rows
-    f.decay = kDecay;
-    f.decoupled = kDecoupled;
-    T* p = p0 + off[0];
-    const T* g = g0 + off[1];
-    T* m = m0 + off[2];
-    T* v = v0 + off[3];
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
-      for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i], m[i], v[i], inv, step);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        p[i * st[0]] = f(p[i * st[0]], g[i * st[1]], m[i * st[2]], v[i * st[3]], inv, step);
-      }
-    }
-  });
-}
-
-template <typename T>
-void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
-  with_flag(op.decay, [&](auto decay) {
-    with_flag(op.decoupled, [&](auto decoupled) {
-      adam_rows<T, decltype(decay)::value, decltype(decoupled)::value>(op, it);
-    });
-  });
-}
-
-// Unscales one grad in place; whether it held an Inf or NaN.
-template <typename T>
-bool unscale_rows(const UnscaleItem& it, T inv_scale) {
-  T* g0 = static_cast<T*>(it.grad);
-  int found = 0;
-  cpu::for_each_row(it.layout, [&](const int64_t* off, int64_t n, const int64_t* st) {
-    const NonFiniteCheckAndUnscale<T> f{inv_scale};  // local, as in sgd_rows
-    int bad = 0;
-    T* g = g0 + off[0];
-    if (st[0] == 1) {
-      for (int64_t i = 0; i < n; ++i) g[i] = f(g[i], bad);
-    } else {
-      for (int64_t i = 0; i < n; ++i) g[i * st[0]] = f(g[i * st[0]], bad);
-    }
-    found |= bad;
-  });
-  return found != 0;
-}
-
 }  // namespace
 
 void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdParam>& params) {
   const char* name = "sgd_update";
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  const auto impl = dispatch::resolve<KernelId::kSgdUpdate>(name, stream);
   if (params.empty()) return;
   std::vector<const View*> all;
   for (const SgdParam& e : params) {
     all.insert(all.end(), {&e.param, &e.grad});
     if (h.momentum != 0) all.push_back(&e.momentum_buffer);
   }
-  if (cpu::Widen::applies(all)) {  // 16-bit parameters and state, updated in float32
+  if (front::widens(impl.options, all)) {  // 16-bit parameters and state, updated in float32
     cpu::Widen w(stream, name);
     std::vector<SgdParam> wide = params;
     for (SgdParam& e : wide) {
@@ -265,27 +144,16 @@ void sgd_update(const Stream& stream, const SgdHyper& h, const std::vector<SgdPa
     }
   }
   if (items.empty()) return;
-  if (stream.device().type() == DeviceType::kCuda) {
-    launch(stream, {name, reads, writes},
-           [&] { cuda::sgd_update(stream, dtype, h, items); });
-    return;
-  }
-  launch(stream, {name, reads, writes}, [items = std::move(items), dtype, h] {
-    cpu::dispatch_floating(dtype, [&](auto t) {
-      using T = decltype(t);
-      const SgdUpdate<T> op = make_sgd_update<T>(h);
-      for (const SgdItem& it : items) run_sgd(op, it);
-    });
-  });
+  impl.fn(stream, LaunchSpec(name, reads, writes), dtype, h, items);
 }
 
 void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<AdamParam>& params) {
   const char* name = h.decoupled ? "adamw_update" : "adam_update";
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  const auto impl = dispatch::resolve<KernelId::kAdamUpdate>(name, stream);
   if (params.empty()) return;
   std::vector<const View*> all;
   for (const AdamParam& e : params) all.insert(all.end(), {&e.param, &e.grad, &e.exp_avg, &e.exp_avg_sq});
-  if (cpu::Widen::applies(all)) {  // 16-bit parameters and moments, updated in float32
+  if (front::widens(impl.options, all)) {  // 16-bit parameters and moments, in float32
     cpu::Widen w(stream, name);
     std::vector<AdamParam> wide = params;
     for (AdamParam& e : wide) {
@@ -336,24 +204,13 @@ void adam_update(const Stream& stream, const AdamHyper& h, const std::vector<Ada
     }
   }
   if (items.empty()) return;
-  if (stream.device().type() == DeviceType::kCuda) {
-    launch(stream, {name, reads, writes},
-           [&] { cuda::adam_update(stream, dtype, h, items); });
-    return;
-  }
-  launch(stream, {name, reads, writes}, [items = std::move(items), dtype, h] {
-    cpu::dispatch_floating(dtype, [&](auto t) {
-      using T = decltype(t);
-      const AdamUpdate<T> op = make_adam_update<T>(h);
-      for (const AdamItem& it : items) run_adam(op, it);
-    });
-  });
+  impl.fn(stream, LaunchSpec(name, reads, writes), dtype, h, items);
 }
 
 void non_finite_check_and_unscale(const Stream& stream, const std::vector<View>& grads,
                                   const View& found_inf, double inv_scale) {
   const char* name = "non_finite_check_and_unscale";
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  const auto impl = dispatch::resolve<KernelId::kNonFiniteCheckAndUnscale>(name, stream);
   if (!well_formed(found_inf, true) || found_inf.dtype != DType::kFloat32 ||
       found_inf.numel() != 1) {
     cpu::check_output(name, "found_inf", found_inf);
@@ -385,21 +242,8 @@ void non_finite_check_and_unscale(const Stream& stream, const std::vector<View>&
   // Read too: the flag's final value depends on what the caller wrote into it before.
   reads.push_back(found_inf.byte_range());
   writes.push_back(found_inf.byte_range());
-  float* flag = static_cast<float*>(found_inf.data);
-  if (stream.device().type() == DeviceType::kCuda) {
-    launch(stream, {name, reads, writes},
-           [&] { cuda::non_finite_check_and_unscale(stream, dtype, items, flag, inv_scale); });
-    return;
-  }
-  launch(stream, {name, reads, writes}, [items = std::move(items), dtype, flag, inv_scale] {
-    cpu::dispatch_floating(dtype, [&](auto t) {
-      using T = decltype(t);
-      const T inv = static_cast<T>(inv_scale);
-      bool found = false;
-      for (const UnscaleItem& it : items) found = unscale_rows(it, inv) || found;
-      if (found) *flag = 1.0f;
-    });
-  });
+  impl.fn(stream, LaunchSpec(name, reads, writes), dtype, items,
+          static_cast<float*>(found_inf.data), inv_scale);
 }
 
 }  // namespace kernels

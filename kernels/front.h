@@ -12,6 +12,16 @@
 // whose scratch would pass kWidenChunkElements runs body once per chunk of out's first
 // dim of size > 1 (every operand has out's sizes), each chunk widened on its own.
 //
+// Mode::accumulate marks kernels whose outputs are read too (index_add, col2im): their
+// float32 copies start from the outputs' values.
+// call_mixed() is the same for mixed precision (matmul, batch_norm): operands are
+// pointers (nullptr: an optional operand left out), and those listed in `params` (an
+// output kept in float32, a bias, statistics) may be float32 beside 16-bit activations;
+// the call widens when every activation is of one 16-bit dtype and each param of that
+// dtype or float32 (Widen::applies_mixed). body(const Ptrs<NO>&, const Ptrs<NI>&, bool).
+// Kernels with a variable number of operands (kernels/foreach.h) decide with widens()
+// and widen with cpu::Widen themselves.
+//
 // Thread-safety: per call, on the caller's thread. Failure: what body and Widen throw
 // (ValueError for malformed 16-bit views, before anything is enqueued).
 #ifndef STREAMGRAD_KERNELS_FRONT_H_
@@ -32,22 +42,40 @@ namespace front {
 template <size_t N>
 using Operands = std::array<View, N>;
 
+template <size_t N>
+using Ptrs = std::array<const View*, N>;
+
 enum class Chunking { kNone, kElementwise };
+
+struct Mode {
+  Mode(Chunking c = Chunking::kNone, bool acc = false) : chunking(c), accumulate(acc) {}
+  Chunking chunking;
+  bool accumulate;  // outputs are read too: widened copies start from their values
+};
+inline const Mode kAccumulate{Chunking::kNone, /*acc=*/true};
 
 // Whether a call with these views computes in float32 under `options`.
 inline bool widens(const dispatch::ImplOptions& options, absl::Span<const View* const> views) {
   return !options.native_16bit && cpu::Widen::applies(views);
 }
 
+// Whether a mixed-precision call (call_mixed) with these activations and params computes
+// in float32 under `options`.
+inline bool widens_mixed(const dispatch::ImplOptions& options,
+                         absl::Span<const View* const> activations,
+                         absl::Span<const View* const> params) {
+  return !options.native_16bit && cpu::Widen::applies_mixed(activations, params);
+}
+
 namespace internal {
 
 template <size_t NO, size_t NI, typename Body>
-void run_widened(const Stream& stream, const char* name, const Operands<NO>& outs,
-                 const Operands<NI>& ins, Body& body) {
+void run_widened(const Stream& stream, const char* name, bool accumulate,
+                 const Operands<NO>& outs, const Operands<NI>& ins, Body& body) {
   cpu::Widen w(stream, name);
   Operands<NO> wo;
   Operands<NI> wi;
-  for (size_t i = 0; i < NO; ++i) wo[i] = w.out(outs[i]);
+  for (size_t i = 0; i < NO; ++i) wo[i] = w.out(outs[i], accumulate);
   for (size_t i = 0; i < NI; ++i) wi[i] = w.in(ins[i]);
   body(wo, wi, /*widened=*/true);
   w.finish();
@@ -57,24 +85,51 @@ void run_widened(const Stream& stream, const char* name, const Operands<NO>& out
 
 // body(const Operands<NO>&, const Operands<NI>&, bool widened).
 template <typename Impl, size_t NO, size_t NI, typename Body>
-void call(const Impl& impl, const Stream& stream, const char* name, Chunking chunking,
+void call(const Impl& impl, const Stream& stream, const char* name, Mode mode,
           const Operands<NO>& outs, const Operands<NI>& ins, Body body) {
   std::array<const View*, NO + NI> all;
   for (size_t i = 0; i < NO; ++i) all[i] = &outs[i];
   for (size_t i = 0; i < NI; ++i) all[NO + i] = &ins[i];
   if (!widens(impl.options, all)) return body(outs, ins, /*widened=*/false);
-  if (chunking == Chunking::kElementwise && NO > 0 &&
+  if (mode.chunking == Chunking::kElementwise && NO > 0 &&
       cpu::for_each_chunk(outs[0], static_cast<int64_t>(NO + NI),
                           [&](int64_t d, int64_t begin, int64_t n) {
                             Operands<NO> co;
                             Operands<NI> ci;
                             for (size_t i = 0; i < NO; ++i) co[i] = cpu::slice_of(outs[i], d, begin, n);
                             for (size_t i = 0; i < NI; ++i) ci[i] = cpu::slice_of(ins[i], d, begin, n);
-                            internal::run_widened(stream, name, co, ci, body);
+                            internal::run_widened(stream, name, mode.accumulate, co, ci, body);
                           })) {
     return;
   }
-  internal::run_widened(stream, name, outs, ins, body);
+  internal::run_widened(stream, name, mode.accumulate, outs, ins, body);
+}
+
+// body(const Ptrs<NO>&, const Ptrs<NI>&, bool widened); see the banner.
+template <typename Impl, size_t NO, size_t NI, typename Body>
+void call_mixed(const Impl& impl, const Stream& stream, const char* name, const Ptrs<NO>& outs,
+                const Ptrs<NI>& ins, std::initializer_list<const View*> params, Body body) {
+  std::array<const View*, NO + NI> acts{};
+  std::array<const View*, NO + NI> prm{};
+  size_t na = 0, np = 0;
+  auto classify = [&](const View* v) {
+    if (v == nullptr) return;
+    bool is_param = false;
+    for (const View* p : params) is_param = is_param || p == v;
+    (is_param ? prm[np++] : acts[na++]) = v;
+  };
+  for (const View* v : outs) classify(v);
+  for (const View* v : ins) classify(v);
+  if (!widens_mixed(impl.options, {acts.data(), na}, {prm.data(), np})) {
+    return body(outs, ins, /*widened=*/false);
+  }
+  cpu::Widen w(stream, name);
+  Ptrs<NO> wo;
+  Ptrs<NI> wi;
+  for (size_t i = 0; i < NO; ++i) wo[i] = w.out(outs[i]);
+  for (size_t i = 0; i < NI; ++i) wi[i] = w.in(ins[i]);
+  body(wo, wi, /*widened=*/true);
+  w.finish();
 }
 
 }  // namespace front

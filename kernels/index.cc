@@ -1,20 +1,18 @@
 // index_select, index_add, scatter_add and gather, and check_index_range (the same
-// validation under a caller's name).
-//
-// Indices are validated in full before the first element is touched, so a bad index
-// never reads or writes out of bounds and never leaves a half-updated out. On cpu the
-// check runs on the host before launching (the cpu stream has no pending work, so the
-// index memory is final); on sim it runs inside the task and its ValueError surfaces at
-// the stream's next synchronisation.
+// validation under a caller's name): the front door. Checks here, then the implementation
+// registered for the stream's device (kernels/host/index.cc on cpu and sim,
+// kernels/cuda/index.cu on cuda), which validates every index before it touches an
+// element. index_select and gather only move elements: the host takes 16-bit views as
+// they are, cuda widens them; index_add and scatter_add accumulate in float32.
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/checks.h"
-#include "kernels/widen.h"
-#include "kernels/launch_kernel.h"
+#include "kernels/dispatch/kernel_args.h"
+#include "kernels/dispatch/launch.h"
+#include "kernels/dispatch/registry.h"
 #include "kernels/dispatch/strided.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/front.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -24,37 +22,19 @@ namespace {
 
 using cpu::Layout;
 
-// What a task needs to validate its indices.
-struct IndexCheck {
-  const char* kernel;
-  Layout<1> layout;  // the index view's own layout
-  const int64_t* data;
-  int64_t dim;
-  int64_t limit;  // valid indices are [0, limit)
-};
+using dispatch::KernelId;
+using dispatch::LaunchSpec;
+using front::Operands;
 
-void check_indices(const IndexCheck& c) {
-  int64_t position = 0;
-  cpu::for_each_row(c.layout, [&](const int64_t* off, int64_t n, const int64_t* step) {
-    const int64_t* p = c.data + off[0];
-    for (int64_t j = 0; j < n; ++j, ++position) {
-      const int64_t v = p[j * step[0]];
-      SG_CHECK(v >= 0 && v < c.limit, ValueError, c.kernel, ": index ", v,
-               " (element ", position, " of index, row-major) is out of range for dim ",
-               c.dim, " of size ", c.limit, "; valid indices are 0..", c.limit - 1);
-    }
-  });
-}
-
-// The cuda kernels' arguments for the same launch (they check the indices on the device).
-IndexArgs cuda_args(const IndexCheck& c, const Layout<3>& l, void* out, const void* other,
-                          int64_t step) {
-  return {c.kernel, l, out, other, c.data, step, c.layout, c.dim, c.limit};
-}
-
-IndexCheck make_check(const char* kernel, const View& index, int64_t dim, int64_t limit) {
-  return {kernel, cpu::make_layout<1>(index.sizes, {index.strides.data()}),
-          static_cast<const int64_t*>(index.data), dim, limit};
+// The implementation's arguments but the walk and its data: the index view and its range.
+IndexArgs index_args(const char* kernel, const View& index, int64_t dim, int64_t limit) {
+  IndexArgs a{};
+  a.name = kernel;
+  a.index = static_cast<const int64_t*>(index.data);
+  a.index_layout = cpu::make_layout<1>(index.sizes, {index.strides.data()});
+  a.dim = dim;
+  a.limit = limit;
+  return a;
 }
 
 // Operand strides for a walk over `sizes` in which `dim` is addressed through the index:
@@ -72,20 +52,8 @@ std::vector<int64_t> index_along(const View& index, int64_t rank, int64_t dim) {
   return s;
 }
 
-// Walks `l` (operands: target, other, index) and calls fn(target_offset, other_offset,
-// index_value) per element; the caller scales the index by the target's dim stride.
-template <typename Fn>
-void indexed_walk(const Layout<3>& l, const int64_t* idx, Fn fn) {
-  cpu::for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* step) {
-    for (int64_t j = 0; j < n; ++j) {
-      fn(off[0] + j * step[0], off[1] + j * step[1], idx[off[2] + j * step[2]]);
-    }
-  });
-}
-
-void check_common(const char* name, const Stream& stream, const View& out,
-                  const View& other, const char* other_name, const View& index, int64_t dim) {
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+void check_common(const char* name, const View& out, const View& other,
+                  const char* other_name, const View& index, int64_t dim) {
   cpu::check_output(name, "out", out);
   cpu::check_view(name, other_name, other);
   cpu::check_view(name, "index", index);
@@ -112,212 +80,127 @@ void check_one_d(const char* name, const View& out, const View& other,
            ", where the indexed side has index.numel() entries");
 }
 
-// out[o] = in[o's position with index[i] along dim] over layout l (out, in without dim,
-// index): index_select's and gather's shared body. Indices are checked on the host for
-// cpu streams, in the work itself elsewhere.
-void read_indexed(const Stream& stream, const char* name, const View& out, const View& in,
-                  const View& index, int64_t dim, const IndexCheck& chk, const Layout<3>& l) {
-  if (l.numel == 0) return;
-  const bool host_checked = stream.device().is_cpu();
-  if (host_checked) check_indices(chk);
-  void* o = out.data;
-  const void* x = in.data;
-  const int64_t sd = in.strides[dim];
-  const DType dt = out.dtype;
-  cpu::launch_kernel_or_cuda(
-      stream, name, {&in, &index}, {&out},
-      [chk, host_checked, o, x, sd, dt](const Layout<3>& l) {
-        if (!host_checked) check_indices(chk);
-        cpu::dispatch_all(dt, [&](auto t) {
-          using T = decltype(t);
-          T* o0 = static_cast<T*>(o);
-          const T* x0 = static_cast<const T*>(x);
-          indexed_walk(l, chk.data,
-                       [&](int64_t oo, int64_t xo, int64_t i) { o0[oo] = x0[xo + i * sd]; });
-        });
-      },
-      [stream, chk, o, x, sd, dt](const Layout<3>& l) {
-        cuda::index_read(stream, dt, cuda_args(chk, l, o, x, sd));
-      },
-      l);
+// index_select's and gather's shared body: out[o] = in[o's position with index[i] along
+// dim] over the walk (out, in without dim, index).
+void read_indexed(const dispatch::Impl<KernelId::kIndexRead>& impl, const Stream& stream,
+                  const char* name, const View& out, const View& in, const View& index,
+                  int64_t dim, IndexArgs a) {
+  if (a.walk.numel == 0) return;
+  a.out = out.data;
+  a.other = in.data;
+  a.step = in.strides[dim];
+  impl.fn(stream, LaunchSpec(name, {&in, &index}, {&out}), out.dtype, a);
+}
+
+// index_add's and scatter_add's shared body: out[walk] += src.
+void accumulate_indexed(const dispatch::Impl<KernelId::kIndexAccumulate>& impl,
+                        const Stream& stream, const char* name, const View& out,
+                        const View& src, const View& index, int64_t dim, IndexArgs a) {
+  if (a.walk.numel == 0) return;
+  a.out = out.data;
+  a.other = src.data;
+  a.step = out.strides[dim];
+  impl.fn(stream, LaunchSpec(name, {&out, &src, &index}, {&out}), out.dtype, a);
 }
 
 }  // namespace
 
 void index_select(const Stream& stream, const View& out, const View& in, int64_t dim,
                   const View& index) {
-  if (cpu::widen_to_move(stream, {&out, &in})) {
-    cpu::Widen w(stream, "index_select");
-    index_select(stream, w.out(out), w.in(in), dim, index);
-    return w.finish();
-  }
   const char* name = "index_select";
-  check_common(name, stream, out, in, "in", index, dim);
-  check_one_d(name, out, in, "in", index, dim, out);
-  const IndexCheck chk = make_check(name, index, dim, in.sizes[dim]);
-  const std::vector<int64_t> in_strides = without_dim(in, dim);
-  const std::vector<int64_t> idx_strides = index_along(index, out.dim(), dim);
-  const Layout<3> l = cpu::make_layout<3>(
-      out.sizes, {out.strides.data(), in_strides.data(), idx_strides.data()});
-  read_indexed(stream, name, out, in, index, dim, chk, l);
+  const auto impl = dispatch::resolve<KernelId::kIndexRead>(name, stream);
+  front::call(impl, stream, name, front::Chunking::kNone, Operands<1>{out}, Operands<1>{in},
+              [&](const Operands<1>& o, const Operands<1>& i, bool) {
+                const View &out = o[0], &in = i[0];
+                check_common(name, out, in, "in", index, dim);
+                check_one_d(name, out, in, "in", index, dim, out);
+                IndexArgs a = index_args(name, index, dim, in.sizes[dim]);
+                const std::vector<int64_t> in_strides = without_dim(in, dim);
+                const std::vector<int64_t> idx_strides = index_along(index, out.dim(), dim);
+                a.walk = cpu::make_layout<3>(
+                    out.sizes, {out.strides.data(), in_strides.data(), idx_strides.data()});
+                read_indexed(impl, stream, name, out, in, index, dim, a);
+              });
 }
-
-namespace {
-
-// The shared body of index_add and scatter_add: out[walk] += src, indices checked on
-// the host for cpu and inside the task for sim (before anything is written).
-void accumulate_indexed(const Stream& stream, const char* name, const View& out,
-                        const View& src, const View& index, int64_t dim,
-                        const IndexCheck& chk, const Layout<3>& l) {
-  if (l.numel == 0) return;
-  const bool host_checked = stream.device().is_cpu();
-  if (host_checked) check_indices(chk);
-  void* o = out.data;
-  const void* s = src.data;
-  const int64_t sd = out.strides[dim];
-  const DType dt = out.dtype;
-  cpu::launch_kernel_or_cuda(
-      stream, name, {&out, &src, &index}, {&out},
-      [chk, host_checked, o, s, sd, dt](const Layout<3>& l) {
-        if (!host_checked) check_indices(chk);
-        cpu::dispatch_floating(dt, [&](auto t) {
-          using T = decltype(t);
-          T* o0 = static_cast<T*>(o);
-          const T* s0 = static_cast<const T*>(s);
-          // One thread in a fixed order: duplicates accumulate deterministically.
-          indexed_walk(l, chk.data,
-                       [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] += s0[so]; });
-        });
-      },
-      [stream, chk, o, s, sd, dt](const Layout<3>& l) {
-        cuda::index_accumulate(stream, dt, cuda_args(chk, l, o, s, sd));
-      },
-      l);
-}
-
-}  // namespace
 
 void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                const View& src) {
-  if (cpu::Widen::applies({&out, &src})) {
-    cpu::Widen w(stream, "index_add");
-    index_add(stream, w.out(out, /*keep_values=*/true), dim, index, w.in(src));
-    return w.finish();
-  }
   const char* name = "index_add";
-  check_common(name, stream, out, src, "src", index, dim);
-  cpu::check_floating(name, "out", out);
-  check_one_d(name, out, src, "src", index, dim, src);
-  const IndexCheck chk = make_check(name, index, dim, out.sizes[dim]);
-  const std::vector<int64_t> out_strides = without_dim(out, dim);
-  const std::vector<int64_t> idx_strides = index_along(index, src.dim(), dim);
-  accumulate_indexed(stream, name, out, src, index, dim, chk,
-                     cpu::make_layout<3>(src.sizes, {out_strides.data(), src.strides.data(),
-                                                     idx_strides.data()}));
+  const auto impl = dispatch::resolve<KernelId::kIndexAccumulate>(name, stream);
+  front::call(impl, stream, name, front::kAccumulate, Operands<1>{out}, Operands<1>{src},
+              [&](const Operands<1>& o, const Operands<1>& i, bool) {
+                const View &out = o[0], &src = i[0];
+                check_common(name, out, src, "src", index, dim);
+                cpu::check_floating(name, "out", out);
+                check_one_d(name, out, src, "src", index, dim, src);
+                IndexArgs a = index_args(name, index, dim, out.sizes[dim]);
+                const std::vector<int64_t> out_strides = without_dim(out, dim);
+                const std::vector<int64_t> idx_strides = index_along(index, src.dim(), dim);
+                a.walk = cpu::make_layout<3>(
+                    src.sizes, {out_strides.data(), src.strides.data(), idx_strides.data()});
+                accumulate_indexed(impl, stream, name, out, src, index, dim, a);
+              });
 }
 
 void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                  const View& src) {
-  if (cpu::Widen::applies({&out, &src})) {
-    cpu::Widen w(stream, "scatter_add");
-    scatter_add(stream, w.out(out, /*keep_values=*/true), dim, index, w.in(src));
-    return w.finish();
-  }
   const char* name = "scatter_add";
-  check_common(name, stream, out, src, "src", index, dim);
-  cpu::check_floating(name, "out", out);
-  cpu::check_same_sizes(name, "index", index, "src", src);
-  bool fits = true;
-  for (int64_t d = 0; d < out.dim(); ++d) fits = fits && (d == dim || src.sizes[d] <= out.sizes[d]);
-  SG_CHECK(fits, ValueError, name, ": src ", cpu::describe(src), " is larger than out ",
-           cpu::describe(out), " on a dim other than ", dim);
-  const IndexCheck chk = make_check(name, index, dim, out.sizes[dim]);
-  const std::vector<int64_t> out_strides = without_dim(out, dim);
-  accumulate_indexed(stream, name, out, src, index, dim, chk,
-                     cpu::make_layout<3>(src.sizes, {out_strides.data(), src.strides.data(),
-                                                     index.strides.data()}));
+  const auto impl = dispatch::resolve<KernelId::kIndexAccumulate>(name, stream);
+  front::call(impl, stream, name, front::kAccumulate, Operands<1>{out}, Operands<1>{src},
+              [&](const Operands<1>& o, const Operands<1>& i, bool) {
+                const View &out = o[0], &src = i[0];
+                check_common(name, out, src, "src", index, dim);
+                cpu::check_floating(name, "out", out);
+                cpu::check_same_sizes(name, "index", index, "src", src);
+                bool fits = true;
+                for (int64_t d = 0; d < out.dim(); ++d) {
+                  fits = fits && (d == dim || src.sizes[d] <= out.sizes[d]);
+                }
+                SG_CHECK(fits, ValueError, name, ": src ", cpu::describe(src),
+                         " is larger than out ", cpu::describe(out), " on a dim other than ",
+                         dim);
+                IndexArgs a = index_args(name, index, dim, out.sizes[dim]);
+                const std::vector<int64_t> out_strides = without_dim(out, dim);
+                a.walk = cpu::make_layout<3>(
+                    src.sizes, {out_strides.data(), src.strides.data(), index.strides.data()});
+                accumulate_indexed(impl, stream, name, out, src, index, dim, a);
+              });
 }
 
 void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
             const View& index) {
-  if (cpu::widen_to_move(stream, {&out, &in})) {
-    cpu::Widen w(stream, "gather");
-    gather(stream, w.out(out), w.in(in), dim, index);
-    return w.finish();
-  }
   const char* name = "gather";
-  check_common(name, stream, out, in, "in", index, dim);
-  cpu::check_same_sizes(name, "index", index, "out", out);
-  bool fits = true;
-  for (int64_t d = 0; d < out.dim(); ++d) fits = fits && (d == dim || out.sizes[d] <= in.sizes[d]);
-  SG_CHECK(fits, ValueError, name, ": out ", cpu::describe(out), " is larger than in ",
-           cpu::describe(in), " on a dim other than ", dim);
-  const IndexCheck chk = make_check(name, index, dim, in.sizes[dim]);
-  const std::vector<int64_t> in_strides = without_dim(in, dim);
-  const Layout<3> l = cpu::make_layout<3>(
-      out.sizes, {out.strides.data(), in_strides.data(), index.strides.data()});
-  read_indexed(stream, name, out, in, index, dim, chk, l);
+  const auto impl = dispatch::resolve<KernelId::kIndexRead>(name, stream);
+  front::call(impl, stream, name, front::Chunking::kNone, Operands<1>{out}, Operands<1>{in},
+              [&](const Operands<1>& o, const Operands<1>& i, bool) {
+                const View &out = o[0], &in = i[0];
+                check_common(name, out, in, "in", index, dim);
+                cpu::check_same_sizes(name, "index", index, "out", out);
+                bool fits = true;
+                for (int64_t d = 0; d < out.dim(); ++d) {
+                  fits = fits && (d == dim || out.sizes[d] <= in.sizes[d]);
+                }
+                SG_CHECK(fits, ValueError, name, ": out ", cpu::describe(out),
+                         " is larger than in ", cpu::describe(in), " on a dim other than ",
+                         dim);
+                IndexArgs a = index_args(name, index, dim, in.sizes[dim]);
+                const std::vector<int64_t> in_strides = without_dim(in, dim);
+                a.walk = cpu::make_layout<3>(
+                    out.sizes, {out.strides.data(), in_strides.data(), index.strides.data()});
+                read_indexed(impl, stream, name, out, in, index, dim, a);
+              });
 }
-
-namespace {
-
-// The first element of `layout` over `data` outside [0, limit): its row-major position
-// and value; false when there is none.
-bool first_bad(const Layout<1>& layout, const int64_t* data, int64_t limit, int64_t* position,
-               int64_t* value) {
-  int64_t at = 0;
-  bool found = false;
-  cpu::for_each_row(layout, [&](const int64_t* off, int64_t n, const int64_t* step) {
-    for (int64_t j = 0; j < n && !found; ++j, ++at) {
-      const int64_t v = data[off[0] + j * step[0]];
-      if (v < 0 || v >= limit) {
-        *position = at;
-        *value = v;
-        found = true;
-      }
-    }
-  });
-  return found;
-}
-
-[[noreturn]] void report_range(const std::string& context, int64_t limit, int64_t position,
-                               int64_t value) {
-  throw ValueError(absl::StrCat(context, "; element ", position, " (row-major) is ", value,
-                                ", out of range 0..", limit - 1));
-}
-
-}  // namespace
 
 void check_index_range(const Stream& stream, const View& index, int64_t limit,
                        const std::string& context) {
   const char* name = "check_index_range";
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  const auto impl = dispatch::resolve<KernelId::kCheckIndexRange>(name, stream);
   cpu::check_view(name, "index", index);
   cpu::check_dtype(name, "index", index, DType::kInt64);
   if (index.numel() == 0) return;
-  const Layout<1> layout = cpu::make_layout<1>(index.sizes, {index.strides.data()});
-  const int64_t* data = static_cast<const int64_t*>(index.data);
-  int64_t position = 0, value = 0;
-  if (stream.device().is_cpu()) {
-    // The cpu stream has no pending work: the index memory is final, nothing to enqueue.
-    if (first_bad(layout, data, limit, &position, &value)) {
-      report_range(context, limit, position, value);
-    }
-    return;
-  }
-  cpu::launch_kernel_or_cuda(
-      stream, name, {&index}, {},
-      [context, limit, data](const Layout<1>& l) {
-        int64_t at = 0, v = 0;
-        if (first_bad(l, data, limit, &at, &v)) report_range(context, limit, at, v);
-      },
-      [stream, context, limit, data](const Layout<1>& l) {
-        int64_t at = 0, v = 0;
-        if (cuda::first_bad_index(stream, "check_index_range", l, data, limit, &at, &v)) {
-          report_range(context, limit, at, v);
-        }
-      },
-      layout);
+  const cpu::Layout<1> layout = cpu::make_layout<1>(index.sizes, {index.strides.data()});
+  impl.fn(stream, LaunchSpec(name, {&index}, {}), layout,
+          static_cast<const int64_t*>(index.data), limit, context);
 }
 
 }  // namespace kernels

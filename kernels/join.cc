@@ -1,76 +1,30 @@
-// cat and stack: every input copied into its place in the output by one launch, so that
-// joining K tensors costs one kernel rather than K copies.
-//
-// Inputs and out share one dtype, so elements are moved as raw bytes of their size (no
-// conversion); a piece whose rows are contiguous on both sides is one memcpy per row. On
-// cuda streams each piece is one cuda copy kernel, all inside the one launch.
-#include <cstring>
+// cat and stack: the front door. Every input copied into its place in the output by one
+// launch, so that joining K tensors costs one kernel rather than K copies: the pieces are
+// worked out here, then moved by the implementation registered for the stream's device
+// (kernels/host/join.cc on cpu and sim; on cuda one copy kernel per piece, all inside the
+// one launch). Inputs and out share one dtype: nothing is converted or widened.
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/checks.h"
+#include "kernels/dispatch/launch.h"
+#include "kernels/dispatch/registry.h"
 #include "kernels/dispatch/strided.h"
-#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 
 namespace streamgrad {
 namespace kernels {
 namespace {
 
-using cpu::Layout;
-
-// One input and the slice of out it fills.
-struct Piece {
-  Layout<2> layout;  // operand 0: out's slice, operand 1: the input
-  void* out;
-  const void* in;
-};
-
-template <typename E>
-void copy_piece(const Piece& p) {
-  E* o0 = static_cast<E*>(p.out);
-  const E* x0 = static_cast<const E*>(p.in);
-  cpu::for_each_row(p.layout, [&](const int64_t* off, int64_t n, const int64_t* step) {
-    E* o = o0 + off[0];
-    const E* x = x0 + off[1];
-    if (step[0] == 1 && step[1] == 1) {
-      std::memcpy(o, x, static_cast<size_t>(n) * sizeof(E));
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i * step[0]] = x[i * step[1]];
-    }
-  });
-}
-
-void copy_pieces(const std::vector<Piece>& pieces, size_t element_bytes) {
-  for (const Piece& p : pieces) {
-    switch (element_bytes) {
-      case 1:
-        copy_piece<uint8_t>(p);
-        break;
-      case 2:
-        copy_piece<uint16_t>(p);
-        break;
-      case 4:
-        copy_piece<uint32_t>(p);
-        break;
-      case 8:
-        copy_piece<uint64_t>(p);
-        break;
-      default:
-        SG_INTERNAL_CHECK(false, "join: element size ", element_bytes);
-        break;
-    }
-  }
-}
+using dispatch::KernelId;
 
 // `ins` have out's rank here (stack inserts the new dim first); `stacked` only changes
 // what the messages say about the expected sizes.
-void join(const char* name, const Stream& stream, const View& out, const std::vector<View>& ins,
-          int64_t dim, bool stacked) {
+void join(const dispatch::Impl<KernelId::kJoin>& impl, const char* name, const Stream& stream,
+          const View& out, const std::vector<View>& ins, int64_t dim, bool stacked) {
   SG_CHECK(!ins.empty(), ValueError, name, ": expected at least one input");
   int64_t total = 0;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -93,7 +47,7 @@ void join(const char* name, const Stream& stream, const View& out, const std::ve
            " add up to ", total, " but out ", cpu::describe(out), " has ", out.sizes[dim]);
 
   const size_t element_bytes = element_size(out.dtype);
-  std::vector<Piece> pieces;
+  std::vector<JoinPiece> pieces;
   std::vector<MemRange> reads;
   pieces.reserve(ins.size());
   Dims piece_sizes = out.sizes;
@@ -101,7 +55,7 @@ void join(const char* name, const Stream& stream, const View& out, const std::ve
   for (const View& in : ins) {
     const int64_t extent = in.sizes[dim];
     piece_sizes[dim] = extent;
-    Piece p;
+    JoinPiece p;
     p.layout = cpu::make_layout<2>(piece_sizes, {out.strides.data(), in.strides.data()});
     if (p.layout.numel > 0) {
       p.out = static_cast<char*>(out.data) + offset * out.strides[dim] *
@@ -114,33 +68,25 @@ void join(const char* name, const Stream& stream, const View& out, const std::ve
   }
   if (pieces.empty()) return;
   const MemRange writes[] = {out.byte_range()};
-  if (stream.device().type() == DeviceType::kCuda) {
-    // One cuda copy kernel per piece, all inside this one launch.
-    launch(stream, {name, reads, writes}, [&stream, &pieces, dt = out.dtype] {
-      for (const Piece& p : pieces) cuda::copy(stream, dt, dt, p.layout, p.out, p.in);
-    });
-    return;
-  }
-  launch(stream, {name, reads, writes},
-         [pieces = std::move(pieces), element_bytes] { copy_pieces(pieces, element_bytes); });
+  impl.fn(stream, dispatch::LaunchSpec(name, reads, writes), out.dtype, pieces);
 }
 
 }  // namespace
 
 void cat(const Stream& stream, const View& out, const std::vector<View>& ins, int64_t dim) {
   const char* name = "cat";
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  const auto impl = dispatch::resolve<KernelId::kJoin>(name, stream);
   cpu::check_output(name, "out", out);
   for (size_t i = 0; i < ins.size(); ++i) {
     cpu::check_view(name, absl::StrCat("input ", i).c_str(), ins[i]);
   }
   cpu::check_dim(name, dim, out);
-  join(name, stream, out, ins, dim, /*stacked=*/false);
+  join(impl, name, stream, out, ins, dim, /*stacked=*/false);
 }
 
 void stack(const Stream& stream, const View& out, const std::vector<View>& ins, int64_t dim) {
   const char* name = "stack";
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+  const auto impl = dispatch::resolve<KernelId::kJoin>(name, stream);
   cpu::check_output(name, "out", out);
   cpu::check_dim(name, dim, out);
   std::vector<View> unsqueezed;
@@ -155,7 +101,7 @@ void stack(const Stream& stream, const View& out, const std::vector<View>& ins, 
     v.strides.insert(v.strides.begin() + dim, 0);  // a size-1 dim: its stride is never used
     unsqueezed.push_back(std::move(v));
   }
-  join(name, stream, out, unsqueezed, dim, /*stacked=*/true);
+  join(impl, name, stream, out, unsqueezed, dim, /*stacked=*/true);
 }
 
 }  // namespace kernels

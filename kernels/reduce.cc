@@ -1,23 +1,14 @@
-// reduce (sum / max / min over the dims out keeps at size 1) and arg_reduce along a dim.
-//
-// Each output element owns its accumulator, so sums stay in double for float32 and the
-// order of accumulation is fixed: rows of the reduced dims in row-major order, contiguous
-// rows in blocks of kSumBlock through the level's loops (kernels/host/loops.h), blocks
-// added in order. Nothing in that order depends on the level or the thread count.
-// Two walks: per output (kept dims outer, reduced dims an inner loop: right for reductions
-// over inner dims), and by columns (a row of accumulators filled in `in`'s memory order:
-// right for reductions over outer dims). Threads split the outputs (each output is
-// computed whole by one thread), or, for a single output over one contiguous row, the
-// blocks, whose partial results are then combined in order.
-#include <algorithm>
-#include <limits>
+// reduce (sum / max / min over the dims out keeps at size 1) and arg_reduce along a dim:
+// the front door. Checks here, then the implementation registered for the stream's device
+// (kernels/host/reduce.cc on cpu and sim, kernels/cuda/reduce.cu on cuda); 16-bit views
+// are reduced in float32 (sums in double).
 #include <vector>
 
 #include "kernels/checks.h"
-#include "kernels/widen.h"
-#include "kernels/launch_kernel.h"
+#include "kernels/dispatch/launch.h"
+#include "kernels/dispatch/registry.h"
 #include "kernels/dispatch/strided.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/front.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 
@@ -26,160 +17,9 @@ namespace kernels {
 namespace {
 
 using cpu::Layout;
-using cpu::Loops;
-using cpu::kSumBlock;
-
-// Once a NaN is picked no comparison replaces it (the level loops pick alike).
-template <typename T>
-T pick(bool is_max, T acc, T v) {
-  return (is_max ? v > acc : v < acc) || v != v ? v : acc;
-}
-
-// A sum that met a NaN is the one quiet NaN: which NaN an addition of two NaNs keeps
-// depends on the operand order the compiler picked, which differs between levels.
-double canonical(double sum) {
-  return sum != sum ? std::numeric_limits<double>::quiet_NaN() : sum;
-}
-
-// The blocks of a contiguous row of n elements.
-int64_t blocks_of(int64_t n) { return (n + kSumBlock - 1) / kSumBlock; }
-
-template <typename T>
-double block_sum(const Loops& lp, const T* row, int64_t n, int64_t block) {
-  const int64_t at = block * kSumBlock;
-  return lp.sum_block(DTypeOf<T>::value, row + at, std::min(kSumBlock, n - at));
-}
-
-// The extreme of one block, on its own (it starts from the block's first element), so
-// that blocks can be computed in parallel and folded in order.
-template <typename T>
-T block_extreme(const Loops& lp, bool is_max, const T* row, int64_t n, int64_t block) {
-  const int64_t at = block * kSumBlock;
-  T acc = row[at];
-  lp.extreme(is_max, DTypeOf<T>::value, row + at, std::min(kSumBlock, n - at), &acc);
-  return acc;
-}
-
-// Sums accumulate in double whatever T is.
-template <typename T>
-double sum_over(const Loops& lp, const Layout<1>& r, const T* base) {
-  double acc = 0;
-  cpu::for_each_row(r, [&](const int64_t* off, int64_t n, const int64_t* step) {
-    const T* p = base + off[0];
-    if (step[0] == 1) {
-      for (int64_t b = 0; b < blocks_of(n); ++b) acc += block_sum(lp, p, n, b);
-    } else {
-      for (int64_t i = 0; i < n; ++i) acc += p[i * step[0]];
-    }
-  });
-  return acc;
-}
-
-template <typename T>
-T extreme_over(const Loops& lp, bool is_max, const Layout<1>& r, const T* base) {
-  T acc = *base;
-  cpu::for_each_row(r, [&](const int64_t* off, int64_t n, const int64_t* step) {
-    const T* p = base + off[0];
-    if (step[0] == 1) {
-      for (int64_t b = 0; b < blocks_of(n); ++b) {
-        acc = pick(is_max, acc, block_extreme(lp, is_max, p, n, b));
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) acc = pick(is_max, acc, p[i * step[0]]);
-    }
-  });
-  return acc;
-}
-
-// Outputs in flat range [begin, end) of `kept`, each from inner(pointer into in).
-template <typename T, typename Inner>
-void reduce_rows(const Layout<2>& kept, T* o0, const T* x0, int64_t begin, int64_t end,
-                 Inner inner) {
-  cpu::for_each_row_range(kept, begin, end,
-                          [&](const int64_t* off, int64_t n, const int64_t* step) {
-    for (int64_t j = 0; j < n; ++j) {
-      o0[off[0] + j * step[0]] = static_cast<T>(inner(x0 + off[1] + j * step[1]));
-    }
-  });
-}
-
-// For reductions over outer dims (a bias gradient: [B, N] -> [1, N]) reduce_rows would
-// stride across rows of `in` for every output. When each kept row is contiguous in `in`,
-// walking it in memory order into a row of accumulators is many times faster.
-template <typename T, typename Acc>
-void reduce_columns(const Loops& lp, Reduce op, const Layout<2>& kept, const Layout<1>& red,
-                    T* o0, const T* x0, Acc init, int64_t begin, int64_t end) {
-  std::vector<Acc> acc;
-  cpu::for_each_row_range(kept, begin, end,
-                          [&](const int64_t* off, int64_t n, const int64_t* step) {
-    acc.assign(static_cast<size_t>(n), init);
-    cpu::for_each_row(red, [&](const int64_t* roff, int64_t rn, const int64_t* rstep) {
-      for (int64_t r = 0; r < rn; ++r) {
-        lp.columns(op, DTypeOf<T>::value, acc.data(), x0 + off[1] + roff[0] + r * rstep[0], n);
-      }
-    });
-    for (int64_t j = 0; j < n; ++j) {
-      o0[off[0] + j * step[0]] =
-          static_cast<T>(op == Reduce::kSum ? canonical(static_cast<double>(acc[j])) : acc[j]);
-    }
-  });
-}
-
-// One output over one long contiguous row: blocks in parallel, folded in order.
-template <typename T>
-T reduce_one_row(const Loops& lp, Reduce op, const T* row, int64_t n) {
-  const int64_t blocks = blocks_of(n);
-  const int64_t grain = std::max<int64_t>(1, cpu::kParallelGrain / kSumBlock);
-  if (op == Reduce::kSum) {
-    std::vector<double> part(static_cast<size_t>(blocks));
-    cpu::parallel_for(0, blocks, grain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) part[i] = block_sum(lp, row, n, i);
-    });
-    double acc = 0;
-    for (double v : part) acc += v;
-    return static_cast<T>(canonical(acc));
-  }
-  const bool is_max = op == Reduce::kMax;
-  std::vector<T> part(static_cast<size_t>(blocks));
-  cpu::parallel_for(0, blocks, grain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) part[i] = block_extreme(lp, is_max, row, n, i);
-  });
-  T acc = row[0];
-  for (T v : part) acc = pick(is_max, acc, v);
-  return acc;
-}
-
-template <typename T>
-void run_reduce(const Loops& lp, Reduce op, const Layout<2>& kept, const Layout<1>& red,
-                void* out, const void* in) {
-  T* o = static_cast<T*>(out);
-  const T* x = static_cast<const T*>(in);
-  const bool is_max = op == Reduce::kMax;
-  if (kept.numel == 1 && red.ndim == 1 && red.strides[0][0] == 1) {
-    *o = reduce_one_row<T>(lp, op, x, red.sizes[0]);
-    return;
-  }
-  // Outputs per chunk such that a chunk reads about kParallelGrain elements.
-  const int64_t grain = std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(1, red.numel));
-  const bool columns = kept.ndim > 0 && kept.strides[1][kept.ndim - 1] == 1 &&
-                       red.ndim > 0 && red.strides[0][red.ndim - 1] != 1;
-  if (columns) {
-    const T inf = std::numeric_limits<T>::infinity();
-    cpu::parallel_for(0, kept.numel, grain, [&](int64_t b, int64_t e) {
-      if (op == Reduce::kSum) return reduce_columns<T, double>(lp, op, kept, red, o, x, 0.0, b, e);
-      reduce_columns<T, T>(lp, op, kept, red, o, x, is_max ? -inf : inf, b, e);
-    });
-    return;
-  }
-  cpu::parallel_for(0, kept.numel, grain, [&](int64_t b, int64_t e) {
-    if (op == Reduce::kSum) {
-      return reduce_rows(kept, o, x, b, e,
-                         [&](const T* p) { return canonical(sum_over(lp, red, p)); });
-    }
-    reduce_rows(kept, o, x, b, e,
-                [&](const T* p) { return extreme_over(lp, is_max, red, p); });
-  });
-}
+using dispatch::KernelId;
+using dispatch::LaunchSpec;
+using front::Operands;
 
 const char* name_of(Reduce op) {
   switch (op) {
@@ -190,16 +30,9 @@ const char* name_of(Reduce op) {
   return "reduce";
 }
 
-}  // namespace
-
-void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
-  if (cpu::Widen::applies({&out, &in})) {
-    cpu::Widen w(stream, "reduce");
-    reduce(stream, op, w.out(out), w.in(in));
-    return w.finish();
-  }
-  const char* name = name_of(op);
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+// reduce on the views to compute on (16-bit ones already widened).
+void reduce_views(const dispatch::Impl<KernelId::kReduce>& impl, const Stream& stream,
+                  Reduce op, const char* name, const View& out, const View& in) {
   cpu::check_output(name, "out", out);
   cpu::check_view(name, "in", in);
   cpu::check_floating(name, "in", in);
@@ -221,31 +54,13 @@ void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
   const Layout<2> kept = cpu::make_layout<2>(out.sizes, {out.strides.data(), in.strides.data()});
   const Layout<1> red = cpu::make_layout<1>(reduced_sizes, {in.strides.data()});
   if (kept.numel == 0) return;
-  void* o = out.data;
-  const void* x = in.data;
-  const DType dt = out.dtype;
-  const Loops* lp = &cpu::loops();
-  cpu::launch_kernel_or_cuda(
-      stream, name, {&in}, {&out},
-      [op, o, x, dt, lp](const Layout<2>& kept, const Layout<1>& red) {
-        cpu::dispatch_floating(dt,
-                               [&](auto t) { run_reduce<decltype(t)>(*lp, op, kept, red, o, x); });
-      },
-      [stream, op, o, x, dt](const Layout<2>& kept, const Layout<1>& red) {
-        cuda::reduce(stream, op, dt, kept, red, o, x);
-      },
-      kept, red);
+  impl.fn(stream, LaunchSpec(name, {&in}, {&out}), op, out.dtype, kept, red, out.data,
+          in.data);
 }
 
-void arg_reduce(const Stream& stream, bool is_max, const View& values, const View& indices,
-                const View& in, int64_t dim) {
-  if (cpu::Widen::applies({&values, &in})) {
-    cpu::Widen w(stream, is_max ? "argmax" : "argmin");
-    arg_reduce(stream, is_max, w.out(values), indices, w.in(in), dim);
-    return w.finish();
-  }
-  const char* name = is_max ? "argmax" : "argmin";
-  cpu::check_stream(name, stream, /*has_cuda=*/true);
+void arg_reduce_views(const dispatch::Impl<KernelId::kArgReduce>& impl, const Stream& stream,
+                      bool is_max, const char* name, const View& values, const View& indices,
+                      const View& in, int64_t dim) {
   cpu::check_output(name, "values", values);
   cpu::check_output(name, "indices", indices);
   cpu::check_view(name, "in", in);
@@ -269,42 +84,29 @@ void arg_reduce(const Stream& stream, bool is_max, const View& values, const Vie
       values.sizes, {values.strides.data(), indices.strides.data(), in.strides.data()});
   if (l.numel == 0) return;
   const int64_t stride = in.strides[dim];
-  void* pv = values.data;
-  void* pi = indices.data;
-  const void* px = in.data;
-  const DType dt = in.dtype;
-  cpu::launch_kernel_or_cuda(
-      stream, name, {&in}, {&values, &indices},
-      [n, stride, is_max, pv, pi, px, dt](const Layout<3>& l) {
-        cpu::dispatch_floating(dt, [&](auto t) {
-          using T = decltype(t);
-          T* v0 = static_cast<T*>(pv);
-          int64_t* i0 = static_cast<int64_t*>(pi);
-          const T* x0 = static_cast<const T*>(px);
-          cpu::for_each_row(l, [&](const int64_t* off, int64_t rows, const int64_t* step) {
-            for (int64_t j = 0; j < rows; ++j) {
-              const T* x = x0 + off[2] + j * step[2];
-              T best = x[0];
-              int64_t at = 0;
-              // Strict comparisons keep the first of equal values; the first NaN wins and
-              // nothing replaces it.
-              for (int64_t k = 1; k < n && best == best; ++k) {
-                const T v = x[k * stride];
-                if ((is_max ? v > best : v < best) || v != v) {
-                  best = v;
-                  at = k;
-                }
-              }
-              v0[off[0] + j * step[0]] = best;
-              i0[off[1] + j * step[1]] = at;
-            }
-          });
-        });
-      },
-      [stream, n, stride, is_max, pv, pi, px, dt](const Layout<3>& l) {
-        cuda::arg_reduce(stream, is_max, dt, l, n, stride, pv, static_cast<int64_t*>(pi), px);
-      },
-      l);
+  impl.fn(stream, LaunchSpec(name, {&in}, {&values, &indices}), is_max, in.dtype, l, n,
+          stride, values.data, static_cast<int64_t*>(indices.data), in.data);
+}
+
+}  // namespace
+
+void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
+  const char* name = name_of(op);
+  const auto impl = dispatch::resolve<KernelId::kReduce>(name, stream);
+  front::call(impl, stream, "reduce", front::Chunking::kNone, Operands<1>{out}, Operands<1>{in},
+              [&](const Operands<1>& o, const Operands<1>& i, bool) {
+                reduce_views(impl, stream, op, name, o[0], i[0]);
+              });
+}
+
+void arg_reduce(const Stream& stream, bool is_max, const View& values, const View& indices,
+                const View& in, int64_t dim) {
+  const char* name = is_max ? "argmax" : "argmin";
+  const auto impl = dispatch::resolve<KernelId::kArgReduce>(name, stream);
+  front::call(impl, stream, name, front::Chunking::kNone, Operands<2>{values, indices},
+              Operands<1>{in}, [&](const Operands<2>& o, const Operands<1>& i, bool) {
+                arg_reduce_views(impl, stream, is_max, name, o[0], o[1], i[0], dim);
+              });
 }
 
 }  // namespace kernels

@@ -1,17 +1,16 @@
-// The cuda kernels behind kernels.h, nn_kernels.h and foreach.h, called by the cpu entry
-// points on cuda streams. The element-wise ones (unary, unary_scalar, binary, axpy, fill,
-// copy, arange, uniform, normal, compare, where) run one strided kernel template over a
-// cpu::Layout (any rank up to kMaxDims, broadcasting as stride 0, 32-bit index arithmetic
-// when every offset fits) with the per-element functors the cpu loops run
-// (elementwise_ops.h, select_ops.h, random_ops.h, cpu/convert.h), so the cpu tests cover
-// the math; the others are described where declared below.
+// The cuda kernels behind kernels.h, nn_kernels.h and foreach.h, registered in the
+// dispatch table for cuda streams by register_cuda.cc. The element-wise ones (unary,
+// unary_scalar, binary, axpy, fill, copy, arange, uniform, normal, compare, where) run one
+// strided kernel template over a cpu::Layout (any rank up to kMaxDims, broadcasting as
+// stride 0, 32-bit index arithmetic when every offset fits) with the per-element functors
+// the host loops run (kernels/functors/), so the cpu tests cover the math; the others are
+// described where declared below.
 //
-// Defined in kernels/cuda/*.cu where nvcc exists; elsewhere kernels/cuda_stubs.cc
-// defines them to throw, and cpu::check_stream refuses cuda streams before they could be
-// called. Callers check the views first, exactly as for cpu and sim, and call these inside
-// launch() (cpu::launch_kernel_or_cuda), so the trace and the stream sanitizer see each
-// launch; these enqueue on the stream's raw handle and return (the index kernels and max
-// pooling's backward synchronise the stream once, to check indices).
+// Compiled only where nvcc exists. The front door (kernels/*.cc) checks the views first,
+// exactly as for cpu and sim, and these run as the work of its launch (SG_AS_TASK), so the
+// trace and the stream sanitizer see each launch; they enqueue on the stream's raw handle
+// and return (the index kernels and max pooling's backward synchronise the stream once,
+// to check indices).
 // The device code is compiled with -fmad=false so that a + b * c rounds twice, as on
 // every cpu level.
 //
@@ -73,7 +72,8 @@ void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3
 
 // The first element (row-major position in `layout`) of `index` outside [0, limit) and
 // its value, found on the device and read back after synchronising `stream`; false when
-// every index is in range. check_index_range's cuda path (defined in index.cu).
+// every index is in range. check_index_range's cuda path (defined in index.cu; adapted to
+// the table's signature in register_cuda.cc).
 bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
                      const int64_t* index, int64_t limit, int64_t* position, int64_t* value);
 

@@ -7,6 +7,7 @@
 #define STREAMGRAD_KERNELS_DISPATCH_KERNEL_ARGS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/dispatch/strided.h"
 
@@ -26,6 +27,21 @@ struct IndexArgs {
   int64_t step;
   cpu::Layout<1> index_layout;
   int64_t dim, limit;
+};
+
+// check_index_range's message for the first bad index (the same from every device).
+inline std::string index_range_message(const std::string& context, int64_t limit,
+                                       int64_t position, int64_t value) {
+  return context + "; element " + std::to_string(position) + " (row-major) is " +
+         std::to_string(value) + ", out of range 0.." + std::to_string(limit - 1);
+}
+
+// One input of cat or stack and the slice of out it fills (layout operand 0: out's slice,
+// operand 1: the input); out and the inputs share one dtype.
+struct JoinPiece {
+  cpu::Layout<2> layout;
+  void* out;
+  const void* in;
 };
 
 // One parameter of a multi-tensor optimiser call (kernels/foreach.h), as the kernels see

@@ -55,6 +55,28 @@ struct LaunchSpec;
     const void*)                                                                           \
   X(kArgReduce, "arg_reduce", bool, DType, const cpu::Layout<3>&, int64_t, int64_t, void*, \
     int64_t*, const void*)                                                                 \
+  X(kMatmul, "matmul", const cpu::MatmulPlan&, void*, DType)                             \
+  X(kIndexRead, "index_read", DType, const IndexArgs&)                                     \
+  X(kIndexAccumulate, "index_accumulate", DType, const IndexArgs&)                         \
+  X(kCheckIndexRange, "check_index_range", const cpu::Layout<1>&, const int64_t*, int64_t, \
+    const std::string&)                                                                    \
+  X(kJoin, "join", DType, const std::vector<JoinPiece>&)                                   \
+  X(kSgdUpdate, "sgd_update", DType, const SgdHyper&, const std::vector<SgdItem>&)         \
+  X(kAdamUpdate, "adam_update", DType, const AdamHyper&, const std::vector<AdamItem>&)     \
+  X(kNonFiniteCheckAndUnscale, "non_finite_check_and_unscale", DType,                      \
+    const std::vector<UnscaleItem>&, float*, double)                                       \
+  X(kIm2col, "im2col", DType, const ImageShape&, const Window2d&, void*, const void*)      \
+  X(kCol2im, "col2im", DType, const ImageShape&, const Window2d&, void*, const void*)      \
+  X(kMaxPool2d, "max_pool2d", DType, const ImageShape&, const Window2d&, void*, int64_t*,  \
+    const void*)                                                                           \
+  X(kMaxPool2dBackward, "max_pool2d_backward", DType, const ImageShape&, const Window2d&,  \
+    void*, const void*, const int64_t*)                                                    \
+  X(kBatchNorm, "batch_norm", DType, const NcsShape&, double, void*, void*, void*,         \
+    const void*, const void*, const void*)                                                 \
+  X(kBatchNormBackward, "batch_norm_backward", DType, const NcsShape&, double, void*,      \
+    void*, void*, const void*, const void*, const void*, const void*, const void*)         \
+  X(kCudnnConv2d, "cudnn_conv2d", ConvPass, DType, const ConvShape&, const Window2d&,      \
+    void*, const void*, const void*)                                                       \
   X(kTestOnly, "test_only", int*)
 
 enum class KernelId : int {

@@ -5,7 +5,7 @@
 //   register_impl<KernelId::kBinary>(DeviceType::kCuda, SG_AS_TASK(cuda::binary));
 //
 // LaunchSpec holds the byte range of each view read and written (nullptr entries, for
-// optional operands, are skipped). enqueue() sends fn(args...) through runtime::launch():
+// optional operands, are skipped), or refers to the caller's lists of ranges. enqueue() sends fn(args...) through runtime::launch():
 // fn must capture by value; args are the task's large values (layouts, hundreds of bytes).
 // On a cpu stream launch() runs the work before it returns (runtime/launch.h), so fn and
 // args are used by reference: no copy into a std::function and no heap allocation per
@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "absl/types/span.h"
 #include "kernels/view.h"
 #include "runtime/error.h"
 #include "runtime/launch.h"
@@ -47,12 +48,22 @@ struct LaunchSpec {
       if (v != nullptr) writes[num_writes++] = v->byte_range();
     }
   }
-  LaunchDesc desc() const { return LaunchDesc{name, {reads, num_reads}, {writes, num_writes}}; }
+  // For calls with more operands than kMaxLaunchViews (the multi-tensor kernels, cat):
+  // ranges that the caller owns and keeps alive until the implementation returns.
+  LaunchSpec(const char* launch_name, absl::Span<const MemRange> read,
+             absl::Span<const MemRange> written)
+      : name(launch_name), read_list(read), write_list(written), listed(true) {}
+  LaunchDesc desc() const {
+    if (listed) return LaunchDesc{name, read_list, write_list};
+    return LaunchDesc{name, {reads, num_reads}, {writes, num_writes}};
+  }
 
   const char* name;
   MemRange reads[kMaxLaunchViews];
   MemRange writes[kMaxLaunchViews];
   size_t num_reads = 0, num_writes = 0;
+  absl::Span<const MemRange> read_list, write_list;
+  bool listed = false;
 };
 
 template <typename Fn, typename... Args>

@@ -8,6 +8,8 @@
 #define STREAMGRAD_KERNELS_HOST_HOST_KERNELS_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "kernels/dispatch/kernel_ids.h"
 #include "kernels/dispatch/launch.h"
@@ -33,6 +35,63 @@ void copy(const Stream& stream, const LaunchSpec& spec, DType to, DType from,
           const Layout<2>& l, void* out, const void* in);
 void arange(const Stream& stream, const LaunchSpec& spec, DType dt, const Layout<1>& l,
             void* out, double start, double step);
+void uniform(const Stream& stream, const LaunchSpec& spec, DType dt, const Layout<1>& l,
+             void* out, double low, double high, uint64_t seed, uint64_t offset);
+void normal(const Stream& stream, const LaunchSpec& spec, DType dt, const Layout<1>& l,
+            void* out, double mean, double stddev, uint64_t seed, uint64_t offset);
+void compare(const Stream& stream, const LaunchSpec& spec, Compare op, DType dt,
+             const Layout<3>& l, void* out, const void* a, const void* b);
+void compare_scalar(const Stream& stream, const LaunchSpec& spec, Compare op, DType dt,
+                    const Layout<2>& l, void* out, const void* in, double scalar);
+// Any dtype, 16-bit ones included (it only moves elements).
+void where(const Stream& stream, const LaunchSpec& spec, DType dt, const Layout<4>& l,
+           void* out, const void* condition, const void* a, const void* b);
+void reduce(const Stream& stream, const LaunchSpec& spec, Reduce op, DType dt,
+            const Layout<2>& kept, const Layout<1>& red, void* out, const void* in);
+void arg_reduce(const Stream& stream, const LaunchSpec& spec, bool is_max, DType dt,
+                const Layout<3>& l, int64_t n, int64_t stride, void* values, int64_t* indices,
+                const void* in);
+// index_select and gather (any dtype), index_add and scatter_add (floating): every index
+// is checked before an element moves, on the host for cpu streams (before the launch), in
+// the task for sim ones.
+void index_read(const Stream& stream, const LaunchSpec& spec, DType dt, const IndexArgs& a);
+void index_accumulate(const Stream& stream, const LaunchSpec& spec, DType dt,
+                      const IndexArgs& a);
+// On a cpu stream checks on the host, with no launch; elsewhere in a task. ValueError
+// (index_range_message) for the first index outside [0, limit).
+void check_index_range(const Stream& stream, const LaunchSpec& spec, const Layout<1>& l,
+                       const int64_t* index, int64_t limit, const std::string& context);
+void matmul(const Stream& stream, const LaunchSpec& spec, const MatmulPlan& p, void* out,
+            DType dt);
+void join(const Stream& stream, const LaunchSpec& spec, DType dt,
+          const std::vector<JoinPiece>& pieces);
+void sgd_update(const Stream& stream, const LaunchSpec& spec, DType dt, const SgdHyper& h,
+                const std::vector<SgdItem>& items);
+void adam_update(const Stream& stream, const LaunchSpec& spec, DType dt, const AdamHyper& h,
+                 const std::vector<AdamItem>& items);
+void non_finite_check_and_unscale(const Stream& stream, const LaunchSpec& spec, DType dt,
+                                  const std::vector<UnscaleItem>& items, float* found_inf,
+                                  double inv_scale);
+// The kernels of kernels/nn_kernels.h on contiguous views. im2col moves any dtype;
+// col2im accumulates, one thread in a fixed order.
+void im2col(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageShape& s,
+            const Window2d& w, void* cols, const void* img);
+void col2im(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageShape& s,
+            const Window2d& w, void* img, const void* cols);
+// s.channels planes of s.height x s.width; the backward scatters through the indices
+// (checked, in the task, before anything is written) and needs no window.
+void max_pool2d(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageShape& s,
+                const Window2d& w, void* values, int64_t* indices, const void* img);
+void max_pool2d_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                         const ImageShape& s, const Window2d& w, void* grad_in,
+                         const void* grad_out, const int64_t* indices);
+void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                        const NcsShape& d, double eps, void* out, void* mean, void* var,
+                        const void* in, const void* weight, const void* bias);
+void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                         const NcsShape& d, double eps, void* grad_in, void* grad_weight,
+                         void* grad_bias, const void* grad_out, const void* in,
+                         const void* mean, const void* var, const void* weight);
 
 }  // namespace cpu
 }  // namespace kernels

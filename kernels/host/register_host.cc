@@ -29,6 +29,27 @@ bool register_host() {
     register_impl<KernelId::kFill>(d, &fill, kNative16);
     register_impl<KernelId::kCopy>(d, &copy, kNative16);
     register_impl<KernelId::kArange>(d, &arange);
+    register_impl<KernelId::kUniform>(d, &uniform);
+    register_impl<KernelId::kNormal>(d, &normal);
+    register_impl<KernelId::kCompare>(d, &compare);
+    register_impl<KernelId::kCompareScalar>(d, &compare_scalar);
+    register_impl<KernelId::kWhere>(d, &where, kNative16);
+    register_impl<KernelId::kReduce>(d, &reduce);
+    register_impl<KernelId::kArgReduce>(d, &arg_reduce);
+    register_impl<KernelId::kIndexRead>(d, &index_read, kNative16);
+    register_impl<KernelId::kIndexAccumulate>(d, &index_accumulate);
+    register_impl<KernelId::kCheckIndexRange>(d, &check_index_range);
+    register_impl<KernelId::kMatmul>(d, &matmul);
+    register_impl<KernelId::kJoin>(d, &join, kNative16);
+    register_impl<KernelId::kSgdUpdate>(d, &sgd_update);
+    register_impl<KernelId::kAdamUpdate>(d, &adam_update);
+    register_impl<KernelId::kNonFiniteCheckAndUnscale>(d, &non_finite_check_and_unscale);
+    register_impl<KernelId::kIm2col>(d, &im2col, kNative16);
+    register_impl<KernelId::kCol2im>(d, &col2im);
+    register_impl<KernelId::kMaxPool2d>(d, &max_pool2d);
+    register_impl<KernelId::kMaxPool2dBackward>(d, &max_pool2d_backward);
+    register_impl<KernelId::kBatchNorm>(d, &batch_norm_forward);
+    register_impl<KernelId::kBatchNormBackward>(d, &batch_norm_backward);
   }
   return true;
 }

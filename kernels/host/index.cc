@@ -1,0 +1,127 @@
+// index_select and gather (index_read), index_add and scatter_add (index_accumulate), and
+// check_index_range on the host.
+//
+// Indices are validated in full before the first element is touched, so a bad index
+// never reads or writes out of bounds and never leaves a half-updated out. On cpu the
+// check runs on the host before launching (the cpu stream has no pending work, so the
+// index memory is final); on sim it runs inside the task and its ValueError surfaces at
+// the stream's next synchronisation.
+#include <string>
+
+#include "kernels/host/host_kernels.h"
+#include "runtime/error.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace cpu {
+namespace {
+
+void check_indices(const IndexArgs& a) {
+  int64_t position = 0;
+  for_each_row(a.index_layout, [&](const int64_t* off, int64_t n, const int64_t* step) {
+    const int64_t* p = a.index + off[0];
+    for (int64_t j = 0; j < n; ++j, ++position) {
+      const int64_t v = p[j * step[0]];
+      SG_CHECK(v >= 0 && v < a.limit, ValueError, a.name, ": index ", v,
+               " (element ", position, " of index, row-major) is out of range for dim ",
+               a.dim, " of size ", a.limit, "; valid indices are 0..", a.limit - 1);
+    }
+  });
+}
+
+// Walks `l` (operands: target, other, index) and calls fn(target_offset, other_offset,
+// index_value) per element; the caller scales the index by the target's dim stride.
+template <typename Fn>
+void indexed_walk(const Layout<3>& l, const int64_t* idx, Fn fn) {
+  for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* step) {
+    for (int64_t j = 0; j < n; ++j) {
+      fn(off[0] + j * step[0], off[1] + j * step[1], idx[off[2] + j * step[2]]);
+    }
+  });
+}
+
+// The first element of `layout` over `data` outside [0, limit): its row-major position
+// and value; false when there is none.
+bool first_bad(const Layout<1>& layout, const int64_t* data, int64_t limit, int64_t* position,
+               int64_t* value) {
+  int64_t at = 0;
+  bool found = false;
+  for_each_row(layout, [&](const int64_t* off, int64_t n, const int64_t* step) {
+    for (int64_t j = 0; j < n && !found; ++j, ++at) {
+      const int64_t v = data[off[0] + j * step[0]];
+      if (v < 0 || v >= limit) {
+        *position = at;
+        *value = v;
+        found = true;
+      }
+    }
+  });
+  return found;
+}
+
+}  // namespace
+
+void index_read(const Stream& stream, const LaunchSpec& spec, DType dt, const IndexArgs& args) {
+  const bool host_checked = stream.device().is_cpu();
+  if (host_checked) check_indices(args);
+  dispatch::enqueue(
+      stream, spec,
+      [host_checked, dt](const IndexArgs& a) {
+        if (!host_checked) check_indices(a);
+        dispatch_all(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(a.out);
+          const T* x0 = static_cast<const T*>(a.other);
+          const int64_t sd = a.step;
+          indexed_walk(a.walk, a.index,
+                       [&](int64_t oo, int64_t xo, int64_t i) { o0[oo] = x0[xo + i * sd]; });
+        });
+      },
+      args);
+}
+
+void index_accumulate(const Stream& stream, const LaunchSpec& spec, DType dt,
+                      const IndexArgs& args) {
+  const bool host_checked = stream.device().is_cpu();
+  if (host_checked) check_indices(args);
+  dispatch::enqueue(
+      stream, spec,
+      [host_checked, dt](const IndexArgs& a) {
+        if (!host_checked) check_indices(a);
+        dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(a.out);
+          const T* s0 = static_cast<const T*>(a.other);
+          const int64_t sd = a.step;
+          // One thread in a fixed order: duplicates accumulate deterministically.
+          indexed_walk(a.walk, a.index,
+                       [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] += s0[so]; });
+        });
+      },
+      args);
+}
+
+void check_index_range(const Stream& stream, const LaunchSpec& spec, const Layout<1>& layout,
+                       const int64_t* data, int64_t limit, const std::string& context) {
+  int64_t position = 0, value = 0;
+  if (stream.device().is_cpu()) {
+    // The cpu stream has no pending work: the index memory is final, nothing to enqueue.
+    if (first_bad(layout, data, limit, &position, &value)) {
+      throw ValueError(index_range_message(context, limit, position, value));
+    }
+    return;
+  }
+  dispatch::enqueue(
+      stream, spec,
+      [context, limit, data](const Layout<1>& l) {
+        int64_t at = 0, v = 0;
+        if (first_bad(l, data, limit, &at, &v)) {
+          throw ValueError(index_range_message(context, limit, at, v));
+        }
+      },
+      layout);
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace streamgrad
