@@ -200,15 +200,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     out = new_output({batch, m, n}, a.dtype(), a.device());
     kernels::matmul(stream_of(out), out.view(), batched_view(a, batch), batched_view(b, batch));
   }
-  if (any_requires_grad({a, b})) {
-    auto node = std::make_shared<MatmulBackward>();
-    if (b.requires_grad()) node->a = SavedTensor(a);
-    if (a.requires_grad()) node->b = SavedTensor(b);
-    node->a_in = meta_of(a);
-    node->b_in = meta_of(b);
+  if (auto node = record_product<MatmulBackward>(a, b, out)) {
     node->a_column_major = column_major(a);
     node->b_column_major = column_major(b);
-    wire(node, {a, b}, {out});
   }
   return out;
 }

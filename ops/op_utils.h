@@ -97,16 +97,18 @@ void wire(const std::shared_ptr<Node>& node, absl::Span<const Tensor> inputs,
 
 // Records the backward of a product out = a (*) b (mul, matmul): each input's gradient
 // needs the other input, so each is saved only when the other requires grad. NodeT has
-// SavedTensor members a, b and InputInfo members a_in, b_in.
+// SavedTensor members a, b and InputInfo members a_in, b_in. Returns the node (null when
+// nothing requires grad), for ops that record more about their inputs.
 template <typename NodeT>
-void record_product(const Tensor& a, const Tensor& b, const Tensor& out) {
-  if (!any_requires_grad({a, b})) return;
+std::shared_ptr<NodeT> record_product(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!any_requires_grad({a, b})) return nullptr;
   auto node = std::make_shared<NodeT>();
   if (b.requires_grad()) node->a = SavedTensor(a);
   if (a.requires_grad()) node->b = SavedTensor(b);
   node->a_in = meta_of(a);
   node->b_in = meta_of(b);
   wire(node, {a, b}, {out});
+  return node;
 }
 
 // The backward of out = where(condition, input, other) (where.cc), shared with
