@@ -9,7 +9,7 @@
 // the caller's stream. x's gradients thus come from the branches' streams, which the
 // engine warns about (S5); here that is the point, so callers collect the warning.
 // FixedTime's forward is a copy; its backward keeps its stream busy
-// for `kernel_us` (runtime/launch.h `sleep`, no host wait), then copies the gradient on
+// for `kernel_us` (runtime/backend/launch.h `sleep`, no host wait), then copies the gradient on
 // that stream, so a branch's backward costs L * kernel_us of stream time, the branches may
 // overlap, and a consumer on another stream that did not wait would read an unwritten
 // gradient.
@@ -19,7 +19,7 @@
 //   count.events(), count.waits()
 //
 // Thread-safety: make_fork_graph as any op; SyncCounter reads the process-wide counters
-// (runtime/event.h), so other threads' events and waits count too. Failure: as the ops
+// (runtime/backend/event.h), so other threads' events and waits count too. Failure: as the ops
 // it calls.
 #ifndef STREAMGRAD_BENCH_FORK_GRAPH_H_
 #define STREAMGRAD_BENCH_FORK_GRAPH_H_

@@ -6,7 +6,7 @@
 // time the kernel's own checks and launch, not the caller's View construction. Run with
 //   bazel run -c opt //bench:kernels_bench -- --benchmark_min_time=0.2
 // and pick the code level and thread count with STREAMGRAD_CPU_CAPABILITY and
-// STREAMGRAD_NUM_THREADS (runtime/cpu_settings.h); the context lines print the ones in use.
+// STREAMGRAD_NUM_THREADS (runtime/backend/cpu_settings.h); the context lines print the ones in use.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>

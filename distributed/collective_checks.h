@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/tensor.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace distributed {

@@ -14,19 +14,15 @@
 #include <map>
 #include <mutex>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "distributed/collective_checks.h"
 #include "distributed/process_group.h"
-#ifdef SG_NCCL
-#include "distributed/nccl_group.h"
-#endif
 #include "engine/factories.h"
 #include "kernels/view.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
-#include "runtime/event.h"
-#include "runtime/launch.h"
+#include "runtime/backend/event.h"
+#include "runtime/backend/launch.h"
+#include "runtime/base/error.h"
 #include "runtime/runtime.h"
 
 namespace streamgrad {
@@ -311,59 +307,18 @@ class GlooGroup final : public ProcessGroup {
   std::map<Device, Stream> comm_;  // one communication stream per device
 };
 
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  int out = 0;
-  SG_CHECK(v != nullptr && absl::SimpleAtoi(v, &out), DistributedError,
-           "init_process_group_from_env: ", name, " is ", v == nullptr ? "not set" : "malformed",
-           v == nullptr ? "" : absl::StrCat(" ('", v, "')"),
-           "; start the processes with tools/launch, or set MASTER_ADDR, MASTER_PORT, RANK "
-           "and WORLD_SIZE");
-  return out;
-}
-
-}  // namespace
-
-std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, int rank,
-                                                 int world_size, std::shared_ptr<Store> store,
-                                                 std::chrono::milliseconds timeout) {
-  SG_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, DistributedError,
-           "init_process_group: rank ", rank, " is not in a world of ", world_size,
-           " (ranks are 0 to WORLD_SIZE - 1)");
-  SG_CHECK(store != nullptr, DistributedError, "init_process_group: the store is null");
-  if (backend == "nccl") {
-#ifdef SG_NCCL
-    return make_nccl_group(rank, world_size, std::move(store), timeout);
-#else
-    throw DistributedError(
-        "init_process_group: backend 'nccl' is not in this build (it has no CUDA toolkit); "
-        "this build has 'gloo' (cpu and sim tensors)");
-#endif
-  }
-  SG_CHECK(backend == "gloo", DistributedError, "init_process_group: backend '", backend,
-           "' is not available; this build has 'gloo' (cpu and sim tensors)",
-#ifdef SG_NCCL
-           " and 'nccl' (cuda tensors)"
-#else
-           ""
-#endif
-  );
+std::shared_ptr<ProcessGroup> make_gloo_group(int rank, int world_size,
+                                              std::shared_ptr<Store> store,
+                                              std::chrono::milliseconds timeout) {
   return std::make_shared<GlooGroup>(rank, world_size, std::move(store), timeout);
 }
 
-std::shared_ptr<ProcessGroup> init_process_group_from_env(const std::string& backend,
-                                                          std::chrono::milliseconds timeout) {
-  const char* addr = std::getenv("MASTER_ADDR");
-  SG_CHECK(addr != nullptr && *addr != '\0', DistributedError,
-           "init_process_group_from_env: MASTER_ADDR is not set; start the processes with "
-           "tools/launch, or set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE");
-  const int port = env_int("MASTER_PORT"), rank = env_int("RANK"), world = env_int("WORLD_SIZE");
-  SG_CHECK(world >= 1 && rank >= 0 && rank < world, DistributedError,
-           "init_process_group_from_env: RANK ", rank, " is not in a world of WORLD_SIZE ",
-           world);
-  auto store = std::make_shared<TCPStore>(addr, port, world, rank == 0, timeout);
-  return init_process_group(backend, rank, world, std::move(store), timeout);
-}
+const bool kRegistered = [] {
+  register_process_group_backend("gloo", make_gloo_group);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace distributed
 }  // namespace streamgrad

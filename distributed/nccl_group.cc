@@ -16,13 +16,13 @@
 #include "distributed/collective_checks.h"
 #include "engine/factories.h"
 #include "ops/ops.h"
+#include "runtime/backend/devices.h"
+#include "runtime/backend/event.h"
+#include "runtime/backend/guard.h"
+#include "runtime/backend/launch.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/error.h"
 #include "runtime/cuda/cuda_stream.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
-#include "runtime/event.h"
-#include "runtime/guard.h"
-#include "runtime/launch.h"
-#include "runtime/stream.h"
 
 namespace streamgrad {
 namespace distributed {
@@ -295,6 +295,13 @@ std::shared_ptr<ProcessGroup> make_nccl_group(int rank, int size, std::shared_pt
                                               std::chrono::milliseconds timeout) {
   return std::make_shared<NcclGroup>(rank, size, std::move(store), timeout);
 }
+
+namespace {
+const bool kRegistered = [] {
+  register_process_group_backend("nccl", make_nccl_group);
+  return true;
+}();
+}  // namespace
 
 }  // namespace distributed
 }  // namespace streamgrad

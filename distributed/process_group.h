@@ -83,6 +83,10 @@ class ProcessGroup {
   virtual void barrier() = 0;
 };
 
+// A process group of the backend registered under `backend`: "gloo" (cpu and sim tensors)
+// in the full library (//:streamgrad), "nccl" (cuda tensors) where it was built with the
+// CUDA toolkit; the lean library (//:streamgrad_lean) has none. DistributedError for a
+// backend this program does not link, naming the ones it does.
 std::shared_ptr<ProcessGroup> init_process_group(
     const std::string& backend, int rank, int world_size, std::shared_ptr<Store> store,
     std::chrono::milliseconds timeout = kDefaultStoreTimeout);
@@ -90,6 +94,15 @@ std::shared_ptr<ProcessGroup> init_process_group(
 // them); rank 0 hosts the TCPStore. DistributedError naming a missing or malformed one.
 std::shared_ptr<ProcessGroup> init_process_group_from_env(
     const std::string& backend, std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+
+// Makes `backend`'s process group; called by init_process_group after it checked the rank,
+// the world size and the store.
+using ProcessGroupFactory = std::shared_ptr<ProcessGroup> (*)(int rank, int world_size,
+                                                              std::shared_ptr<Store> store,
+                                                              std::chrono::milliseconds timeout);
+// For the backends' libraries, from a static initialiser: linking a backend is what makes
+// it available. Thread-safe. InternalError when `name` is registered twice.
+void register_process_group_backend(const std::string& name, ProcessGroupFactory factory);
 
 }  // namespace distributed
 }  // namespace streamgrad

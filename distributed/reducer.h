@@ -32,8 +32,8 @@
 #include "absl/base/thread_annotations.h"
 #include "distributed/process_group.h"
 #include "engine/tensor.h"
-#include "runtime/event.h"
-#include "runtime/stream.h"
+#include "runtime/backend/event.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 namespace distributed {

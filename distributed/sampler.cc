@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace distributed {

@@ -17,7 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace distributed {

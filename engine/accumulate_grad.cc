@@ -6,9 +6,9 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "kernels/kernels.h"
-#include "runtime/error.h"
-#include "runtime/stream.h"
-#include "runtime/warning.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/error.h"
+#include "runtime/base/warning.h"
 
 namespace streamgrad {
 

@@ -40,8 +40,8 @@
 #include <optional>
 
 #include "engine/tensor.h"
-#include "runtime/device.h"
-#include "runtime/dtype.h"
+#include "runtime/base/device.h"
+#include "runtime/base/dtype.h"
 
 namespace streamgrad {
 

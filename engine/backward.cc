@@ -8,9 +8,9 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "engine/graph_task.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
-#include "runtime/event.h"
+#include "runtime/backend/devices.h"
+#include "runtime/backend/event.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 

@@ -33,10 +33,10 @@
 #include "absl/strings/str_join.h"
 #include "engine/evaluate.h"
 #include "engine/graph_task.h"
-#include "runtime/error.h"
-#include "runtime/guard.h"
-#include "runtime/launch.h"
-#include "runtime/warning.h"
+#include "runtime/backend/guard.h"
+#include "runtime/backend/launch.h"
+#include "runtime/base/error.h"
+#include "runtime/base/warning.h"
 
 namespace streamgrad {
 namespace {

@@ -7,10 +7,10 @@
 #include "engine/autocast.h"
 #include "engine/grad_mode.h"
 #include "engine/output_checks.h"
-#include "runtime/error.h"
-#include "runtime/guard.h"
-#include "runtime/launch.h"
-#include "runtime/warning.h"
+#include "runtime/backend/guard.h"
+#include "runtime/backend/launch.h"
+#include "runtime/base/error.h"
+#include "runtime/base/warning.h"
 
 namespace streamgrad {
 namespace {

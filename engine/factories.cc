@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/kernels.h"
-#include "runtime/copy.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
+#include "runtime/backend/devices.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/copy.h"
 
 namespace streamgrad {
 namespace {

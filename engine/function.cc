@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

@@ -26,8 +26,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "engine/input_buffer.h"
 #include "engine/node.h"
-#include "runtime/error.h"
-#include "runtime/warning.h"
+#include "runtime/base/error.h"
+#include "runtime/base/warning.h"
 
 namespace streamgrad {
 

@@ -1,8 +1,8 @@
 #include "engine/input_buffer.h"
 
 #include "engine/grad_mode.h"
-#include "runtime/devices.h"
-#include "runtime/guard.h"
+#include "runtime/backend/devices.h"
+#include "runtime/backend/guard.h"
 
 namespace streamgrad {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/node.h"
-#include "runtime/event.h"
+#include "runtime/backend/event.h"
 
 namespace streamgrad {
 

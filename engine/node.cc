@@ -8,7 +8,7 @@
 #include "engine/grad_mode.h"
 #include "engine/view_history.h"
 #include "kernels/kernels.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/error.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

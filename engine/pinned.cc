@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "kernels/kernels.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
-#include "runtime/storage.h"
+#include "runtime/backend/devices.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/storage.h"
 
 namespace streamgrad {
 

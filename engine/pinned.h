@@ -1,7 +1,7 @@
 // Pinned (page-locked) cpu tensors, as the reference framework's Tensor.pin_memory() and
 // is_pinned(): a non-blocking copy to an accelerator from a pinned tensor does not block
 // the host, and its memory is not reused until that copy completed, even when the tensor
-// is dropped first (the caching host allocator, runtime/host_memory.h).
+// is dropped first (the caching host allocator, runtime/memory/host_memory.h).
 //
 //   Tensor batch = pin_memory(from_vector<float>(values, {64, 784}));
 //   Tensor on_dev = to(batch, "sim:0", /*non_blocking=*/true);   // ops/ops.h

@@ -1,6 +1,6 @@
 #include "engine/stream_placement.h"
 
-#include "runtime/devices.h"
+#include "runtime/backend/devices.h"
 
 namespace streamgrad {
 namespace {

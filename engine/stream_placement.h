@@ -18,7 +18,7 @@
 
 #include "absl/types/span.h"
 #include "engine/tensor.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 

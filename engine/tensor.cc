@@ -7,9 +7,9 @@
 #include "engine/factories.h"
 #include "engine/node.h"
 #include "engine/view_history.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
-#include "runtime/warning.h"
+#include "runtime/backend/devices.h"
+#include "runtime/base/error.h"
+#include "runtime/base/warning.h"
 
 namespace streamgrad {
 

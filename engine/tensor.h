@@ -35,12 +35,12 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/half.h"
 #include "kernels/view.h"
-#include "runtime/device.h"
-#include "runtime/dtype.h"
-#include "runtime/storage.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/device.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/half.h"
+#include "runtime/memory/storage.h"
 
 namespace streamgrad {
 

@@ -13,9 +13,9 @@
 #include "engine/factories.h"
 #include "engine/tensor.h"
 #include "kernels/kernels.h"
-#include "runtime/copy.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
+#include "runtime/backend/devices.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/copy.h"
 
 namespace streamgrad {
 

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "engine/node.h"
-#include "runtime/device.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 

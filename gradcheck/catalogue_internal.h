@@ -17,7 +17,7 @@
 #include "engine/factories.h"
 #include "gradcheck/catalogue.h"
 #include "ops/ops.h"
-#include "runtime/devices.h"
+#include "runtime/backend/devices.h"
 
 namespace streamgrad {
 namespace catalogue_internal {

@@ -42,7 +42,7 @@
 //
 // Inputs: floating tensors, at least one requiring grad; inputs that do not require grad
 // are constants. An input that requires grad and is not float64 is warned about (SG_WARN,
-// runtime/warning.h) and then checked, perturbed in its own dtype, as the reference
+// runtime/base/warning.h) and then checked, perturbed in its own dtype, as the reference
 // framework does: eps and the tolerances default to values meant for float64, and
 // central differences in float32 or 16 bits are coarse, so such a check will likely fail
 // unless they are loosened. Inputs requiring grad must not overlap in memory (an
@@ -61,7 +61,7 @@
 #include <vector>
 
 #include "engine/node.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 

@@ -9,9 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "engine/backward.h"
 #include "engine/factories.h"
-#include "gradcheck/internal.h"
 #include "engine/node.h"
-#include "runtime/warning.h"
+#include "gradcheck/internal.h"
+#include "runtime/base/warning.h"
 
 namespace streamgrad {
 namespace gradcheck_internal {

@@ -11,8 +11,8 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "gradcheck/internal.h"
-#include "runtime/half.h"
-#include "runtime/copy.h"
+#include "runtime/base/half.h"
+#include "runtime/memory/copy.h"
 
 namespace streamgrad {
 namespace gradcheck_internal {

@@ -7,10 +7,10 @@
 #include "engine/backward.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
-#include "gradcheck/gradcheck.h"
 #include "engine/stream_placement.h"
-#include "runtime/copy.h"
-#include "runtime/devices.h"
+#include "gradcheck/gradcheck.h"
+#include "runtime/backend/devices.h"
+#include "runtime/memory/copy.h"
 #include "runtime/sim/sim.h"
 
 namespace streamgrad {

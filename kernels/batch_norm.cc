@@ -12,7 +12,7 @@
 #include "kernels/front.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/widen.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

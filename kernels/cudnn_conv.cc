@@ -11,7 +11,7 @@
 #include "kernels/dispatch/launch.h"
 #include "kernels/dispatch/registry.h"
 #include "kernels/nn_kernels.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

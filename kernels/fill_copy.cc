@@ -9,7 +9,7 @@
 #include "kernels/dispatch/strided.h"
 #include "kernels/front.h"
 #include "kernels/kernels.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -22,7 +22,7 @@
 #include "kernels/foreach.h"
 #include "kernels/front.h"
 #include "kernels/widen.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

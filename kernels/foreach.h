@@ -31,7 +31,7 @@
 
 #include "kernels/functors/optim_ops.h"
 #include "kernels/view.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 namespace kernels {

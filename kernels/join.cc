@@ -13,7 +13,7 @@
 #include "kernels/dispatch/registry.h"
 #include "kernels/dispatch/strided.h"
 #include "kernels/kernels.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

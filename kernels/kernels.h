@@ -26,7 +26,7 @@
 // matmul, cat, stack and the index kernels need out disjoint from every input. Rank is at
 // most 16.
 //
-// Speed and determinism (runtime/cpu_settings.h): element-wise kernels, fill, copy and
+// Speed and determinism (runtime/backend/cpu_settings.h): element-wise kernels, fill, copy and
 // reduce run loops compiled for several instruction-set levels (baseline x86-64, AVX2,
 // AVX-512; cpu_capability() picks one) and split over up to get_num_threads() threads when
 // a launch covers more than 256K elements. Their results are bitwise the same at every
@@ -54,7 +54,7 @@
 
 #include "kernels/op_codes.h"
 #include "kernels/view.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -13,7 +13,7 @@
 #include "kernels/front.h"
 #include "kernels/kernels.h"
 #include "kernels/widen.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

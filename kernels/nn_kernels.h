@@ -20,8 +20,8 @@
 
 #include "kernels/view.h"
 #include "kernels/window.h"
-#include "runtime/device.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -60,7 +60,7 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
 // (device, pass, dtype, shapes, window, groups, TF32 setting) is planned once: descriptors
 // and the first deterministic algorithm cuDNN's heuristics offer, kept in
 // cudnn_conv_plan_cache(device) (kernels/plan_cache.h). float32 uses TF32 tensor cores only
-// where cudnn_allow_tf32() (runtime/cuda_settings.h). Workspace comes from the caching
+// where cudnn_allow_tf32() (runtime/backend/cuda_settings.h). Workspace comes from the caching
 // allocator on the launch's stream. Launch names: cudnn_conv2d, cudnn_conv2d_backward_input,
 // cudnn_conv2d_backward_weight.
 //

@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 

@@ -15,8 +15,8 @@
 
 #include "absl/container/inlined_vector.h"
 
-#include "runtime/dtype.h"
-#include "runtime/launch.h"
+#include "runtime/backend/launch.h"
+#include "runtime/base/dtype.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "kernels/checks.h"
-#include "runtime/half.h"
 #include "kernels/kernels.h"
+#include "runtime/base/half.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -34,8 +34,8 @@
 
 #include "absl/types/span.h"
 #include "kernels/view.h"
-#include "runtime/storage.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/memory/storage.h"
 
 namespace streamgrad {
 namespace kernels {

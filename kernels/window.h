@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "runtime/host_device.h"
+#include "runtime/base/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

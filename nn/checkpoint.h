@@ -58,7 +58,7 @@
 
 #include "nn/module.h"
 #include "nn/optim.h"
-#include "runtime/device.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace nn {

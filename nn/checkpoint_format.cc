@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/factories.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include <nlohmann/json.hpp>
 
 // The format is little-endian; tensors are copied byte for byte.

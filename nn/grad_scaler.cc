@@ -10,9 +10,9 @@
 #include "kernels/foreach.h"
 #include "nn/checkpoint.h"
 #include "ops/ops.h"
-#include "runtime/dtype.h"
-#include "runtime/error.h"
-#include "runtime/guard.h"
+#include "runtime/backend/guard.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {

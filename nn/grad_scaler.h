@@ -65,8 +65,8 @@
 #include "engine/tensor.h"
 #include "nn/optim.h"
 #include "nn/options.h"
-#include "runtime/device.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace nn {

@@ -5,7 +5,7 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {

@@ -6,7 +6,7 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nn/init.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {

@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "runtime/device.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace nn {

@@ -14,7 +14,7 @@
 #include "engine/grad_mode.h"
 #include "kernels/foreach.h"
 #include "nn/optim.h"
-#include "runtime/devices.h"
+#include "runtime/backend/devices.h"
 
 namespace streamgrad {
 namespace nn {

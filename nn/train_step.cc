@@ -4,7 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/autocast.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {

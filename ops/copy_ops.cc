@@ -1,7 +1,7 @@
 // to(device), to(dtype), clone, contiguous: copies, differentiable.
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#include "runtime/copy.h"
+#include "runtime/memory/copy.h"
 
 namespace streamgrad {
 namespace {

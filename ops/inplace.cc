@@ -15,7 +15,7 @@
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 #include "ops/view_history.h"
-#include "runtime/copy.h"
+#include "runtime/memory/copy.h"
 
 namespace streamgrad {
 namespace {
@@ -118,7 +118,7 @@ struct CopyBackward final : Node {
   InputInfo src_in;
 };
 
-// Writes `src` into `a` on another device as one ordered copy (runtime/copy.h, S7): the
+// Writes `src` into `a` on another device as one ordered copy (runtime/memory/copy.h, S7): the
 // source's current stream waits for the destination's, copies, and the destination's
 // current stream waits for the copy. Conversion and packing happen on the source's device
 // first; only a strided destination or a broadcast source needs a staging buffer on a's

@@ -14,7 +14,7 @@
 #include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#include "runtime/warning.h"
+#include "runtime/base/warning.h"
 
 namespace streamgrad {
 namespace {

@@ -13,8 +13,8 @@
 #include "engine/factories.h"
 #include "engine/node.h"
 #include "kernels/kernels.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
+#include "runtime/backend/devices.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace ops_internal {

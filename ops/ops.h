@@ -180,7 +180,7 @@ Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 
 // Devices and dtypes. to(device) is a copy ordered against both devices' current streams
-// (runtime/copy.h); its backward copies the gradient back (S7).
+// (runtime/memory/copy.h); its backward copies the gradient back (S7).
 Tensor to(const Tensor& a, Device device, bool non_blocking = false);
 Tensor to(const Tensor& a, DType dtype);
 

@@ -8,7 +8,7 @@
 // ValueError for a tensor of more than 2 dims.
 #include "engine/tensor.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 

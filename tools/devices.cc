@@ -17,7 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
 

@@ -53,9 +53,9 @@
 #include "absl/strings/str_split.h"
 #include "engine/grad_mode.h"
 #include "nlohmann/json.hpp"
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
+#include "runtime/observe/trace.h"
 #include "runtime/runtime.h"
-#include "runtime/trace.h"
 #include "tools/cli_flags.h"
 #include "tools/stream_race_scenarios.h"
 

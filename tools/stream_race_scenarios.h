@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "engine/grad_mode.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 

@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/factories.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tools/cli_flags.h"
 
 namespace streamgrad {

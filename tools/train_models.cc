@@ -1,10 +1,10 @@
 #include "tools/train_models.h"
 
-#include "nn/init.h"
 #include "engine/grad_mode.h"
+#include "nn/init.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
-#include "runtime/guard.h"
+#include "runtime/backend/guard.h"
+#include "runtime/base/error.h"
 #include "runtime/runtime.h"
 
 namespace streamgrad {

@@ -26,8 +26,8 @@
 #include "kernels/foreach.h"
 #include "kernels/op_codes.h"
 #include "kernels/window.h"
-#include "runtime/dtype.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/dtype.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -113,7 +113,7 @@ void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape
 
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where
-// matmul_allow_tf32() (runtime/cuda_settings.h). Packed operands go through scratch on
+// matmul_allow_tf32() (runtime/backend/cuda_settings.h). Packed operands go through scratch on
 // the same stream.
 void matmul(const Stream& stream, const cpu::MatmulPlan& p, void* out, DType dt);
 

@@ -14,11 +14,11 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/indexing.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/indexing.cuh"
+#include "runtime/base/error.h"
 #include "runtime/cuda/cuda_stream.h"
-#include "runtime/error.h"
-#include "runtime/storage.h"
+#include "runtime/memory/storage.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "kernels/dispatch/strided.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -15,12 +15,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/stream_handles.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/stream_handles.cuh"
+#include "runtime/backend/cuda_settings.h"
+#include "runtime/base/error.h"
 #include "runtime/cuda/cuda_stream.h"
-#include "runtime/cuda_settings.h"
-#include "runtime/error.h"
-#include "runtime/storage.h"
+#include "runtime/memory/storage.h"
 
 namespace streamgrad {
 namespace kernels {

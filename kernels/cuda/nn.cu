@@ -11,12 +11,12 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/indexing.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/indexing.cuh"
 #include "kernels/functors/norm_ops.h"
 #include "kernels/window.h"
+#include "runtime/base/error.h"
 #include "runtime/cuda/cuda_stream.h"
-#include "runtime/error.h"
 
 namespace streamgrad {
 namespace kernels {

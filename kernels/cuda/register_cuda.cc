@@ -14,7 +14,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/dispatch/launch.h"
 #include "kernels/dispatch/registry.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

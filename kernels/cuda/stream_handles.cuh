@@ -21,7 +21,7 @@
 #include <mutex>
 #include <utility>
 
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -20,8 +20,8 @@
 #include "kernels/foreach.h"
 #include "kernels/op_codes.h"
 #include "kernels/window.h"
-#include "runtime/dtype.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/dtype.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -7,7 +7,7 @@
 // LaunchSpec holds the byte range of each view read and written (nullptr entries, for
 // optional operands, are skipped), or refers to the caller's lists of ranges. enqueue() sends fn(args...) through runtime::launch():
 // fn must capture by value; args are the task's large values (layouts, hundreds of bytes).
-// On a cpu stream launch() runs the work before it returns (runtime/launch.h), so fn and
+// On a cpu stream launch() runs the work before it returns (runtime/backend/launch.h), so fn and
 // args are used by reference: no copy into a std::function and no heap allocation per
 // launch, which was most of a 1-element kernel's cost. Elsewhere both are copied into the
 // task that the stream runs later.
@@ -26,8 +26,8 @@
 
 #include "absl/types/span.h"
 #include "kernels/view.h"
-#include "runtime/error.h"
-#include "runtime/launch.h"
+#include "runtime/backend/launch.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

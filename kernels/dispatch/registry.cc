@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

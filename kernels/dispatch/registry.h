@@ -27,8 +27,8 @@
 #define STREAMGRAD_KERNELS_DISPATCH_REGISTRY_H_
 
 #include "kernels/dispatch/kernel_ids.h"
-#include "runtime/device.h"
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "runtime/half.h"
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/half.h"
 
 namespace streamgrad {
 namespace kernels {

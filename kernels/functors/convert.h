@@ -16,9 +16,9 @@
 
 #include <type_traits>
 
-#include "runtime/half.h"
-#include "runtime/host_device.h"
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/half.h"
+#include "runtime/base/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

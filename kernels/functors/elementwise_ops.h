@@ -20,8 +20,8 @@
 
 #include <type_traits>
 
-#include "runtime/host_device.h"
 #include "kernels/op_codes.h"
+#include "runtime/base/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

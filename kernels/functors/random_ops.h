@@ -15,7 +15,7 @@
 
 #include <cmath>
 
-#include "runtime/host_device.h"
+#include "runtime/base/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

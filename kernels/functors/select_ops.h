@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "runtime/host_device.h"
 #include "kernels/op_codes.h"
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

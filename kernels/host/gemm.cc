@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "kernels/host/parallel.h"
-#include "runtime/cpu_settings.h"
+#include "runtime/backend/cpu_settings.h"
 
 // Declared here as OpenBLAS exports them, whichever cblas.h the system's alternatives
 // pick (Debian's netlib cblas.h lacks them); the build links OpenBLAS itself.

@@ -1,5 +1,5 @@
 // Internal to the cpu kernels: the one way they call BLAS gemm, with streamgrad's thread
-// count (runtime/cpu_settings.h) instead of OpenBLAS's own threads.
+// count (runtime/backend/cpu_settings.h) instead of OpenBLAS's own threads.
 //
 //   cpu::gemm<float>(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
 //

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kernels/host/host_kernels.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/host/host_kernels.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

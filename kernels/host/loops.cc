@@ -1,4 +1,4 @@
-// The level table in use: cpu_capability() (runtime/cpu_settings.h) picks one of the
+// The level table in use: cpu_capability() (runtime/backend/cpu_settings.h) picks one of the
 // tables that the loops_<level> libraries define.
 #include "kernels/host/loops.h"
 

@@ -33,10 +33,10 @@
 #include <cstdint>
 
 #include "kernels/dispatch/strided.h"
-#include "runtime/host_device.h"
 #include "kernels/kernels.h"
-#include "runtime/cpu_settings.h"
-#include "runtime/dtype.h"
+#include "runtime/backend/cpu_settings.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/host_device.h"
 
 namespace streamgrad {
 namespace kernels {

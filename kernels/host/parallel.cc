@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "runtime/cpu_settings.h"
+#include "runtime/backend/cpu_settings.h"
 
 namespace streamgrad {
 namespace kernels {

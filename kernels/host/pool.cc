@@ -12,7 +12,7 @@
 
 #include "kernels/host/host_kernels.h"
 #include "kernels/host/loops.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nn/data/idx.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {

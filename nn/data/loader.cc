@@ -7,9 +7,9 @@
 #include "engine/grad_mode.h"
 #include "engine/pinned.h"
 #include "ops/ops.h"
-#include "runtime/devices.h"
-#include "runtime/error.h"
-#include "runtime/guard.h"
+#include "runtime/backend/devices.h"
+#include "runtime/backend/guard.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {

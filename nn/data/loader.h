@@ -39,8 +39,8 @@
 #include "nn/data/dataset.h"
 #include "nn/data/sampler.h"
 #include "nn/options.h"
-#include "runtime/event.h"
-#include "runtime/stream.h"
+#include "runtime/backend/event.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 namespace nn {

@@ -8,7 +8,7 @@
 #include "nn/parallel/replicate.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "runtime/runtime.h"
 
 namespace streamgrad {

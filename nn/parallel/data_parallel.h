@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "runtime/device.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace nn {

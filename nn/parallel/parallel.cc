@@ -7,7 +7,7 @@
 #include "engine/grad_mode.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "runtime/runtime.h"
 
 namespace streamgrad {

@@ -30,7 +30,7 @@
 
 #include "engine/tensor.h"
 #include "nn/module.h"
-#include "runtime/device.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace nn {

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "runtime/device.h"
+#include "runtime/base/device.h"
 
 namespace streamgrad {
 namespace nn {

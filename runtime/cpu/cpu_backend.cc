@@ -7,9 +7,9 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/backend.h"
-#include "runtime/cpu_settings.h"
-#include "runtime/error.h"
+#include "runtime/backend/backend.h"
+#include "runtime/backend/cpu_settings.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

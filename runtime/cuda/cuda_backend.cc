@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
+#include "runtime/base/error.h"
 #include "runtime/cuda/cuda_facts.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/cuda/sleep_kernel.h"
-#include "runtime/error.h"
 
 namespace streamgrad {
 namespace {
@@ -121,7 +121,7 @@ class CudaBackend final : public Backend {
     count_ = std::min(std::max(count, 0), kMaxDevicesPerType);
     devices_ = std::make_unique<PerDevice[]>(static_cast<size_t>(count_));
   }
-  // Streams are never destroyed: the backend is leaked at exit (runtime/backend.cc) and
+  // Streams are never destroyed: the backend is leaked at exit (runtime/backend/backend.cc) and
   // handles handed out by raw_cuda_stream must stay valid for the process's life.
 
   DeviceType type() const noexcept override { return DeviceType::kCuda; }

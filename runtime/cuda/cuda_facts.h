@@ -9,7 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
 
 namespace streamgrad {
 

@@ -27,7 +27,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/stream.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 

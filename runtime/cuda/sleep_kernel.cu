@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

@@ -84,8 +84,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/config.h"
-#include "runtime/stream.h"
+#include "runtime/backend/config.h"
+#include "runtime/backend/stream.h"
 
 namespace streamgrad {
 

@@ -10,12 +10,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/backend.h"
-#include "runtime/config.h"
-#include "runtime/error.h"
+#include "runtime/backend/backend.h"
+#include "runtime/backend/config.h"
+#include "runtime/backend/observer.h"
+#include "runtime/base/error.h"
 #include "runtime/sim/sim.h"
 #include "runtime/sim/sim_executor.h"
-#include "runtime/trace.h"
 
 namespace streamgrad {
 namespace {
@@ -142,20 +142,23 @@ class SimBackend final : public Backend {
   }
 
   void submit(const Stream& s, HostFn fn) override {
-    exec_.enqueue_work(s.device().index(), s.id(), detail::traced(std::move(fn)));
+    exec_.enqueue_work(s.device().index(), s.id(), detail::wrap_host_work(s, std::move(fn)));
   }
   void sleep(const Stream& s, double microseconds) override {
-    exec_.enqueue_work(s.device().index(), s.id(), detail::traced([microseconds] {
+    exec_.enqueue_work(s.device().index(), s.id(), detail::wrap_host_work(s, [microseconds] {
       std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(microseconds));
     }));
   }
   void copy_async(void* dst, const void* src, size_t bytes, const Stream& s) override {
-    exec_.enqueue_work(s.device().index(), s.id(),
-                       detail::traced([dst, src, bytes] { std::memmove(dst, src, bytes); }));
+    // wrap_host_work: an observer (the trace) may time the work where it runs.
+    exec_.enqueue_work(s.device().index(), s.id(), detail::wrap_host_work(s, [dst, src, bytes] {
+                         std::memmove(dst, src, bytes);
+                       }));
   }
   void fill_async(void* dst, unsigned char value, size_t bytes, const Stream& s) override {
-    exec_.enqueue_work(s.device().index(), s.id(),
-                       detail::traced([dst, value, bytes] { std::memset(dst, value, bytes); }));
+    exec_.enqueue_work(s.device().index(), s.id(), detail::wrap_host_work(s, [dst, value, bytes] {
+                         std::memset(dst, value, bytes);
+                       }));
   }
 
   void* raw_alloc(int index, size_t bytes) override {

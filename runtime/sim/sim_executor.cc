@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace sim_internal {

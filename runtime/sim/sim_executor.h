@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "runtime/sim/sim.h"
 
 namespace streamgrad {

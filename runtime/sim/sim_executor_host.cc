@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "runtime/sim/sim_executor.h"
 
 namespace streamgrad {

@@ -130,7 +130,7 @@ TEST_CASE("collectives refuse tensors they cannot take, before any communication
   });
   CHECK_THROWS_WITH(distributed::init_process_group(
                         "mpi", 0, 1, std::make_shared<TCPStore>("127.0.0.1", 0, 1, true)),
-                    Catch::Contains("backend 'mpi' is not available; this build has 'gloo'"));
+                    Catch::Contains("backend 'mpi' is not in this program (it has 'gloo'"));
 
 }
 

@@ -12,7 +12,7 @@
 #include "distributed/sampler.h"
 #include "nn/data/dataset.h"
 #include "nn/data/loader.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

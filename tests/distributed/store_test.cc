@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "distributed/store.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

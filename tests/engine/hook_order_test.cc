@@ -5,7 +5,7 @@
 // leaves warns about the reference cycle.
 #include <catch2/catch.hpp>
 
-#include "runtime/warning.h"
+#include "runtime/base/warning.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace streamgrad {

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "runtime/warning.h"
+#include "runtime/base/warning.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace streamgrad {

@@ -1,5 +1,5 @@
 // What a backward costs in synchronisation and copies (issue 11): a single-stream graph
-// with fan-out and fan-in records no event and issues no wait (runtime/event.h counters;
+// with fan-out and fan-in records no event and issues no wait (runtime/backend/event.h counters;
 // forked graphs: backward_sync_counts_test); AccumulateGrad takes the incoming gradient
 // without a copy when nothing else holds it.
 // Run under the deterministic adversarial scheduler, so the counts and values are the same

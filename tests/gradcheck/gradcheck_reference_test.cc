@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gradcheck/gradcheck.h"
-#include "runtime/warning.h"
+#include "runtime/base/warning.h"
 #include "tests/gradcheck/gradcheck_test_util.h"
 
 namespace streamgrad {

@@ -11,7 +11,7 @@
 #include "kernels/dispatch/launch.h"
 #include "kernels/dispatch/registry.h"
 #include "kernels/kernels.h"
-#include "runtime/half.h"
+#include "runtime/base/half.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace streamgrad {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The default thread count (runtime/cpu_settings.h) under each combination of
+# The default thread count (runtime/backend/cpu_settings.h) under each combination of
 # STREAMGRAD_NUM_THREADS, OPENBLAS_NUM_THREADS and OMP_NUM_THREADS, and OpenBLAS kept at one
 # thread whatever they say: runs gemm_threads_test's hidden "[env]" case once per line.
 # Argument: the gemm_threads_test binary.

@@ -1,4 +1,4 @@
-// float16 and bfloat16 conversions (runtime/half.h): every float16 and bfloat16 bit
+// float16 and bfloat16 conversions (runtime/base/half.h): every float16 and bfloat16 bit
 // pattern survives a round trip through float; float -> 16 bits rounds to nearest even on
 // a table of edge cases (ties, the largest finite values, overflow, subnormals, signed
 // zeros, Inf, NaN); and, where the CPU has F16C, float -> float16 agrees with the hardware
@@ -14,7 +14,7 @@
 #include <immintrin.h>
 #endif
 
-#include "runtime/half.h"
+#include "runtime/base/half.h"
 
 namespace streamgrad {
 namespace kernels {

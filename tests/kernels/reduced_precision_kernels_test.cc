@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/foreach.h"
-#include "runtime/half.h"
 #include "kernels/kernels.h"
+#include "runtime/base/half.h"
 #include "runtime/runtime.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/level_test_util.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/warning.h"
+#include "runtime/base/warning.h"
 #include "tests/ops/finite_difference.h"
 
 namespace streamgrad {

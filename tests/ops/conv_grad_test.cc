@@ -9,7 +9,7 @@
 
 #include "kernels/nn_kernels.h"
 #include "kernels/plan_cache.h"
-#include "runtime/cuda_settings.h"
+#include "runtime/backend/cuda_settings.h"
 #include "tests/ops/finite_difference.h"
 
 namespace streamgrad {

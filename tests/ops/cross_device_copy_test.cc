@@ -10,8 +10,8 @@
 #include <mutex>
 #include <optional>
 
+#include "runtime/observe/stream_sanitizer.h"
 #include "runtime/sim/sim.h"
-#include "runtime/stream_sanitizer.h"
 #include "tests/ops/finite_difference.h"
 
 namespace streamgrad {
@@ -62,7 +62,7 @@ TEST_CASE("a cross-device copy_ is one copy into the destination, with no stagin
   {
     WriteRecorder writes(dst.data_ptr(), 32 * sizeof(double));
     copy_(dst, src);
-    // runtime/copy.h: a device-to-device copy runs on the source's current stream.
+    // runtime/memory/copy.h: a device-to-device copy runs on the source's current stream.
     REQUIRE(writes.streams().size() == 1);
     CHECK(writes.streams()[0] == current_stream(kSrc));
   }

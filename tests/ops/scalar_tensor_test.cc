@@ -10,8 +10,8 @@
 // tests).
 #include <functional>
 
+#include "runtime/observe/stream_sanitizer.h"
 #include "runtime/sim/sim.h"
-#include "runtime/stream_sanitizer.h"
 #include "tests/ops/finite_difference.h"
 
 namespace streamgrad {

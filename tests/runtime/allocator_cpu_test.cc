@@ -1,4 +1,4 @@
-// The cpu allocator's direct mode (runtime/caching_allocator.h): no cache, one segment
+// The cpu allocator's direct mode (runtime/memory/caching_allocator.h): no cache, one segment
 // per allocation, and statistics, limits, snapshots and misuse errors that read as the
 // caching allocator's do.
 #include <catch2/catch.hpp>

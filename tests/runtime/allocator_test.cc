@@ -1,7 +1,7 @@
 // The stream-ordered caching allocator: reuse rules, cross-stream uses (S8), exact
 // statistics, empty_cache, snapshots. Runs on sim:1 so that other tests' use of sim:0 in
 // the same process does not disturb the byte counts.
-#include "runtime/caching_allocator.h"
+#include "runtime/memory/caching_allocator.h"
 
 #include <catch2/catch.hpp>
 #include <memory>

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_devices.h"
 

@@ -1,6 +1,6 @@
 // Copies host <-> device and device <-> device, blocking and non-blocking, ordered
 // against both devices' current streams (S7).
-#include "runtime/copy.h"
+#include "runtime/memory/copy.h"
 
 #include <catch2/catch.hpp>
 #include <numeric>

@@ -1,4 +1,4 @@
-// The cpu kernels' settings (runtime/cpu_settings.h) without streamgrad's variables: the
+// The cpu kernels' settings (runtime/backend/cpu_settings.h) without streamgrad's variables: the
 // machine's level by default, lower levels settable and higher ones refused, thread counts
 // settable within [1, kMaxThreads], defaulting to OPENBLAS_NUM_THREADS or the CPUs this
 // process may use.

@@ -1,10 +1,10 @@
-#include "runtime/device.h"
+#include "runtime/base/device.h"
 
 #include <catch2/catch.hpp>
 #include <sstream>
 #include <unordered_set>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace {

@@ -1,4 +1,4 @@
-// Pooled events (runtime/event.h): an Event's backend object comes from its device's pool
+// Pooled events (runtime/backend/event.h): an Event's backend object comes from its device's pool
 // and goes back when the Event dies, and reuse never changes what an Event means: a reused
 // object's earlier record is never waited for. Also the events_recorded() and
 // stream_waits_issued() counters.

@@ -1,4 +1,4 @@
-// The caching host allocator behind pinned_alloc (runtime/host_memory.h): a pinned block
+// The caching host allocator behind pinned_alloc (runtime/memory/host_memory.h): a pinned block
 // freed while a non-blocking copy (or a recorded stream) may still use it is not handed
 // out again before that use completed; reuse after completion is a cache hit; statistics;
 // host_empty_cache. Behaviour ported from the reference framework's CachingHostAllocator

@@ -1,6 +1,6 @@
 // The launch entry point: observers see every launch with its stream and byte ranges
 // (the sanitizer and trace will hang on this), copies and fills included.
-#include "runtime/launch.h"
+#include "runtime/backend/launch.h"
 
 #include <catch2/catch.hpp>
 #include <mutex>

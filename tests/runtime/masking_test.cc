@@ -2,7 +2,7 @@
 // two visible devices, in the listed order.
 #include <catch2/catch.hpp>
 
-#include "runtime/backend.h"
+#include "runtime/backend/backend.h"
 #include "runtime/runtime.h"
 
 namespace streamgrad {

@@ -2,7 +2,7 @@
 // accesses; every legitimate ordering (events, wait_stream, host syncs, record_stream with
 // the allocator's events) silences them; reuse of freed memory and overlapping views are
 // handled by byte range.
-#include "runtime/stream_sanitizer.h"
+#include "runtime/observe/stream_sanitizer.h"
 
 #include <catch2/catch.hpp>
 

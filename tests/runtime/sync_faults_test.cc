@@ -1,4 +1,4 @@
-// Synchronisation fault injection (runtime/config.h): a SyncFaultScope notes each
+// Synchronisation fault injection (runtime/backend/config.h): a SyncFaultScope notes each
 // cross-stream wait and record_stream with an id that is the same in every run, and skips
 // the one it is told to, so that the program then races (a wrong value under the
 // deterministic scheduler, a finding of the stream sanitizer); nothing is noted or skipped

@@ -1,0 +1,342 @@
+#include "runtime/memory/caching_allocator.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/backend/config.h"
+#include "runtime/backend/devices.h"
+#include "runtime/backend/launch.h"
+#include "runtime/base/error.h"
+
+namespace streamgrad {
+
+struct DeviceAllocator::Block {
+  char* ptr;
+  size_t size;
+  StreamId stream;
+  size_t requested = 0;
+  bool allocated = false;
+  bool pending = false;
+  Block* prev = nullptr;  // neighbours inside the segment, in address order
+  Block* next = nullptr;
+  std::vector<StreamId> uses;  // other streams of the device (record_stream)
+};
+
+bool DeviceAllocator::BySize::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return a->ptr < b->ptr;
+}
+
+namespace {
+// A backend that cannot tell its memory size reports 0: then nothing is refused up front.
+size_t known_or_max(size_t total) {
+  return total == 0 ? std::numeric_limits<size_t>::max() : total;
+}
+}  // namespace
+
+DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
+    : device_(device),
+      backend_(backend),
+      caching_(caching),
+      direct_(device.is_cpu()),
+      total_memory_(known_or_max(backend.total_memory(device.index()))),
+      limit_(std::numeric_limits<size_t>::max()) {}
+
+DeviceAllocator::~DeviceAllocator() {
+  RawFrees to_free;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [addr, seg] : segments_) {
+    for (Block* b = seg.head; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+    to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
+  }
+  for (const auto& [ptr, b] : direct_live_) to_free.push_back({ptr, b.size});
+  // No observer calls here: allocators live until exit, when observers may be gone.
+  for (const RawFree& f : to_free) backend_.raw_free(device_.index(), f.ptr);
+}
+
+void* DeviceAllocator::allocate(size_t bytes, const Stream& stream) {
+  void* p = allocate_block(bytes, stream);
+  if (p != nullptr && detail::have_observers()) {
+    detail::notify_observers([&](LaunchObserver& o) { o.on_buffer_allocated(p, bytes, stream); });
+  }
+  return p;
+}
+
+void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
+  SG_CHECK(stream.device() == device_, DeviceError, "allocate: stream ", stream.str(),
+           " is not a stream of ", device_.str(), ", whose allocator was asked");
+  if (bytes == 0) return nullptr;
+  if (direct_) return allocate_direct(bytes, stream);
+  const size_t size = round_size(bytes);
+  RawFrees to_free;
+  void* hit = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    process_events(to_free);
+    if (caching_) {
+      if (Block* b = take_cached(size, stream.id())) {
+        mark_allocated(b, bytes);
+        ++stats_.num_cache_hits;
+        hit = b->ptr;
+      }
+    }
+  }
+  raw_free_all(to_free);
+  if (hit != nullptr) return hit;
+
+  bool over_limit = false;
+  Block* b = reserve_segment(size, stream, over_limit);
+  if (b == nullptr) {
+    empty_cache();
+    b = reserve_segment(size, stream, over_limit);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (b == nullptr) {
+    ++stats_.num_ooms;
+    throw out_of_memory(bytes, stream, over_limit);
+  }
+  mark_allocated(b, bytes);
+  return b->ptr;
+}
+
+DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stream& stream,
+                                                          bool& over_limit) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Bytes of raw allocations in flight count too, so that concurrent misses cannot
+    // together pass the limit.
+    const size_t held = static_cast<size_t>(stats_.reserved_bytes.current) + reserving_;
+    over_limit = size > limit_ || held > limit_ - size;
+    if (over_limit) return nullptr;
+    // More than the whole device can never be met: refused before the backend sees it,
+    // so that multi-TiB requests never reach malloc (sanitizer runtimes abort on those
+    // instead of returning null).
+    if (size > total_memory_) return nullptr;
+    reserving_ += size;
+  }
+  void* p = nullptr;
+  try {
+    p = backend_.raw_alloc(device_.index(), size);
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(mu_);
+    reserving_ -= size;
+    throw;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  reserving_ -= size;
+  if (p == nullptr) return nullptr;
+  detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(p, size); });
+  Block* b = new Block{static_cast<char*>(p), size, stream.id()};
+  segments_[reinterpret_cast<uintptr_t>(p)] = Segment{size, b};
+  stats_.reserved_bytes.update(static_cast<int64_t>(size));
+  stats_.segments.update(1);
+  ++stats_.num_segment_allocs;
+  return b;
+}
+
+DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId stream) {
+  Block key{nullptr, size, stream};
+  auto it = free_blocks_.lower_bound(&key);
+  if (it == free_blocks_.end() || (*it)->stream != stream) return nullptr;
+  Block* b = *it;
+  free_blocks_.erase(it);
+  if (b->size - size >= kRound) {
+    Block* rest = new Block{b->ptr + size, b->size - size, stream};
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next != nullptr) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    free_blocks_.insert(rest);
+  }
+  return b;
+}
+
+void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
+  b->allocated = true;
+  b->requested = requested;
+  live_[b->ptr] = b;
+  stats_.allocated_bytes.update(static_cast<int64_t>(b->size));
+  stats_.requested_bytes.update(static_cast<int64_t>(requested));
+  stats_.active_bytes.update(static_cast<int64_t>(b->size));
+  stats_.active_blocks.update(1);
+  ++stats_.num_allocs;
+}
+
+void DeviceAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  if (direct_) return free_direct(ptr);
+  RawFrees to_free;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = live_.find(ptr);
+    SG_CHECK(it != live_.end(), ValueError, "free: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+             " is not a live allocation of the ", device_.str(), " allocator");
+    Block* b = it->second;
+    live_.erase(it);
+    stats_.allocated_bytes.update(-static_cast<int64_t>(b->size));
+    stats_.requested_bytes.update(-static_cast<int64_t>(b->requested));
+    ++stats_.num_frees;
+    b->allocated = false;
+    b->requested = 0;
+    if (b->uses.empty()) {
+      release_block(b, to_free);
+    } else {
+      // See S8: the block may be read on other streams after this host point; it comes
+      // back only once those streams have passed it.
+      std::vector<Stream> on;
+      for (StreamId use : b->uses) on.push_back(Stream::unchecked(device_, use));
+      pending_.add(b, on);
+      b->pending = true;
+      ++stats_.num_deferred_frees;
+      b->uses.clear();
+    }
+  }
+  raw_free_all(to_free);
+}
+
+void DeviceAllocator::release_block(Block* b, RawFrees& to_free) {
+  b->pending = false;
+  stats_.active_bytes.update(-static_cast<int64_t>(b->size));
+  stats_.active_blocks.update(-1);
+  if (!caching_) {
+    drop_segment(b, to_free);
+    return;
+  }
+  const auto is_free = [](const Block* n) {
+    return n != nullptr && !n->allocated && !n->pending;
+  };
+  if (is_free(b->prev)) {
+    Block* prev = b->prev;
+    free_blocks_.erase(prev);
+    prev->size += b->size;
+    prev->next = b->next;
+    if (b->next != nullptr) b->next->prev = prev;
+    delete b;
+    b = prev;
+  }
+  if (is_free(b->next)) {
+    Block* next = b->next;
+    free_blocks_.erase(next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next != nullptr) next->next->prev = b;
+    delete next;
+  }
+  free_blocks_.insert(b);
+}
+
+void DeviceAllocator::drop_segment(Block* b, RawFrees& to_free) {
+  SG_INTERNAL_CHECK(b->prev == nullptr && b->next == nullptr, "dropping a split segment");
+  segments_.erase(reinterpret_cast<uintptr_t>(b->ptr));
+  stats_.reserved_bytes.update(-static_cast<int64_t>(b->size));
+  stats_.segments.update(-1);
+  ++stats_.num_segment_frees;
+  to_free.push_back({b->ptr, b->size});
+  delete b;
+}
+
+void DeviceAllocator::process_events(RawFrees& to_free) {
+  std::vector<const void*> done;
+  pending_.poll(done);
+  release_done(done, to_free);
+}
+
+void DeviceAllocator::release_done(const std::vector<const void*>& done, RawFrees& to_free) {
+  for (const void* b : done) release_block(static_cast<Block*>(const_cast<void*>(b)), to_free);
+}
+
+void DeviceAllocator::raw_free_all(const RawFrees& segments) {
+  for (const RawFree& f : segments) {
+    backend_.raw_free(device_.index(), f.ptr);
+    detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(f.ptr, f.size); });
+  }
+}
+
+void DeviceAllocator::release_free_segments(RawFrees& to_free) {
+  std::vector<Block*> whole;
+  for (Block* b : free_blocks_) {
+    if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
+  }
+  for (Block* b : whole) {
+    free_blocks_.erase(b);
+    drop_segment(b, to_free);
+  }
+}
+
+void DeviceAllocator::empty_cache() {
+  // Take the pending events out of the shared list so that no other thread re-records
+  // them while this one waits on them unlocked (a wait may run sim work that frees).
+  PendingUses::Batch waiting;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    waiting = pending_.take();
+  }
+  PendingUses::wait(waiting);
+  RawFrees to_free;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<const void*> done;
+    pending_.finish(std::move(waiting), done);
+    release_done(done, to_free);
+    process_events(to_free);
+    release_free_segments(to_free);
+  }
+  raw_free_all(to_free);
+}
+
+void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
+  SG_CHECK(stream.device() == device_, DeviceError, "record_stream: stream ", stream.str(),
+           " is on another device than the memory (", device_.str(),
+           "); copy the data to that device instead");
+  std::lock_guard<std::mutex> lk(mu_);
+  if (direct_) {
+    direct_block(ptr, "record_stream");  // cpu work is complete once launched: no use to wait for
+    return;
+  }
+  auto it = live_.find(ptr);
+  SG_CHECK(it != live_.end(), ValueError, "record_stream: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+           " is not a live allocation of the ", device_.str(), " allocator");
+  Block* b = it->second;
+  if (stream.id() == b->stream) return;
+  for (StreamId use : b->uses) {
+    if (use == stream.id()) return;
+  }
+  b->uses.push_back(stream.id());
+}
+
+Stream DeviceAllocator::block_stream(void* ptr) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (direct_) return Stream::unchecked(device_, direct_block(ptr, "block_stream").stream);
+  auto it = live_.find(ptr);
+  SG_CHECK(it != live_.end(), ValueError, "block_stream: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+           " is not a live allocation of the ", device_.str(), " allocator");
+  return Stream::unchecked(device_, it->second->stream);
+}
+
+std::vector<SegmentInfo> DeviceAllocator::snapshot() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (direct_) return direct_snapshot();
+  std::vector<SegmentInfo> out;
+  for (const auto& [addr, seg] : segments_) {
+    SegmentInfo info{device_, addr, seg.size, Stream::unchecked(device_, seg.head->stream), {}};
+    for (const Block* b = seg.head; b != nullptr; b = b->next) {
+      info.blocks.push_back(BlockInfo{reinterpret_cast<uintptr_t>(b->ptr), b->size, b->requested,
+                                      b->allocated, b->pending,
+                                      Stream::unchecked(device_, b->stream)});
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace streamgrad

@@ -1,0 +1,105 @@
+// The caching allocator's statistics, memory fraction and out-of-memory report, and the
+// process-wide per-device allocators with their free-function API (caching_allocator.h).
+// Block and segment management is in caching_allocator.cc.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/backend/config.h"
+#include "runtime/backend/devices.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/caching_allocator.h"
+
+namespace streamgrad {
+
+OutOfMemoryError DeviceAllocator::out_of_memory(size_t bytes, const Stream& stream,
+                                                bool over_limit) {
+  const int64_t allocated = stats_.allocated_bytes.current;
+  const int64_t reserved = stats_.reserved_bytes.current;
+  const int64_t total = static_cast<int64_t>(backend_.total_memory(device_.index()));
+  const std::string sim_total =
+      device_.type() == DeviceType::kSim ? " (STREAMGRAD_SIM_MEMORY_BYTES)" : "";
+  std::string why;
+  if (over_limit) {
+    why = absl::StrCat("; the per-process memory fraction ", fraction_, " of ", device_.str(),
+                       " allows ", format_bytes(static_cast<int64_t>(limit_)),
+                       " of its total ", format_bytes(total), sim_total,
+                       ". Raise it with set_per_process_memory_fraction(fraction, \"",
+                       device_.str(), "\"), or free tensors that are no longer needed");
+  } else {
+    why = absl::StrCat("; device total ", format_bytes(total), sim_total,
+                       ". Free tensors that are no longer needed or use smaller batches");
+  }
+  return OutOfMemoryError(
+      absl::StrCat(device_.str(), ": out of memory: tried to allocate ", format_bytes(bytes),
+                   " on stream ", stream.str(), "; ", format_bytes(allocated),
+                   " allocated and ", format_bytes(reserved), " reserved by streamgrad", why),
+      bytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved));
+}
+
+MemoryStats DeviceAllocator::stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void DeviceAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.reset_peak();
+}
+
+void DeviceAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.reset_accumulated();
+}
+
+void DeviceAllocator::set_memory_fraction(double fraction) {
+  // NaN fails both comparisons, so it is refused too.
+  SG_CHECK(fraction >= 0 && fraction <= 1, ValueError, "set_per_process_memory_fraction: ",
+           "fraction ", fraction, " for ", device_.str(),
+           " is outside [0, 1]; pass a share of the device's total memory, e.g. 0.5");
+  const double total = static_cast<double>(backend_.total_memory(device_.index()));
+  std::lock_guard<std::mutex> lk(mu_);
+  fraction_ = fraction;
+  limit_ = fraction == 1 ? std::numeric_limits<size_t>::max()
+                         : static_cast<size_t>(std::floor(fraction * total));
+}
+
+double DeviceAllocator::memory_fraction() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return fraction_;
+}
+
+DeviceAllocator& allocator_for(Device device) {
+  const Device d = resolve_device(device, "allocator_for");
+  struct Slot {
+    std::once_flag once;
+    DeviceAllocator* allocator = nullptr;  // leaked: buffers may outlive static teardown
+  };
+  static auto* slots = new std::array<std::array<Slot, kMaxDevicesPerType>, kNumDeviceTypes>();
+  Slot& slot = (*slots)[static_cast<int>(d.type())][d.index()];
+  std::call_once(slot.once, [&] {
+    const bool caching = !d.is_cpu() && !config().no_memory_caching;
+    slot.allocator = new DeviceAllocator(d, backend(d.type()), caching);
+  });
+  return *slot.allocator;
+}
+
+MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
+void reset_peak_stats(Device device) { allocator_for(device).reset_peak_stats(); }
+void reset_accumulated_stats(Device device) { allocator_for(device).reset_accumulated_stats(); }
+void set_per_process_memory_fraction(double fraction, Device device) {
+  allocator_for(device).set_memory_fraction(fraction);
+}
+double get_per_process_memory_fraction(Device device) {
+  return allocator_for(device).memory_fraction();
+}
+void empty_cache(Device device) { allocator_for(device).empty_cache(); }
+std::vector<SegmentInfo> memory_snapshot(Device device) {
+  return allocator_for(device).snapshot();
+}
+
+}  // namespace streamgrad
