@@ -1,8 +1,8 @@
-// gradcheck and gradgradcheck (gradcheck/gradcheck.h): the comparison of the analytical
-// and numerical Jacobians, in slow (every element) and fast (random projections) mode.
-// The Jacobians themselves are in jacobian.cc, the checks of inputs, of
-// functions without differentiable outputs and of zero and undefined output gradients in
-// inputs.cc.
+// gradcheck (gradcheck/gradcheck.h): the comparison of the analytical and numerical
+// Jacobians, in slow (every element) and fast (random projections) mode. The Jacobians
+// themselves are in jacobian.cc, the checks of inputs, of functions without differentiable
+// outputs and of zero and undefined output gradients in inputs.cc, gradgradcheck in
+// gradgradcheck.cc.
 #include "gradcheck/gradcheck.h"
 
 #include <algorithm>
@@ -201,13 +201,6 @@ SlowCheck full_check(const GradcheckFn& fn, const TensorList& inputs, const Grad
   return c;
 }
 
-std::vector<double> random_vector(size_t n, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal;
-  std::vector<double> v(n);
-  for (double& x : v) x = normal(rng);
-  return v;
-}
-
 GradcheckResult fast_check(const GradcheckFn& fn, const TensorList& inputs,
                            const GradcheckOptions& o) {
   std::mt19937_64 rng(o.seed);
@@ -348,55 +341,6 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const TensorList& inputs,
   }
   if (r.passed) r = then(r, nonlinear);
   return finish(r, options);
-}
-
-GradcheckResult gradgradcheck(const GradcheckFn& fn, const TensorList& inputs,
-                              const GradcheckOptions& options) {
-  validate(inputs);
-  GradModeGuard grad_on(true);
-  // The grad_outputs become inputs of the checked function, requiring grad, so the double
-  // backward is differentiated with respect to them too (as in the reference framework,
-  // whose gradgradcheck draws random grad_outputs). A grad_output of a non-float64 output
-  // cannot be perturbed finely enough: it stays a constant of the checked function.
-  std::mt19937_64 rng(options.seed + 1);
-  TensorList all = inputs;
-  TensorList constant_grads;  // per output; undefined where the grad_output is an input
-  for (const Tensor& out : call_checked(fn, inputs)) {
-    Tensor v = from_doubles(random_vector(out.numel(), rng), out);
-    const bool as_input = out.requires_grad() && out.dtype() == DType::kFloat64;
-    if (as_input) all.push_back(v.requires_grad_());
-    constant_grads.push_back(as_input ? Tensor() : v);
-  }
-  const size_t n_in = inputs.size();
-  GradcheckFn first = [fn, n_in, constant_grads](const TensorList& x) {
-    GradModeGuard grad_on(true);  // also when gradcheck evaluates it for finite differences
-    const TensorList in(x.begin(), x.begin() + n_in);
-    TensorList diff, roots, seeds;
-    for (const Tensor& t : in) {
-      if (t.requires_grad()) diff.push_back(t);
-    }
-    const TensorList outs = fn(in);
-    SG_CHECK(outs.size() == constant_grads.size(), ValueError, "gradgradcheck: the function "
-             "returned ", constant_grads.size(), " outputs on its first call, then ",
-             outs.size(), "; it must return the same outputs on every call");
-    size_t next = n_in;
-    for (size_t o = 0; o < outs.size(); ++o) {
-      if (!outs[o].requires_grad()) continue;
-      SG_CHECK(constant_grads[o].defined() || next < x.size(), ValueError, "gradgradcheck: "
-               "output ", o, " requires grad now but did not on the first call; the function "
-               "must return the same outputs on every call");
-      roots.push_back(outs[o]);
-      seeds.push_back(constant_grads[o].defined() ? constant_grads[o] : x[next++]);
-    }
-    TensorList g = roots.empty() ? TensorList(diff.size())
-                                 : grad(roots, diff, seeds, true, /*create_graph=*/true, true);
-    // An unused input's gradient is zero, so the checked function keeps its outputs.
-    for (size_t k = 0; k < g.size(); ++k) {
-      if (!g[k].defined()) g[k] = zeros_like(diff[k]);
-    }
-    return g;
-  };
-  return gradcheck(first, all, options);
 }
 
 }  // namespace streamgrad

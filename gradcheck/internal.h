@@ -10,6 +10,7 @@
 #define STREAMGRAD_GRADCHECK_INTERNAL_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ GradcheckResult check_zero_grad_outputs(const GradcheckFn& fn, const TensorList&
 // Differentiates with every output's gradient undefined (check_undefined_grad): every
 // input's gradient must come back undefined or zero, and backward must not throw.
 GradcheckResult check_all_grads_undefined(const GradcheckFn& fn, const TensorList& inputs);
+
+// n draws of the standard normal distribution (fast mode's projections, gradgradcheck's
+// grad_outputs).
+std::vector<double> random_vector(size_t n, std::mt19937_64& rng);
 
 }  // namespace gradcheck_internal
 }  // namespace streamgrad

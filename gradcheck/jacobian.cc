@@ -280,5 +280,12 @@ JacobianTable analytical_jacobian(const GradcheckFn& fn, const TensorList& input
   return r;
 }
 
+std::vector<double> random_vector(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal;
+  std::vector<double> v(n);
+  for (double& x : v) x = normal(rng);
+  return v;
+}
+
 }  // namespace gradcheck_internal
 }  // namespace streamgrad
