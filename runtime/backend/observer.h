@@ -112,6 +112,11 @@ void remove_launch_observer(LaunchObserver* observer);
 // Runs `install` once, at the first launch of the process (at once when a launch already
 // happened). For tools that add observers from the configuration; see the top of the file.
 void register_observer_plugin(void (*install)());
+// The same from a static initialiser: `const ObserverPlugin kPlugin(install);` at namespace
+// scope in the tool's library (alwayslink).
+struct ObserverPlugin {
+  explicit ObserverPlugin(void (*install)()) { register_observer_plugin(install); }
+};
 
 namespace detail {
 // Runs the plug-ins' installers, once; launch() calls it before its first work.

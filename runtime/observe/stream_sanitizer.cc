@@ -239,12 +239,7 @@ StreamSanitizer* global_stream_sanitizer() {
   return global;
 }
 
-namespace {
 // STREAMGRAD_SANITIZE_STREAMS takes effect wherever this library is linked.
-const bool kRegistered = [] {
-  register_observer_plugin([] { global_stream_sanitizer(); });
-  return true;
-}();
-}  // namespace
+static const ObserverPlugin kPlugin([] { global_stream_sanitizer(); });
 
 }  // namespace streamgrad

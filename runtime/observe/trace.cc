@@ -457,13 +457,8 @@ TraceRecorder* global_trace() {
   return global;
 }
 
-namespace {
 // STREAMGRAD_TRACE takes effect wherever this library is linked.
-const bool kRegistered = [] {
-  register_observer_plugin([] { global_trace(); });
-  return true;
-}();
-}  // namespace
+static const ObserverPlugin kPlugin([] { global_trace(); });
 
 void write_global_trace() {
   TraceRecorder* t = global_trace();
