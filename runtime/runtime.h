@@ -1,6 +1,7 @@
-// The runtime layer in one include: devices, streams, events, guards, launches, copies,
-// the caching allocator, storage, the stream sanitizer, the trace recorder and the cpu
-// kernels' settings (threads, code level). See ARCHITECTURE.md §3–4.
+// The runtime layer in one include: devices, streams, events, guards, launches and their
+// observers, copies, the caching allocator, storage, the stream sanitizer, the trace
+// recorder, synchronisation fault injection and the cpu kernels' settings (threads, code
+// level). See ARCHITECTURE.md §2–4 (its packages: "Inside runtime/").
 #ifndef STREAMGRAD_RUNTIME_RUNTIME_H_
 #define STREAMGRAD_RUNTIME_RUNTIME_H_
 
@@ -11,7 +12,9 @@
 #include "runtime/backend/event.h"
 #include "runtime/backend/guard.h"
 #include "runtime/backend/launch.h"
+#include "runtime/backend/observer.h"
 #include "runtime/backend/stream.h"
+#include "runtime/backend/sync_faults.h"
 #include "runtime/base/device.h"
 #include "runtime/base/dtype.h"
 #include "runtime/base/error.h"

@@ -150,7 +150,7 @@ void print_markdown(const std::vector<ProgramReport>& reports, const MissingWait
                "(tools/missing_waits.cc; method in tools/missing_waits_check.h). A variant "
                "leaves out ONE cross-stream wait (Event::block / wait_stream: the program's, "
                "the engine's, the libraries') or record_stream, through the runtime's fault "
-               "injection (runtime/backend/config.h). Per variant: the stream sanitizer on its first "
+               "injection (runtime/backend/sync_faults.h). Per variant: the stream sanitizer on its first "
                "run, and the PCT seeds (depth %d, k = the steps of a correct run; seeds 0, 1, "
                "...) until a run's values differ from the correct run's in any bit, at most "
                "%d seeds (%d threaded runs with up to %g us of jitter before each launch for "

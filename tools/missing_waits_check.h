@@ -1,6 +1,6 @@
 // The missing-wait catalogue's engine: for one correct multi-stream program
 // (tools/missing_waits_programs.h), every variant with ONE cross-stream synchronisation
-// call left out (runtime/backend/config.h, SyncFaultScope), and for each what the stream
+// call left out (runtime/backend/sync_faults.h, SyncFaultScope), and for each what the stream
 // sanitizer says on its first run and how many scheduler seeds it takes to show a wrong
 // value.
 //
@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend/config.h"
+#include "runtime/backend/config.h"  // kSimDefaultPctDepth, and SyncFaultScope (sync_faults.h)
 #include "tools/missing_waits_programs.h"
 
 namespace streamgrad {

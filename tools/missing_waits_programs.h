@@ -1,6 +1,6 @@
 // The correct multi-stream programs of the project, for tools/missing_waits: each run of
 // one computes values that do not depend on the interleaving of its streams, so a run
-// with one synchronisation call left out (runtime/backend/config.h, SyncFaultScope) that gives
+// with one synchronisation call left out (runtime/backend/sync_faults.h, SyncFaultScope) that gives
 // other values has shown that call to be needed.
 //
 //   for (const SyncProgram& p : sync_programs()) {
