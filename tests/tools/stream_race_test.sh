@@ -167,7 +167,7 @@ if ! "$bin" --device=cuda --list >/dev/null 2>&1; then
   err=$("$bin" --device=cuda --repeat=1 2>&1)
   rc=$?
   [ "$rc" -eq 2 ] || fail "--device=cuda without a GPU: exit code $rc, want 2: $err"
-  grep -qE -- "--device=cuda: (no usable GPU|this build has no CUDA support).*--device=sim" \
+  grep -qE -- "--device=cuda: (no usable GPU|this program has no cuda backend).*--device=sim" \
     <<<"$err" || fail "--device=cuda message: $err"
 else
   json=$("$bin" --device=cuda --json --repeat=20)
