@@ -52,6 +52,19 @@ std::vector<int64_t> index_along(const View& index, int64_t rank, int64_t dim) {
   return s;
 }
 
+// `inner` (named inner_name) is no larger than `outer` on every dim but `dim`: what
+// gather asks of out against in, and scatter_add of src against out.
+void check_fits(const char* name, const char* inner_name, const View& inner,
+                const char* outer_name, const View& outer, int64_t dim) {
+  bool fits = true;
+  for (int64_t d = 0; d < outer.dim(); ++d) {
+    fits = fits && (d == dim || inner.sizes[d] <= outer.sizes[d]);
+  }
+  SG_CHECK(fits, ValueError, name, ": ", inner_name, " ", cpu::describe(inner),
+           " is larger than ", outer_name, " ", cpu::describe(outer), " on a dim other than ",
+           dim);
+}
+
 void check_common(const char* name, const View& out, const View& other,
                   const char* other_name, const View& index, int64_t dim) {
   cpu::check_output(name, "out", out);
@@ -152,13 +165,7 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
                 check_common(name, out, src, "src", index, dim);
                 cpu::check_floating(name, "out", out);
                 cpu::check_same_sizes(name, "index", index, "src", src);
-                bool fits = true;
-                for (int64_t d = 0; d < out.dim(); ++d) {
-                  fits = fits && (d == dim || src.sizes[d] <= out.sizes[d]);
-                }
-                SG_CHECK(fits, ValueError, name, ": src ", cpu::describe(src),
-                         " is larger than out ", cpu::describe(out), " on a dim other than ",
-                         dim);
+                check_fits(name, "src", src, "out", out, dim);
                 IndexArgs a = index_args(name, index, dim, out.sizes[dim]);
                 const std::vector<int64_t> out_strides = without_dim(out, dim);
                 a.walk = cpu::make_layout<3>(
@@ -176,13 +183,7 @@ void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
                 const View &out = o[0], &in = i[0];
                 check_common(name, out, in, "in", index, dim);
                 cpu::check_same_sizes(name, "index", index, "out", out);
-                bool fits = true;
-                for (int64_t d = 0; d < out.dim(); ++d) {
-                  fits = fits && (d == dim || out.sizes[d] <= in.sizes[d]);
-                }
-                SG_CHECK(fits, ValueError, name, ": out ", cpu::describe(out),
-                         " is larger than in ", cpu::describe(in), " on a dim other than ",
-                         dim);
+                check_fits(name, "out", out, "in", in, dim);
                 IndexArgs a = index_args(name, index, dim, in.sizes[dim]);
                 const std::vector<int64_t> in_strides = without_dim(in, dim);
                 a.walk = cpu::make_layout<3>(

@@ -49,20 +49,20 @@ void notify_observers(const std::function<void(LaunchObserver&)>& fn) {
 }
 
 void install_observer_plugins() {
-  // launch() calls this on every launch; after the first, one relaxed load.
-  static std::atomic<bool> done{false};
-  if (done.load(std::memory_order_acquire)) return;
-  Plugins& p = plugins();
-  std::vector<void (*)()> todo;
-  {
-    std::lock_guard<std::mutex> lk(p.mu);
-    if (p.installed) return;
-    p.installed = true;
-    todo = p.installers;
-  }
-  // Outside the lock: an installer may itself launch (and so come back here).
-  for (void (*install)() : todo) install();
-  done.store(true, std::memory_order_release);
+  // Every launch comes here; after the first, call_once is one atomic load. A launch on
+  // another thread meanwhile waits, so no launch runs before the plug-ins are in.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Plugins& p = plugins();
+    std::vector<void (*)()> todo;
+    {
+      std::lock_guard<std::mutex> lk(p.mu);
+      p.installed = true;
+      todo = p.installers;
+    }
+    // Outside the lock: registering a plug-in from an installer runs it at once.
+    for (void (*install)() : todo) install();
+  });
 }
 
 HostFn wrap_host_work(const Stream& stream, HostFn fn) {

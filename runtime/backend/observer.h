@@ -111,6 +111,7 @@ void remove_launch_observer(LaunchObserver* observer);
 
 // Runs `install` once, at the first launch of the process (at once when a launch already
 // happened). For tools that add observers from the configuration; see the top of the file.
+// An installer must not launch work (the first launch is waiting for it).
 void register_observer_plugin(void (*install)());
 // The same from a static initialiser: `const ObserverPlugin kPlugin(install);` at namespace
 // scope in the tool's library (alwayslink).
