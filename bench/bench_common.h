@@ -30,10 +30,10 @@ namespace streamgrad {
 namespace bench {
 
 struct Flags {
-  std::string case_name;   // chain, fanin, dag, retain, mlp, mlp_hand, cnn, overlap
+  std::string case_name;   // chain, fanin, dag, retain, mlp, mlp_hand, cnn, overlap, math
   std::string device = "cpu";
   int64_t n = 1000;        // chain / retain length, dag size
-  std::string op = "mul";  // chain: mul (y * 1.0001) or add (y + 1e-4)
+  std::string op = "mul";  // chain: mul (y * 1.0001) or add (y + 1e-4); math: kMathOps
   int64_t numel = 1;       // elements of x in the tiny-op graphs
   int64_t k = 1000;        // fanin width
   std::string reduce = "stack";  // fanin, dag: stack(...).sum() or a left fold of adds
@@ -52,10 +52,17 @@ struct Flags {
 
 // ---- Flags and the case list ----
 
+// The element-wise functions of --case=math: op(x) over --numel float32 values.
+inline const std::vector<std::string>& math_ops() {
+  static const std::vector<std::string> ops = {"exp", "tanh", "sigmoid", "gelu", "gelu_tanh",
+                                               "silu"};
+  return ops;
+}
+
 [[noreturn]] inline void flag_error(const std::string& what) {
   std::cerr << "bench: " << what << "\n"
-            << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap [--n=N] "
-               "[--op=mul|add] "
+            << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap|math [--n=N] "
+               "[--op=mul|add|exp|tanh|sigmoid|gelu|gelu_tanh|silu] "
                "[--numel=N] [--k=N] [--reduce=stack|add] [--seed=S] [--window=W] [--mid=M] "
                "[--batch=B] [--branches=K] [--length=L] [--kernel_us=US] [--reps=R] "
                "[--warmup=W] [--threads=T] [--device=cpu|sim:N] [--describe]; or --list\n";
@@ -95,6 +102,9 @@ inline std::vector<std::string> case_list() {
       "--case=mlp --batch=1",                       "--case=mlp --batch=64",
       "--case=mlp_hand --batch=1",                  "--case=mlp_hand --batch=64",
       "--case=cnn --batch=64",                      "--case=overlap --device=sim:0",
+      "--case=math --op=exp --numel=262144",        "--case=math --op=tanh --numel=262144",
+      "--case=math --op=sigmoid --numel=262144",    "--case=math --op=gelu --numel=262144",
+      "--case=math --op=gelu_tanh --numel=262144",  "--case=math --op=silu --numel=262144",
   };
 }
 
@@ -134,10 +144,17 @@ inline Flags parse_flags(int argc, char** argv) {
   }
   const std::string& c = f.case_name;
   if (c != "chain" && c != "fanin" && c != "dag" && c != "retain" && c != "mlp" &&
-      c != "mlp_hand" && c != "cnn" && c != "overlap") {
+      c != "mlp_hand" && c != "cnn" && c != "overlap" && c != "math") {
     flag_error("unknown or missing --case '" + c + "'");
   }
-  if (f.op != "mul" && f.op != "add") flag_error("--op must be mul or add, got " + f.op);
+  if (c == "math") {
+    const std::vector<std::string>& ops = math_ops();
+    if (std::find(ops.begin(), ops.end(), f.op) == ops.end()) {
+      flag_error("--case=math: unknown --op " + f.op);
+    }
+  } else if (f.op != "mul" && f.op != "add") {
+    flag_error("--op must be mul or add, got " + f.op);
+  }
   if (f.reduce != "stack" && f.reduce != "add") flag_error("--reduce must be stack or add");
   if (f.mid < 0) f.mid = f.n / 2;
   if (c == "retain" && f.mid >= f.n) flag_error("--mid must be below --n");
@@ -165,6 +182,7 @@ inline std::string config_name(const Flags& f) {
   if (c == "mlp") return "mlp 784-256-256-10 batch=" + s(f.batch);
   if (c == "mlp_hand") return "mlp by hand 784-256-256-10 batch=" + s(f.batch);
   if (c == "cnn") return "cnn (tools/train) batch=" + s(f.batch);
+  if (c == "math") return "math op=" + f.op + " numel=" + s(f.numel);
   return "overlap K=" + s(f.branches) + " L=" + s(f.length) + " kernel=" +
          s(static_cast<int64_t>(f.kernel_us)) + "us";
 }
@@ -271,6 +289,14 @@ inline double expected_check(const Flags& f) {
 }
 
 // ---- Data and weights of the mlp / cnn steps ----
+
+// The input of --case=math: uniform in [-4, 4), the range where the functions bend.
+inline std::vector<float> math_input(int64_t numel) {
+  SplitMix64 rng(11);
+  std::vector<float> v(static_cast<size_t>(numel));
+  for (float& x : v) x = 8 * rng.uniform() - 4;
+  return v;
+}
 
 // Images in [0, 1) and labels in [0, 10), the same on both sides.
 inline void make_batch(int64_t batch, int64_t features, std::vector<float>* images,

@@ -178,6 +178,38 @@ void run_retain(const Flags& f, Report& r) {
   }
 }
 
+// One element-wise function over a float32 tensor: without history ("fwd"), and forward
+// plus backward to the input ("fwd_bwd"), written as a user writes it.
+void run_math(const Flags& f, Report& r) {
+  const std::string& op = f.op;
+  const auto apply = [&op](const Tensor& x) {
+    if (op == "exp") return exp(x);
+    if (op == "tanh") return tanh(x);
+    if (op == "sigmoid") return sigmoid(x);
+    if (op == "gelu") return gelu(x);
+    if (op == "gelu_tanh") return gelu(x, "tanh");
+    return silu(x);
+  };
+  const Tensor x = from_vector(math_input(f.numel), {f.numel}).requires_grad_();
+  const Tensor g = ones({f.numel});
+  r.set_check(sum(apply(x)).item<double>(), 0);
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    double t0, t1;
+    {
+      NoGradGuard no_grad;
+      t0 = now_ms();
+      Tensor y = apply(x);
+      t1 = now_ms();
+    }
+    Tensor y = apply(x);
+    TensorList gx = grad({y}, {x}, {g});
+    const double t2 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("fwd_bwd", t2 - t1, 0);
+  }
+}
+
 }  // namespace bench
 }  // namespace streamgrad
 
@@ -195,6 +227,7 @@ int main(int argc, char** argv) {
     else if (c == "mlp") run_mlp(f, r);
     else if (c == "mlp_hand") run_mlp_hand(f, r);
     else if (c == "cnn") run_cnn(f, r);
+    else if (c == "math") run_math(f, r);
     else run_overlap(f, r);
   } catch (const std::exception& e) {
     std::cerr << "sg_bench: " << config_name(f) << ": " << e.what() << "\n";

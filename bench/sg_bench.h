@@ -31,6 +31,7 @@ void run_mlp(const Flags& f, Report& r);
 void run_mlp_hand(const Flags& f, Report& r);
 void run_cnn(const Flags& f, Report& r);
 void run_overlap(const Flags& f, Report& r);
+void run_math(const Flags& f, Report& r);
 
 }  // namespace bench
 }  // namespace streamgrad

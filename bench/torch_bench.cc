@@ -275,6 +275,38 @@ void run_cnn(const Flags& f, Report& r) {
   model_loop(f, r, module_step(model), {f.batch, 1, 28, 28});
 }
 
+
+// bench_common.h's --case=math, as sg_bench's run_math.
+void run_math(const Flags& f, Report& r) {
+  const std::string& op = f.op;
+  const auto apply = [&op](const Tensor& x) {
+    if (op == "exp") return x.exp();
+    if (op == "tanh") return x.tanh();
+    if (op == "sigmoid") return x.sigmoid();
+    if (op == "gelu") return F::gelu(x);
+    if (op == "gelu_tanh") return F::gelu(x, F::GELUFuncOptions().approximate("tanh"));
+    return F::silu(x);
+  };
+  std::vector<float> values = math_input(f.numel);
+  const Tensor x = torch::from_blob(values.data(), {f.numel}).clone().requires_grad_();
+  const Tensor g = torch::ones({f.numel});
+  r.set_check(apply(x).sum().item<double>(), 0);
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    double t0, t1;
+    {
+      torch::NoGradGuard no_grad;
+      t0 = now_ms();
+      Tensor y = apply(x);
+      t1 = now_ms();
+    }
+    Tensor y = apply(x);
+    auto gx = torch::autograd::grad({y}, {x}, {g});
+    const double t2 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("fwd_bwd", t2 - t1, 0);
+  }
+}
 }  // namespace
 }  // namespace bench
 }  // namespace streamgrad
@@ -303,6 +335,7 @@ int main(int argc, char** argv) {
     else if (c == "retain") run_retain(f, r);
     else if (c == "mlp") run_mlp(f, r);
     else if (c == "mlp_hand") run_mlp_hand(f, r);
+    else if (c == "math") run_math(f, r);
     else run_cnn(f, r);
   } catch (const std::exception& e) {
     std::cerr << "torch_bench: " << config_name(f) << ": " << e.what() << "\n";

@@ -194,6 +194,11 @@ class Tensor {
   Tensor sigmoid() const;
   Tensor relu() const;
   Tensor abs() const;
+  Tensor log1p() const;
+  Tensor rsqrt() const;
+  Tensor erf() const;
+  Tensor sin() const;
+  Tensor cos() const;
   Tensor pow(double exponent) const;
   Tensor add(const Tensor& other, double alpha = 1) const;  // this + alpha * other
   Tensor add(double other) const;

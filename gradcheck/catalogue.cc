@@ -71,6 +71,16 @@ void math(Catalogue& c) {
   c.add("relu_noncontig", "transposed leaf, |a| >= 0.1", unary([](T a) { return relu(a); }),
         {transposed({3, 2}, kKinkFree)});
   c.add("abs", "|a| >= 0.1 (away from the kink)", unary([](T a) { return abs(a); }), kinkfree);
+  c.add("log1p", "a in [0.5, 2)", unary([](T a) { return log1p(a); }), pos);
+  c.add("rsqrt", "a in [0.5, 2)", unary([](T a) { return rsqrt(a); }), pos);
+  c.add("erf", "[2,3]", unary([](T a) { return erf(a); }), any);
+  c.add("sin", "[2,3]", unary([](T a) { return sin(a); }), any);
+  c.add("cos", "[2,3]", unary([](T a) { return cos(a); }), any);
+  c.add("silu", "[2,3]", unary([](T a) { return silu(a); }), any);
+  c.add("gelu", "exact, through erf", unary([](T a) { return gelu(a); }), any);
+  c.add("gelu_tanh", "the tanh approximation", unary([](T a) { return gelu(a, "tanh"); }), any);
+  c.add("gelu_noncontig", "exact, transposed leaf", unary([](T a) { return gelu(a); }),
+        {transposed({3, 2})});
 }
 
 void reductions(Catalogue& c) {

@@ -31,6 +31,14 @@ const char* name_of(Unary op) {
     case Unary::kSign: return "sign";
     case Unary::kReciprocal: return "reciprocal";
     case Unary::kSquare: return "square";
+    case Unary::kErf: return "erf";
+    case Unary::kSin: return "sin";
+    case Unary::kCos: return "cos";
+    case Unary::kLog1p: return "log1p";
+    case Unary::kRsqrt: return "rsqrt";
+    case Unary::kSilu: return "silu";
+    case Unary::kGelu: return "gelu";
+    case Unary::kGeluTanh: return "gelu(tanh)";
   }
   return "unary";
 }
@@ -57,6 +65,9 @@ const char* name_of(Binary op) {
     case Binary::kReluBackward: return "relu_backward";
     case Binary::kTanhBackward: return "tanh_backward";
     case Binary::kSigmoidBackward: return "sigmoid_backward";
+    case Binary::kGeluBackward: return "gelu_backward";
+    case Binary::kGeluTanhBackward: return "gelu_backward(tanh)";
+    case Binary::kSiluBackward: return "silu_backward";
   }
   return "binary";
 }

@@ -20,6 +20,14 @@ enum class Unary {
   kSign,        // -1, 0 or 1; NaN stays NaN
   kReciprocal,  // 1 / x
   kSquare,
+  kErf,
+  kSin,
+  kCos,
+  kLog1p,     // log(1 + x), exact near 0
+  kRsqrt,     // 1 / sqrt(x)
+  kSilu,      // x * sigmoid(x)
+  kGelu,      // x * Phi(x), through erf
+  kGeluTanh,  // GELU's tanh approximation
 };
 
 // y = f(x, s) for a scalar s, rounded to the tensor's dtype first.
@@ -42,6 +50,9 @@ enum class Binary {
                       //                     for an infinite or NaN a)
   kTanhBackward,      // a * (1 - b * b)    (b: tanh output)
   kSigmoidBackward,   // a * b * (1 - b)    (b: sigmoid output)
+  kGeluBackward,      // a * gelu'(b)       (b: input; likewise the next two)
+  kGeluTanhBackward,  // a * d/db of GELU's tanh approximation
+  kSiluBackward,      // a * silu'(b)
 };
 
 enum class Reduce { kSum, kMax, kMin };

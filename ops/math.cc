@@ -1,10 +1,13 @@
-// Element-wise math: exp, log, sqrt, pow (scalar exponent), tanh, sigmoid, relu, abs.
+// Element-wise math: exp, log, log1p, sqrt, rsqrt, pow (scalar exponent), tanh, sigmoid,
+// erf, sin, cos, relu, abs.
 //
-// Every backward saves the input (never the output: that would make the output hold its
-// own grad_fn) and recomputes what it needs with ops, so that the formulas are
-// differentiable again under create_graph. relu's backward selects g where x > 0 (one
-// kernel; under create_graph a where() of ops), abs multiplies by a sign mask computed with
-// a kernel (no history): their second derivative is zero almost everywhere.
+// Backward formulas are ops, so that they are differentiable again under create_graph.
+// exp, tanh and sigmoid save their output, as the reference does, and use it instead of
+// computing the function again (SavedTensor::mark_output_of keeps the output without a
+// cycle); with grad mode off, tanh's and sigmoid's are one fused kernel. The others save
+// the input. relu's backward selects g where x > 0 (one kernel; under create_graph a
+// where() of ops), abs multiplies by a sign mask computed with a kernel (no history):
+// their second derivative is zero almost everywhere.
 #include "engine/grad_mode.h"
 #include "ops/autocast_policy.h"
 #include "ops/op_utils.h"
@@ -14,14 +17,6 @@ namespace streamgrad {
 namespace {
 
 using namespace ops_internal;  // NOLINT: the helpers every op uses
-
-Tensor unary_forward(kernels::Unary op, const Tensor& a, const char* name) {
-  check_defined(a, name, "the input");
-  check_floating(a, name);
-  Tensor out = new_output(a.sizes(), a.dtype(), a.device());
-  kernels::unary(stream_of(out), op, out.view(), a.view());
-  return out;
-}
 
 // The sign of `x` with no history: abs's gradient mask.
 Tensor sign_of(const Tensor& x) {  // -1, 0 or 1
@@ -44,9 +39,38 @@ struct UnaryBackward : Node {
   const char* op_name;
 };
 
-struct ExpBackward final : UnaryBackward {
-  explicit ExpBackward(const Tensor& x) : UnaryBackward(x, "ExpBackward") {}
-  Tensor grad(const Tensor& g, const Tensor& x) const override { return mul(g, exp(x)); }
+struct ExpBackward final : UnaryBackward {  // g exp(x), exp(x) the saved output
+  explicit ExpBackward(const Tensor& y) : UnaryBackward(y, "ExpBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& y) const override { return mul(g, y); }
+};
+
+struct Log1pBackward final : UnaryBackward {  // g / (1 + x)
+  explicit Log1pBackward(const Tensor& x) : UnaryBackward(x, "Log1pBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& x) const override { return div(g, add(x, 1.0)); }
+};
+
+struct RsqrtBackward final : UnaryBackward {  // -g x^(-3/2) / 2
+  explicit RsqrtBackward(const Tensor& x) : UnaryBackward(x, "RsqrtBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& x) const override {
+    return mul(g, mul(pow(x, -1.5), -0.5));
+  }
+};
+
+struct ErfBackward final : UnaryBackward {  // g 2 / sqrt(pi) exp(-x^2)
+  explicit ErfBackward(const Tensor& x) : UnaryBackward(x, "ErfBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& x) const override {
+    return mul(g, mul(exp(neg(mul(x, x))), 1.12837916709551257390));
+  }
+};
+
+struct SinBackward final : UnaryBackward {  // g cos(x)
+  explicit SinBackward(const Tensor& x) : UnaryBackward(x, "SinBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& x) const override { return mul(g, cos(x)); }
+};
+
+struct CosBackward final : UnaryBackward {  // -g sin(x)
+  explicit CosBackward(const Tensor& x) : UnaryBackward(x, "CosBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& x) const override { return mul(g, neg(sin(x))); }
 };
 
 struct LogBackward final : UnaryBackward {
@@ -70,19 +94,19 @@ struct PowBackward final : UnaryBackward {  // g e x^(e-1)
   double exponent;
 };
 
-struct TanhBackward final : UnaryBackward {  // g (1 - tanh(x)²)
-  explicit TanhBackward(const Tensor& x) : UnaryBackward(x, "TanhBackward") {}
-  Tensor grad(const Tensor& g, const Tensor& x) const override {
-    const Tensor t = tanh(x);
-    return mul(g, sub(1.0, mul(t, t)));
+struct TanhBackward final : UnaryBackward {  // g (1 - y²), y = tanh(x) the saved output
+  explicit TanhBackward(const Tensor& y) : UnaryBackward(y, "TanhBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& y) const override {
+    if (grad_mode_enabled()) return mul(g, sub(1.0, mul(y, y)));
+    return binary_kernel(kernels::Binary::kTanhBackward, g, y);
   }
 };
 
-struct SigmoidBackward final : UnaryBackward {  // g s (1 - s)
-  explicit SigmoidBackward(const Tensor& x) : UnaryBackward(x, "SigmoidBackward") {}
-  Tensor grad(const Tensor& g, const Tensor& x) const override {
-    const Tensor s = sigmoid(x);
-    return mul(g, mul(s, sub(1.0, s)));
+struct SigmoidBackward final : UnaryBackward {  // g y (1 - y), y = sigmoid(x) saved
+  explicit SigmoidBackward(const Tensor& y) : UnaryBackward(y, "SigmoidBackward") {}
+  Tensor grad(const Tensor& g, const Tensor& y) const override {
+    if (grad_mode_enabled()) return mul(g, mul(y, sub(1.0, y)));
+    return binary_kernel(kernels::Binary::kSigmoidBackward, g, y);
   }
 };
 
@@ -92,10 +116,7 @@ struct ReluBackward final : UnaryBackward {  // g (x > 0)
   // where(), which records g's history (both give 0 where x <= 0, whatever g is).
   Tensor grad(const Tensor& g, const Tensor& x) const override {
     if (grad_mode_enabled()) return where(gt(x, 0.0), g, zeros_like(g));
-    Tensor out = new_output(x.sizes(), x.dtype(), x.device());
-    kernels::binary(stream_of(out), kernels::Binary::kReluBackward, out.view(), g.view(),
-                    x.view());
-    return out;
+    return binary_kernel(kernels::Binary::kReluBackward, g, x);
   }
 };
 
@@ -109,12 +130,21 @@ void record(const Tensor& a, const Tensor& out, Args... args) {
   if (any_requires_grad({a})) wire(std::make_shared<NodeT>(a, args...), {a}, {out});
 }
 
+// A node that saves its own output.
+template <typename NodeT>
+void record_saving_output(const Tensor& a, const Tensor& out) {
+  if (!any_requires_grad({a})) return;
+  auto node = std::make_shared<NodeT>(out);
+  wire(node, {a}, {out});
+  node->input.mark_output_of(node, 0);
+}
+
 }  // namespace
 
 Tensor exp(const Tensor& a) {
   SG_AUTOCAST(kFloat32, exp, a);
   Tensor out = unary_forward(kernels::Unary::kExp, a, "exp");
-  record<ExpBackward>(a, out);
+  record_saving_output<ExpBackward>(a, out);
   return out;
 }
 
@@ -122,6 +152,38 @@ Tensor log(const Tensor& a) {
   SG_AUTOCAST(kFloat32, log, a);
   Tensor out = unary_forward(kernels::Unary::kLog, a, "log");
   record<LogBackward>(a, out);
+  return out;
+}
+
+Tensor log1p(const Tensor& a) {
+  SG_AUTOCAST(kFloat32, log1p, a);
+  Tensor out = unary_forward(kernels::Unary::kLog1p, a, "log1p");
+  record<Log1pBackward>(a, out);
+  return out;
+}
+
+Tensor rsqrt(const Tensor& a) {
+  SG_AUTOCAST(kFloat32, rsqrt, a);
+  Tensor out = unary_forward(kernels::Unary::kRsqrt, a, "rsqrt");
+  record<RsqrtBackward>(a, out);
+  return out;
+}
+
+Tensor erf(const Tensor& a) {
+  Tensor out = unary_forward(kernels::Unary::kErf, a, "erf");
+  record<ErfBackward>(a, out);
+  return out;
+}
+
+Tensor sin(const Tensor& a) {
+  Tensor out = unary_forward(kernels::Unary::kSin, a, "sin");
+  record<SinBackward>(a, out);
+  return out;
+}
+
+Tensor cos(const Tensor& a) {
+  Tensor out = unary_forward(kernels::Unary::kCos, a, "cos");
+  record<CosBackward>(a, out);
   return out;
 }
 
@@ -143,13 +205,13 @@ Tensor pow(const Tensor& a, double exponent) {
 
 Tensor tanh(const Tensor& a) {
   Tensor out = unary_forward(kernels::Unary::kTanh, a, "tanh");
-  record<TanhBackward>(a, out);
+  record_saving_output<TanhBackward>(a, out);
   return out;
 }
 
 Tensor sigmoid(const Tensor& a) {
   Tensor out = unary_forward(kernels::Unary::kSigmoid, a, "sigmoid");
-  record<SigmoidBackward>(a, out);
+  record_saving_output<SigmoidBackward>(a, out);
   return out;
 }
 

@@ -216,5 +216,19 @@ void check_inplace(const Tensor& a, const char* op) {
   }
 }
 
+Tensor unary_forward(kernels::Unary op, const Tensor& a, const char* name) {
+  check_defined(a, name, "the input");
+  check_floating(a, name);
+  Tensor out = new_output(a.sizes(), a.dtype(), a.device());
+  kernels::unary(stream_of(out), op, out.view(), a.view());
+  return out;
+}
+
+Tensor binary_kernel(kernels::Binary op, const Tensor& a, const Tensor& b) {
+  Tensor out = new_output(a.sizes(), a.dtype(), a.device());
+  kernels::binary(stream_of(out), op, out.view(), a.view(), b.view());
+  return out;
+}
+
 }  // namespace ops_internal
 }  // namespace streamgrad

@@ -89,6 +89,13 @@ kernels::View contiguous_view_as(const Tensor& t, const Shape& shape);
 // Whether backward input `i` of `node` needs a gradient.
 inline bool needs_grad(const Node& node, size_t i) { return node.next_edge(i).valid(); }
 
+// The element-wise kernel `op` of a floating input into a new tensor of its shape (the
+// forward of exp, tanh, gelu, ...); checks name the op the user called, `name`.
+Tensor unary_forward(kernels::Unary op, const Tensor& a, const char* name);
+// The element-wise kernel `op` of two tensors of one shape, dtype and device (a backward's
+// fused formula, e.g. tanh_backward(g, y)), into a new tensor; no checks, no history.
+Tensor binary_kernel(kernels::Binary op, const Tensor& a, const Tensor& b);
+
 // Makes `node` the backward of `outputs`, with one next edge per input. Call only when
 // any_requires_grad(inputs): build the node inside that check so that ops without
 // history allocate nothing.

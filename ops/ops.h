@@ -57,6 +57,15 @@ Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor abs(const Tensor& a);
+Tensor log1p(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor erf(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+// Activations (activation.cc), fused forward and backward. gelu's `approximate` is "none"
+// (x Phi(x), through erf) or "tanh" (the tanh approximation); ValueError otherwise.
+Tensor silu(const Tensor& a);
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 
 // Comparisons (compare.cc), as PyTorch's eq/ne/lt/le/gt/ge: a bool tensor with no
 // history (the result of a comparison has no gradient). Tensor forms broadcast and need

@@ -40,6 +40,11 @@ Tensor Tensor::tanh() const { return streamgrad::tanh(*this); }
 Tensor Tensor::sigmoid() const { return streamgrad::sigmoid(*this); }
 Tensor Tensor::relu() const { return streamgrad::relu(*this); }
 Tensor Tensor::abs() const { return streamgrad::abs(*this); }
+Tensor Tensor::log1p() const { return streamgrad::log1p(*this); }
+Tensor Tensor::rsqrt() const { return streamgrad::rsqrt(*this); }
+Tensor Tensor::erf() const { return streamgrad::erf(*this); }
+Tensor Tensor::sin() const { return streamgrad::sin(*this); }
+Tensor Tensor::cos() const { return streamgrad::cos(*this); }
 Tensor Tensor::pow(double exponent) const { return streamgrad::pow(*this, exponent); }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   return streamgrad::add(*this, other, alpha);

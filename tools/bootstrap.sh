@@ -6,7 +6,8 @@ set -euo pipefail
 
 # cmake, pkg-config, make: tools/install.sh's users and tests/consumer/cmake_consumer.sh.
 packages=(bazel-bootstrap catch2 libabsl-dev libopenblas-dev zlib1g-dev libbenchmark-dev
-          dataset-fashion-mnist nlohmann-json3-dev libgloo-dev iproute2 cmake pkg-config make)
+          dataset-fashion-mnist nlohmann-json3-dev libgloo-dev iproute2 cmake pkg-config make
+          libsleef-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,10 +4,21 @@
 // (with_unary, with_unary_scalar and with_binary map an op code to its functor for both),
 // so that every device and level computes each element alike.
 //
-// Every functor is one IEEE expression on its operands. Transcendental functions go
-// through `math::` to the C library's scalar function (expf, tanh, ...) on every level and
-// never to a vector approximation, so an AVX-512 loop and the baseline loop round alike;
-// the loops are compiled without FMA contraction for the same reason.
+// Transcendental functions (exp, log, log1p, tanh, erf, sin, cos, pow) go through `math::`.
+// On the host that is SLEEF's deterministic ("cinz": no FMA) 1-ulp functions: the scalar
+// one here and, in the cpu loops, the vector one of each level's width (vector_math.h),
+// which SLEEF defines to give the scalar one's bits. A NaN result is always the positive
+// quiet NaN, because SLEEF's scalar and vector code disagree on the sign of the NaN they
+// make (log(-1)). So every level, vector width, thread split and strided or contiguous
+// layout rounds each element alike. On a cuda device `math::` is CUDA's own functions.
+// The loops are compiled without FMA contraction for the same reason.
+//
+// A functor whose math calls one of those functions also has a split form the vector loops
+// use: `kFn` names the function, `arg` gives its argument (and `arg2` pow's exponent),
+// `finish` the result from the operands and the function's value. operator() is written
+// as finish(x, f(arg(x))), so both forms compute the same expression. Their NaN results
+// are the positive quiet NaN too: which NaN an arithmetic operation with two NaN operands
+// returns depends on their order, which the compiler may swap in vector code.
 // Functors with a scalar hold it already rounded to the element type (a float32 tensor op
 // uses a float32 scalar, as in PyTorch).
 //
@@ -20,58 +31,102 @@
 
 #include <type_traits>
 
+#include "kernels/functors/math_fns.h"
 #include "kernels/op_codes.h"
 #include "runtime/base/host_device.h"
 
 namespace streamgrad {
 namespace kernels {
-namespace math {
-
-// C functions rather than std:: overloads: the std:: ones are inline functions that a
-// non-optimised build would emit once per level (see SG_INLINE in host_device.h).
-SG_HOST_DEVICE SG_INLINE float exp(float x) { return ::expf(x); }
-SG_HOST_DEVICE SG_INLINE double exp(double x) { return ::exp(x); }
-SG_HOST_DEVICE SG_INLINE float log(float x) { return ::logf(x); }
-SG_HOST_DEVICE SG_INLINE double log(double x) { return ::log(x); }
-SG_HOST_DEVICE SG_INLINE float sqrt(float x) { return ::sqrtf(x); }
-SG_HOST_DEVICE SG_INLINE double sqrt(double x) { return ::sqrt(x); }
-SG_HOST_DEVICE SG_INLINE float tanh(float x) { return ::tanhf(x); }
-SG_HOST_DEVICE SG_INLINE double tanh(double x) { return ::tanh(x); }
-SG_HOST_DEVICE SG_INLINE float pow(float x, float y) { return ::powf(x, y); }
-SG_HOST_DEVICE SG_INLINE double pow(double x, double y) { return ::pow(x, y); }
-SG_HOST_DEVICE SG_INLINE float abs(float x) { return ::fabsf(x); }
-SG_HOST_DEVICE SG_INLINE double abs(double x) { return ::fabs(x); }
-
-}  // namespace math
 
 // ---- unary: y = f(x) ----
 struct NegOp {
   template <typename T>
   SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return -x; }
 };
-struct ExpOp {
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::exp(x); }
-};
-struct LogOp {
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::log(x); }
-};
+// The split form of a functor that is one function of its input: f(x).
+#define SG_PLAIN_MATH_OP(Name, fn, code)                                                 \
+  struct Name {                                                                          \
+    static constexpr MathFn kFn = MathFn::code;                                          \
+    template <typename T>                                                                \
+    SG_HOST_DEVICE SG_INLINE T arg(T x) const { return x; }                              \
+    template <typename T>                                                                \
+    SG_HOST_DEVICE SG_INLINE T finish(T, T t, T) const { return t; }                     \
+    template <typename T>                                                                \
+    SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::fn(x); }             \
+  };
+SG_PLAIN_MATH_OP(ExpOp, exp, kExp)
+SG_PLAIN_MATH_OP(LogOp, log, kLog)
+SG_PLAIN_MATH_OP(Log1pOp, log1p, kLog1p)
+SG_PLAIN_MATH_OP(TanhOp, tanh, kTanh)
+SG_PLAIN_MATH_OP(ErfOp, erf, kErf)
+SG_PLAIN_MATH_OP(SinOp, sin, kSin)
+SG_PLAIN_MATH_OP(CosOp, cos, kCos)
+#undef SG_PLAIN_MATH_OP
+
+// The logistic function from t = exp(-|x|), in the branch where exp cannot overflow:
+// 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below.
+template <typename T>
+SG_HOST_DEVICE SG_INLINE T logistic_from(T x, T t) {
+  return x >= 0 ? T(1) / (T(1) + t) : t / (T(1) + t);
+}
 struct SqrtOp {
   template <typename T>
   SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::sqrt(x); }
 };
-struct TanhOp {
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::tanh(x); }
-};
 struct SigmoidOp {
-  // Two branches so that exp never overflows to inf / inf.
+  static constexpr MathFn kFn = MathFn::kExp;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T x) const { return -math::abs(x); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T x, T t, T) const { return logistic_from(x, t); }
   template <typename T>
   SG_HOST_DEVICE SG_INLINE T operator()(T x) const {
-    if (x >= 0) return T(1) / (T(1) + math::exp(-x));
-    const T e = math::exp(x);
-    return e / (T(1) + e);
+    return math::quiet_nan_if_nan(finish(x, math::exp(arg(x)), T(0)));
+  }
+};
+// x * sigmoid(x).
+struct SiluOp {
+  static constexpr MathFn kFn = MathFn::kExp;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T x) const { return -math::abs(x); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T x, T t, T) const { return x * logistic_from(x, t); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const {
+    return math::quiet_nan_if_nan(finish(x, math::exp(arg(x)), T(0)));
+  }
+};
+
+// GELU's constants: 1/sqrt(2), 1/sqrt(2 pi), and the tanh form's sqrt(2/pi) and 0.044715.
+constexpr double kGeluAlpha = 0.70710678118654752440;
+constexpr double kGeluPdf = 0.39894228040143267794;
+constexpr double kGeluBeta = 0.79788456080286535588;
+constexpr double kGeluKappa = 0.044715;
+
+// x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2))).
+struct GeluOp {
+  static constexpr MathFn kFn = MathFn::kErf;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T x) const { return x * T(kGeluAlpha); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T x, T t, T) const { return x * T(0.5) * (T(1) + t); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const {
+    return math::quiet_nan_if_nan(finish(x, math::erf(arg(x)), T(0)));
+  }
+};
+// x / 2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+struct GeluTanhOp {
+  static constexpr MathFn kFn = MathFn::kTanh;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T x) const {
+    return T(kGeluBeta) * (x + T(kGeluKappa) * (x * x * x));
+  }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T x, T t, T) const { return x * T(0.5) * (T(1) + t); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const {
+    return math::quiet_nan_if_nan(finish(x, math::tanh(arg(x)), T(0)));
   }
 };
 struct ReluOp {
@@ -98,6 +153,11 @@ struct SquareOp {
   template <typename T>
   SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x * x; }
 };
+// 1 / sqrt(x): two roundings, as the reference's cpu kernel computes it.
+struct RsqrtOp {
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return T(1) / math::sqrt(x); }
+};
 
 // ---- unary with a scalar: y = f(x, s) ----
 template <typename T>
@@ -113,7 +173,11 @@ struct MulScalarOp {
 // x ^ 2 is dispatched to SquareOp: one rounding, as x * x.
 template <typename T>
 struct PowScalarOp {
+  static constexpr MathFn kFn = MathFn::kPow;
   T s;
+  SG_HOST_DEVICE SG_INLINE T arg(T x) const { return x; }
+  SG_HOST_DEVICE SG_INLINE T arg2(T) const { return s; }
+  SG_HOST_DEVICE SG_INLINE T finish(T, T t, T) const { return t; }
   SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return math::pow(x, s); }
 };
 template <typename T>
@@ -150,6 +214,13 @@ struct DivOp {
   SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return a / b; }
 };
 struct PowOp {
+  static constexpr MathFn kFn = MathFn::kPow;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T a, T) const { return a; }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg2(T, T b) const { return b; }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T, T, T t, T) const { return t; }
   template <typename T>
   SG_HOST_DEVICE SG_INLINE T operator()(T a, T b) const { return math::pow(a, b); }
 };
@@ -168,6 +239,61 @@ struct SigmoidBackwardOp {
   template <typename T>
   SG_HOST_DEVICE SG_INLINE T operator()(T g, T y) const { return g * y * (T(1) - y); }
 };
+// g * d/dx gelu(x) = g * (Phi(x) + x phi(x)): erf for Phi, exp (the second function) for phi.
+struct GeluBackwardOp {
+  static constexpr MathFn kFn = MathFn::kErf;
+  static constexpr MathFn kFn2 = MathFn::kExp;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T, T x) const { return x * T(kGeluAlpha); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg2(T, T x) const { return T(-0.5) * x * x; }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T g, T x, T t, T u) const {
+    const T cdf = T(0.5) * (T(1) + t);
+    const T pdf = u * T(kGeluPdf);
+    return g * (cdf + x * pdf);
+  }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T g, T x) const {
+    return math::quiet_nan_if_nan(finish(g, x, math::erf(arg(g, x)), math::exp(arg2(g, x))));
+  }
+};
+// g * d/dx of the tanh form, t = tanh(sqrt(2/pi) (x + k x^3)):
+// (1 + t) / 2 + x / 2 (1 - t^2) sqrt(2/pi) (1 + 3 k x^2).
+struct GeluTanhBackwardOp {
+  static constexpr MathFn kFn = MathFn::kTanh;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T, T x) const {
+    return T(kGeluBeta) * (x + T(kGeluKappa) * (x * x * x));
+  }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T g, T x, T t, T) const {
+    const T left = T(0.5) * (T(1) + t);
+    const T right = T(0.5) * x * (T(1) - t * t) * T(kGeluBeta) *
+                    (T(1) + T(3 * kGeluKappa) * (x * x));
+    return g * (left + right);
+  }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T g, T x) const {
+    return math::quiet_nan_if_nan(finish(g, x, math::tanh(arg(g, x)), T(0)));
+  }
+};
+// g * s (1 + x (1 - s)), s = sigmoid(x).
+struct SiluBackwardOp {
+  static constexpr MathFn kFn = MathFn::kExp;
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T arg(T, T x) const { return -math::abs(x); }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T finish(T g, T x, T t, T) const {
+    const T s = logistic_from(x, t);
+    return g * (s * (T(1) + x * (T(1) - s)));
+  }
+  template <typename T>
+  SG_HOST_DEVICE SG_INLINE T operator()(T g, T x) const {
+    return math::quiet_nan_if_nan(finish(g, x, math::exp(arg(g, x)), T(0)));
+  }
+};
+
 // a + alpha * b: two roundings (no fused multiply-add), as every level computes it.
 template <typename T>
 struct AxpyOp {
@@ -206,6 +332,14 @@ SG_INLINE void with_unary(Unary op, Fn&& fn) {
     case Unary::kSign: return fn(SignOp{});
     case Unary::kReciprocal: return fn(ReciprocalOp{});
     case Unary::kSquare: return fn(SquareOp{});
+    case Unary::kErf: return fn(ErfOp{});
+    case Unary::kSin: return fn(SinOp{});
+    case Unary::kCos: return fn(CosOp{});
+    case Unary::kLog1p: return fn(Log1pOp{});
+    case Unary::kRsqrt: return fn(RsqrtOp{});
+    case Unary::kSilu: return fn(SiluOp{});
+    case Unary::kGelu: return fn(GeluOp{});
+    case Unary::kGeluTanh: return fn(GeluTanhOp{});
   }
 }
 
@@ -235,6 +369,9 @@ SG_INLINE void with_binary(Binary op, Fn&& fn) {
     case Binary::kReluBackward: return fn(ReluBackwardOp{});
     case Binary::kTanhBackward: return fn(TanhBackwardOp{});
     case Binary::kSigmoidBackward: return fn(SigmoidBackwardOp{});
+    case Binary::kGeluBackward: return fn(GeluBackwardOp{});
+    case Binary::kGeluTanhBackward: return fn(GeluTanhBackwardOp{});
+    case Binary::kSiluBackward: return fn(SiluBackwardOp{});
   }
 }
 

@@ -4,10 +4,13 @@
 //
 // Each contiguous row goes to a loop the compiler vectorises: out exactly an input (in
 // place: one pointer, no alias question), or out disjoint from the inputs (__restrict).
-// Ops that call the C library per element (exp, log, tanh, sigmoid, pow) gain nothing from
-// those variants and use the plain loop only.
+// Ops whose math calls a transcendental function (exp, tanh, gelu, pow, ...) run such a row
+// in blocks: the function's arguments into a buffer, SLEEF's vector function over it
+// (vector_math.h), then the rest of the functor; a strided row calls the functor, whose
+// scalar function gives the same bits.
 #include "kernels/host/loops.h"
 #include "kernels/functors/elementwise_ops.h"
+#include "kernels/host/vector_math.h"
 
 #ifndef SG_CPU_LEVEL
 #error "compile this file through a loops_<level> target, which defines SG_CPU_LEVEL"
@@ -36,35 +39,43 @@ SG_INLINE bool disjoint(const T* p, const T* q, int64_t n) {
   return a + bytes <= b || b + bytes <= a;
 }
 
-// Ops whose element math is a C library call: no vector variants.
+template <typename...>
+using Void = void;
+
+// The transcendental functions of a functor's split form (elementwise_ops.h): kNone for a
+// functor without one.
+template <typename Op, typename = void>
+struct MathOf {
+  static constexpr MathFn kFn = MathFn::kNone;
+};
 template <typename Op>
-struct CallsLibm {
-  static constexpr bool value = false;
+struct MathOf<Op, Void<decltype(Op::kFn)>> {
+  static constexpr MathFn kFn = Op::kFn;
 };
-template <>
-struct CallsLibm<ExpOp> {
-  static constexpr bool value = true;
+template <typename Op, typename = void>
+struct Math2Of {
+  static constexpr MathFn kFn = MathFn::kNone;
 };
-template <>
-struct CallsLibm<LogOp> {
-  static constexpr bool value = true;
+template <typename Op>
+struct Math2Of<Op, Void<decltype(Op::kFn2)>> {
+  static constexpr MathFn kFn = Op::kFn2;
 };
-template <>
-struct CallsLibm<TanhOp> {
-  static constexpr bool value = true;
-};
-template <>
-struct CallsLibm<SigmoidOp> {
-  static constexpr bool value = true;
-};
-template <>
-struct CallsLibm<PowOp> {
-  static constexpr bool value = true;
-};
-template <typename T>
-struct CallsLibm<PowScalarOp<T>> {
-  static constexpr bool value = true;
-};
+
+template <typename Op>
+constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
+// Whether the split form has arg2: pow's exponent, or the second function's argument.
+template <typename Op>
+constexpr bool kHasArg2 = MathOf<Op>::kFn == MathFn::kPow || Math2Of<Op>::kFn != MathFn::kNone;
+
+// Elements per block of the transcendental rows: two buffers of it stay in L1.
+constexpr int64_t kMathBlock = 256;
+
+// The functions of one block: t = F(t) (pow: t ^ u), then u = F2(u) if there is one.
+template <typename Op, typename T>
+SG_INLINE void block_math(T* t, T* u, int64_t m) {
+  apply_math<MathOf<Op>::kFn>(t, u, m);
+  if constexpr (Math2Of<Op>::kFn != MathFn::kNone) apply_math<Math2Of<Op>::kFn>(u, u, m);
+}
 
 // ---- one input ----
 
@@ -76,6 +87,26 @@ void row1_inplace(T* o, int64_t n, Op op) {
 template <typename T, typename Op>
 void row1_disjoint(T* __restrict o, const T* __restrict x, int64_t n, Op op) {
   for (int64_t i = 0; i < n; ++i) o[i] = op(x[i]);
+}
+
+// A row of a transcendental op; out exactly x or disjoint from it.
+template <typename T, typename Op>
+void row1_math(T* o, const T* x, int64_t n, Op op) {
+  T t[kMathBlock], u[kMathBlock];
+  for (int64_t base = 0; base < n; base += kMathBlock) {
+    const int64_t m = n - base < kMathBlock ? n - base : kMathBlock;
+    const T* xb = x + base;
+    T* ob = o + base;
+    for (int64_t i = 0; i < m; ++i) t[i] = op.arg(xb[i]);
+    if constexpr (kHasArg2<Op>) {
+      for (int64_t i = 0; i < m; ++i) u[i] = op.arg2(xb[i]);
+    }
+    block_math<Op>(t, u, m);
+    for (int64_t i = 0; i < m; ++i) {
+      const T second = Math2Of<Op>::kFn != MathFn::kNone ? u[i] : T(0);
+      ob[i] = math::quiet_nan_if_nan(op.finish(xb[i], t[i], second));
+    }
+  }
 }
 
 template <typename T, typename Op>
@@ -90,7 +121,12 @@ void map1(const Layout<2>& l, void* out, const void* in, int64_t begin, int64_t 
   for_each_row_range(l, begin, end, [&](const int64_t* off, int64_t n, const int64_t* step) {
     T* o = o0 + off[0];
     const T* x = x0 + off[1];
-    if (!CallsLibm<Op>::value && step[0] == 1 && step[1] == 1) {
+    if constexpr (kCallsMath<Op>) {
+      if (step[0] == 1 && step[1] == 1 && (o == x || disjoint(o, x, n))) {
+        row1_math(o, x, n, op);
+        return;
+      }
+    } else if (step[0] == 1 && step[1] == 1) {
       if (o == x) {
         row1_inplace(o, n, op);
         return;
@@ -147,6 +183,36 @@ void row2_scalar_a(T* __restrict o, T a, const T* __restrict b, int64_t n, Op op
 template <typename T, typename Op>
 void row2_inplace_scalar_a(T* o, T a, int64_t n, Op op) {
   for (int64_t i = 0; i < n; ++i) o[i] = op(a, o[i]);
+}
+
+// A row of a transcendental op: out contiguous, each input either exactly out or disjoint
+// from it, with step 1 or 0 (broadcast).
+template <typename T, typename Op>
+bool row2_math(T* o, const T* a, const T* b, int64_t n, const int64_t* step, Op op) {
+  const int64_t sa = step[1], sb = step[2];
+  const auto apart = [&](const T* p, int64_t sp) {
+    return p == o ? sp == 1 : disjoint(o, p, sp == 0 ? 1 : n);
+  };
+  if (step[0] != 1 || sa > 1 || sb > 1 || sa < 0 || sb < 0 || !apart(a, sa) || !apart(b, sb)) {
+    return false;
+  }
+  T t[kMathBlock], u[kMathBlock];
+  for (int64_t base = 0; base < n; base += kMathBlock) {
+    const int64_t m = n - base < kMathBlock ? n - base : kMathBlock;
+    const T* ab = a + base * sa;
+    const T* bb = b + base * sb;
+    T* ob = o + base;
+    for (int64_t i = 0; i < m; ++i) t[i] = op.arg(ab[i * sa], bb[i * sb]);
+    if constexpr (kHasArg2<Op>) {
+      for (int64_t i = 0; i < m; ++i) u[i] = op.arg2(ab[i * sa], bb[i * sb]);
+    }
+    block_math<Op>(t, u, m);
+    for (int64_t i = 0; i < m; ++i) {
+      const T second = Math2Of<Op>::kFn != MathFn::kNone ? u[i] : T(0);
+      ob[i] = math::quiet_nan_if_nan(op.finish(ab[i * sa], bb[i * sb], t[i], second));
+    }
+  }
+  return true;
 }
 
 template <typename T, typename Op>
@@ -208,7 +274,11 @@ void map2(const Layout<3>& l, void* out, const void* a, const void* b, int64_t b
     T* o = o0 + off[0];
     const T* x = a0 + off[1];
     const T* y = b0 + off[2];
-    if (!CallsLibm<Op>::value && row2_fast(o, x, y, n, step, op)) return;
+    if constexpr (kCallsMath<Op>) {
+      if (row2_math(o, x, y, n, step, op)) return;
+    } else if (row2_fast(o, x, y, n, step, op)) {
+      return;
+    }
     row2_strided(o, x, y, n, step, op);
   });
 }

@@ -3,7 +3,8 @@
 # repetition each, and every JSON line parses, names its case, reports each metric, and
 # carries the right check value, computed here independently of bench/bench_common.h:
 # chain and retain 1.0001^k in float32 terms, fanin k * 1.0001, the DAG's exact value
-# 2.83815e+12, the forked graph's gradient and its event and wait counts. No timing is
+# 2.83815e+12, the forked graph's gradient and its event and wait counts, the sum of each
+# element-wise function over its input. No timing is
 # asserted. libtorch is not needed.
 set -euo pipefail
 bin="$1"
@@ -23,6 +24,18 @@ python3 - "$out" <<'PY'
 import json, math, struct, sys
 
 f32 = struct.unpack("f", struct.pack("f", 1.0001))[0]  # the factor both engines use
+
+
+def math_input(n):  # SplitMix64(11), 24-bit uniforms, 8 u - 4 (exact in float32)
+    state, mask, out = 11, (1 << 64) - 1, []
+    for _ in range(n):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        out.append(8 * ((z >> 40) / 16777216.0) - 4)
+    return out
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 fail = []
 seen = set()
@@ -41,6 +54,7 @@ for j in lines:
         "mlp_hand": ["fwd", "bwd", "optim", "teardown", "total"],
         "cnn": ["fwd", "bwd", "optim", "teardown", "total"],
         "overlap": ["bwd_forked", "bwd_longest_branch", "bwd_one_stream"],
+        "math": ["fwd", "fwd_bwd"],
     }[case]
     for m in want_metrics:
         s = j["metrics"].get(m)
@@ -62,6 +76,19 @@ for j in lines:
     elif case == "dag":
         want = 2.83815e12  # bench/README.md, n=5000 seed=42
         ok = abs(check - want) <= 2e-6 * want
+    elif case == "math":
+        # The sum of op(x) over bench_common.h's math_input, in double, against float32
+        # kernels (1 ulp each) summed in double blocks: within 2e-6 of the sum of |op(x)|,
+        # far below the 26 between gelu and its tanh form.
+        fns = {"exp": math.exp, "tanh": math.tanh,
+               "sigmoid": lambda v: 1 / (1 + math.exp(-v)),
+               "gelu": lambda v: v * 0.5 * (1 + math.erf(v / math.sqrt(2))),
+               "gelu_tanh": lambda v: 0.5 * v * (1 + math.tanh(
+                   math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))),
+               "silu": lambda v: v / (1 + math.exp(-v))}
+        ys = [fns[flags["op"]](v) for v in math_input(int(flags["numel"]))]
+        want = sum(ys)
+        ok = abs(check - want) <= 2e-6 * sum(abs(y) for y in ys)
     elif case in ("mlp", "mlp_hand", "cnn"):
         want = "about ln 10"  # cross-entropy of 10 classes before training
         ok = 1.5 < check < 3.5
@@ -77,7 +104,7 @@ for j in lines:
               and x["overlap_ratio"] > 0)
     if not ok:
         fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
-missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap"} - seen
+missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap", "math"} - seen
 if missing:
     fail.append(f"cases never run: {sorted(missing)}")
 if fail:

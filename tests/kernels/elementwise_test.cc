@@ -35,6 +35,17 @@ double ref(Unary op, double x) {
     case Unary::kSign: return x > 0 ? 1 : x < 0 ? -1 : 0;
     case Unary::kReciprocal: return 1 / x;
     case Unary::kSquare: return x * x;
+    case Unary::kErf: return std::erf(x);
+    case Unary::kSin: return std::sin(x);
+    case Unary::kCos: return std::cos(x);
+    case Unary::kLog1p: return std::log1p(x);
+    case Unary::kRsqrt: return 1 / std::sqrt(x);
+    case Unary::kSilu: return x / (1 + std::exp(-x));
+    case Unary::kGelu: return x * 0.5 * std::erfc(-x / std::sqrt(2.0));
+    case Unary::kGeluTanh: {
+      const double k = std::sqrt(2 / M_PI);
+      return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
+    }
   }
   return 0;
 }
@@ -61,6 +72,20 @@ double ref(Binary op, double a, double b) {
     case Binary::kReluBackward: return b > 0 ? a : 0;
     case Binary::kTanhBackward: return a * (1 - b * b);
     case Binary::kSigmoidBackward: return a * b * (1 - b);
+    // Derivatives written independently of the functors: gelu' = Phi + x phi, silu' from
+    // the quotient rule, the tanh form's by the chain rule on x (1 + tanh(u)) / 2.
+    case Binary::kGeluBackward:
+      return a * (0.5 * std::erfc(-b / std::sqrt(2.0)) +
+                  b * std::exp(-b * b / 2) / std::sqrt(2 * M_PI));
+    case Binary::kGeluTanhBackward: {
+      const double k = std::sqrt(2 / M_PI), u = k * (b + 0.044715 * b * b * b);
+      const double th = std::tanh(u), du = k * (1 + 3 * 0.044715 * b * b);
+      return a * (0.5 * (1 + th) + 0.5 * b * (1 - th * th) * du);
+    }
+    case Binary::kSiluBackward: {
+      const double e = std::exp(-b);
+      return a * ((1 + e) + b * e) / ((1 + e) * (1 + e));
+    }
   }
   return 0;
 }
@@ -83,10 +108,12 @@ TEMPLATE_TEST_CASE("unary ops on contiguous, transposed and sliced views", "[ele
   const Device dev = testing::test_device();
   const Unary op = GENERATE(Unary::kNeg, Unary::kExp, Unary::kLog, Unary::kSqrt, Unary::kTanh,
                             Unary::kSigmoid, Unary::kRelu, Unary::kAbs, Unary::kSign,
-                            Unary::kReciprocal, Unary::kSquare);
+                            Unary::kReciprocal, Unary::kSquare, Unary::kErf, Unary::kSin,
+                            Unary::kCos, Unary::kLog1p, Unary::kRsqrt, Unary::kSilu,
+                            Unary::kGelu, Unary::kGeluTanh);
   INFO("device " << dev << ", op " << static_cast<int>(op));
   const Stream s = current_stream(dev);
-  const bool positive = op == Unary::kLog || op == Unary::kSqrt;
+  const bool positive = op == Unary::kLog || op == Unary::kSqrt || op == Unary::kRsqrt;
   const std::vector<T> host = random_values<T>(12, positive ? 0.1 : -3, 3, 1);
   Buffer<T> in(dev, host);
   LaunchLog log;
@@ -135,7 +162,8 @@ TEMPLATE_TEST_CASE("binary ops broadcast inputs through stride 0", "[elementwise
   const Device dev = testing::test_device();
   const Binary op = GENERATE(Binary::kAdd, Binary::kSub, Binary::kMul, Binary::kDiv,
                              Binary::kPow, Binary::kReluBackward, Binary::kTanhBackward,
-                             Binary::kSigmoidBackward);
+                             Binary::kSigmoidBackward, Binary::kGeluBackward,
+                             Binary::kGeluTanhBackward, Binary::kSiluBackward);
   INFO("device " << dev << ", op " << static_cast<int>(op));
   const Stream s = current_stream(dev);
   const std::vector<T> ha = random_values<T>(24, 0.1, 2, 3);

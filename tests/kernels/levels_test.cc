@@ -51,6 +51,14 @@ std::function<T(T)> unary_fn(Unary op) {
     case Unary::kSign: return k::SignOp{};
     case Unary::kReciprocal: return k::ReciprocalOp{};
     case Unary::kSquare: return k::SquareOp{};
+    case Unary::kErf: return k::ErfOp{};
+    case Unary::kSin: return k::SinOp{};
+    case Unary::kCos: return k::CosOp{};
+    case Unary::kLog1p: return k::Log1pOp{};
+    case Unary::kRsqrt: return k::RsqrtOp{};
+    case Unary::kSilu: return k::SiluOp{};
+    case Unary::kGelu: return k::GeluOp{};
+    case Unary::kGeluTanh: return k::GeluTanhOp{};
   }
   return {};
 }
@@ -79,6 +87,9 @@ std::function<T(T, T)> binary_fn(Binary op) {
     case Binary::kReluBackward: return k::ReluBackwardOp{};
     case Binary::kTanhBackward: return k::TanhBackwardOp{};
     case Binary::kSigmoidBackward: return k::SigmoidBackwardOp{};
+    case Binary::kGeluBackward: return k::GeluBackwardOp{};
+    case Binary::kGeluTanhBackward: return k::GeluTanhBackwardOp{};
+    case Binary::kSiluBackward: return k::SiluBackwardOp{};
   }
   return {};
 }
@@ -147,7 +158,9 @@ TEMPLATE_TEST_CASE("unary ops: every level gives the functor's bits", "[levels]"
   using T = TestType;
   const Unary op = GENERATE(Unary::kNeg, Unary::kExp, Unary::kLog, Unary::kSqrt, Unary::kTanh,
                             Unary::kSigmoid, Unary::kRelu, Unary::kAbs, Unary::kSign,
-                            Unary::kReciprocal, Unary::kSquare);
+                            Unary::kReciprocal, Unary::kSquare, Unary::kErf, Unary::kSin,
+                            Unary::kCos, Unary::kLog1p, Unary::kRsqrt, Unary::kSilu,
+                            Unary::kGelu, Unary::kGeluTanh);
   INFO("op " << static_cast<int>(op));
   check_unary_case<T>(
       [op](const Stream& s, const k::View& o, const k::View& i) { k::unary(s, op, o, i); },
@@ -237,7 +250,8 @@ TEMPLATE_TEST_CASE("binary ops: every level gives the functor's bits", "[levels]
   using T = TestType;
   const Binary op = GENERATE(Binary::kAdd, Binary::kSub, Binary::kMul, Binary::kDiv,
                              Binary::kPow, Binary::kReluBackward, Binary::kTanhBackward,
-                             Binary::kSigmoidBackward);
+                             Binary::kSigmoidBackward, Binary::kGeluBackward,
+                             Binary::kGeluTanhBackward, Binary::kSiluBackward);
   INFO("op " << static_cast<int>(op));
   check_binary_case<T>(
       [op](const Stream& s, const k::View& o, const k::View& a, const k::View& b) {

@@ -121,9 +121,35 @@ TEST_CASE("math saves its input: in-place change is reported by backward", "[ops
   const Device d = test_device();
   Tensor x = input({0.5, 1.5}, {2}, d);
   Tensor y = mul(x, 1.0);  // non-leaf
-  Tensor e = exp(y);
+  Tensor l = log(y);
   add_(y, input({1, 1}, {2}, d, false));
-  expect_error<Error>([&] { sum(e).backward(); }, {"ExpBackward", "version"});
+  expect_error<Error>([&] { sum(l).backward(); }, {"LogBackward", "version"});
+}
+
+// As in the reference, exp, tanh and sigmoid keep their output, not their input: a later
+// in-place change of the input does not matter, one of the output is reported.
+TEST_CASE("exp, tanh and sigmoid save their output", "[ops][math][version]") {
+  const Device d = test_device();
+  using Op = Tensor (*)(const Tensor&);
+  const std::pair<Op, const char*> op = GENERATE(
+      std::make_pair(Op(&exp), "ExpBackward"), std::make_pair(Op(&tanh), "TanhBackward"),
+      std::make_pair(Op(&sigmoid), "SigmoidBackward"));
+  INFO(op.second);
+  Tensor x = input({0.5, -1.5}, {2}, d);
+  Tensor y = mul(x, 1.0);
+  Tensor out = op.first(y);
+  const std::vector<double> want = op.first(x.detach()).to_vector<double>();
+  add_(y, input({1, 1}, {2}, d, false));
+  sum(out).backward();
+  const std::vector<double> got = x.grad().to_vector<double>();
+  for (size_t i = 0; i < 2; ++i) {
+    const double v = want[i];
+    const double dv = op.second[0] == 'E' ? v : op.second[0] == 'T' ? 1 - v * v : v * (1 - v);
+    CHECK(got[i] == Approx(dv).epsilon(1e-12));
+  }
+  Tensor out2 = op.first(mul(x, 1.0));
+  mul_(out2, 2.0);
+  expect_error<Error>([&] { sum(out2).backward(); }, {op.second, "version"});
 }
 
 }  // namespace
