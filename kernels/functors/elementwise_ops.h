@@ -64,10 +64,12 @@ SG_PLAIN_MATH_OP(CosOp, cos, kCos)
 #undef SG_PLAIN_MATH_OP
 
 // The logistic function from t = exp(-|x|), in the branch where exp cannot overflow:
-// 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below.
+// 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below. One division of a selected
+// numerator: GCC does not vectorise a choice between two divisions (it will not run a
+// division the scalar code would have skipped).
 template <typename T>
 SG_HOST_DEVICE SG_INLINE T logistic_from(T x, T t) {
-  return x >= 0 ? T(1) / (T(1) + t) : t / (T(1) + t);
+  return (x >= 0 ? T(1) : t) / (T(1) + t);
 }
 struct SqrtOp {
   template <typename T>
@@ -315,6 +317,36 @@ struct ArangeOp {
   }
 };
 
+// ---- which functors call a transcendental function ----
+
+template <typename...>
+using VoidOf = void;
+
+// The transcendental functions of a functor's split form (elementwise_ops.h): kNone for a
+// functor without one.
+template <typename Op, typename = void>
+struct MathOf {
+  static constexpr MathFn kFn = MathFn::kNone;
+};
+template <typename Op>
+struct MathOf<Op, VoidOf<decltype(Op::kFn)>> {
+  static constexpr MathFn kFn = Op::kFn;
+};
+template <typename Op, typename = void>
+struct Math2Of {
+  static constexpr MathFn kFn = MathFn::kNone;
+};
+template <typename Op>
+struct Math2Of<Op, VoidOf<decltype(Op::kFn2)>> {
+  static constexpr MathFn kFn = Op::kFn2;
+};
+
+template <typename Op>
+constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
+// Whether the split form has arg2: pow's exponent, or the second function's argument.
+template <typename Op>
+constexpr bool kHasArg2 = MathOf<Op>::kFn == MathFn::kPow || Math2Of<Op>::kFn != MathFn::kNone;
+
 // ---- op code to functor: fn(functor) with the functor of `op`, so that every device
 // maps a code to the same math (the cpu levels and kernels/cuda call these). Host code:
 // the switch runs once per launch, fn is instantiated once per functor.
@@ -373,6 +405,23 @@ SG_INLINE void with_binary(Binary op, Fn&& fn) {
     case Binary::kGeluTanhBackward: return fn(GeluTanhBackwardOp{});
     case Binary::kSiluBackward: return fn(SiluBackwardOp{});
   }
+}
+
+// Whether an op's functor calls a transcendental function: a compute-bound kernel, which
+// pays to split over threads at far fewer elements than a memory-bound one.
+inline bool calls_math(Unary op) {
+  bool r = false;
+  with_unary(op, [&r](auto f) { r = kCallsMath<decltype(f)>; });
+  return r;
+}
+inline bool calls_math(UnaryScalar op) {
+  // Only pow calls one, and x ^ 2 (a square) does not.
+  return op == UnaryScalar::kPow;
+}
+inline bool calls_math(Binary op) {
+  bool r = false;
+  with_binary(op, [&r](auto f) { r = kCallsMath<decltype(f)>; });
+  return r;
 }
 
 }  // namespace kernels

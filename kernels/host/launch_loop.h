@@ -6,8 +6,9 @@
 //               });
 //
 // The loop table is the level in use at the launch (loops.h: a sim stream keeps the level
-// it was launched with), and the layout's flat range is split over threads above
-// kParallelGrain elements (parallel.h).
+// it was launched with), and the layout's flat range is split over threads above `grain`
+// elements (parallel.h): kParallelGrain for memory-bound loops, kMathGrain for loops that
+// call a transcendental function per element.
 //
 // Thread-safety: as launch(). Failure: as launch(); checks belong to the front door.
 #ifndef STREAMGRAD_KERNELS_HOST_LAUNCH_LOOP_H_
@@ -26,12 +27,12 @@ namespace cpu {
 
 template <int N, typename Body>
 void launch_loop(const Stream& stream, const dispatch::LaunchSpec& spec, const Layout<N>& layout,
-                 Body body) {
+                 Body body, int64_t grain = kParallelGrain) {
   const Loops* table = &loops();
   dispatch::enqueue(
       stream, spec,
-      [table, body](const Layout<N>& l) {
-        parallel_for(0, l.numel, kParallelGrain,
+      [table, body, grain](const Layout<N>& l) {
+        parallel_for(0, l.numel, grain,
                      [&](int64_t b, int64_t e) { body(*table, l, b, e); });
       },
       layout);

@@ -39,34 +39,6 @@ SG_INLINE bool disjoint(const T* p, const T* q, int64_t n) {
   return a + bytes <= b || b + bytes <= a;
 }
 
-template <typename...>
-using Void = void;
-
-// The transcendental functions of a functor's split form (elementwise_ops.h): kNone for a
-// functor without one.
-template <typename Op, typename = void>
-struct MathOf {
-  static constexpr MathFn kFn = MathFn::kNone;
-};
-template <typename Op>
-struct MathOf<Op, Void<decltype(Op::kFn)>> {
-  static constexpr MathFn kFn = Op::kFn;
-};
-template <typename Op, typename = void>
-struct Math2Of {
-  static constexpr MathFn kFn = MathFn::kNone;
-};
-template <typename Op>
-struct Math2Of<Op, Void<decltype(Op::kFn2)>> {
-  static constexpr MathFn kFn = Op::kFn2;
-};
-
-template <typename Op>
-constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
-// Whether the split form has arg2: pow's exponent, or the second function's argument.
-template <typename Op>
-constexpr bool kHasArg2 = MathOf<Op>::kFn == MathFn::kPow || Math2Of<Op>::kFn != MathFn::kNone;
-
 // Elements per block of the transcendental rows: two buffers of it stay in L1.
 constexpr int64_t kMathBlock = 256;
 

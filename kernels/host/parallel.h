@@ -37,6 +37,10 @@ namespace cpu {
 // thread, 65 us on two); at 512K elements two threads win (139 -> 100 us). PyTorch's
 // 32K grain assumes cores that are idle and data that is not already in one core's cache.
 constexpr int64_t kParallelGrain = 262144;
+// The grain of kernels that call a transcendental function per element (SLEEF's tanh, erf,
+// exp ...), which are compute-bound: about 30 us of tanh on one core, so that two threads
+// win from two grains on (the reference's grain for every kernel).
+constexpr int64_t kMathGrain = 32768;
 
 namespace detail {
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);

@@ -5,8 +5,10 @@
 // infinities, signed zeros and subnormals. elementwise_test checks the functors' math
 // against independent formulas; this test checks the vector loops around them.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/host/loops.h"
@@ -35,6 +37,15 @@ TEST_CASE("the level setting picks that level's loops", "[levels]") {
     }
   }
   WARN("levels on this machine: " << testing::machine_levels().size());
+}
+
+// levels_portable_math_test runs this file with STREAMGRAD_CPU_MATH=portable: every level
+// must then give the bits of SLEEF's functions without FMA instead.
+TEST_CASE("the transcendental functions' flavour follows STREAMGRAD_CPU_MATH", "[levels]") {
+  const char* v = std::getenv("STREAMGRAD_CPU_MATH");
+  const bool portable = v != nullptr && std::string(v) == "portable";
+  WARN("SLEEF flavour: " << (k::math::fma_flavour() ? "fma" : "portable"));
+  if (portable) CHECK_FALSE(k::math::fma_flavour());
 }
 
 template <typename T>

@@ -141,7 +141,7 @@ TEMPLATE_TEST_CASE("kernels above the threshold give the same bits for any threa
     expect_same_bits_for_thread_counts<T>(va, [&](const Buffer<T>& out) {
       k::axpy(s, out.view(), out.view(), b.view(), -0.25);  // in place
       k::binary(s, k::Binary::kMul, out.view(), out.view(), a.view());
-      k::unary(s, k::Unary::kTanh, out.view(), out.view());  // the libm path
+      k::unary(s, k::Unary::kTanh, out.view(), out.view());  // the vector math path
       // Strided: every other element of a [n / 2, 2] view.
       const Shape half({n / 2}, {2}, 1);
       k::unary_scalar(s, k::UnaryScalar::kAdd, out.view(half), a.view(half), 1.5);
@@ -149,6 +149,17 @@ TEMPLATE_TEST_CASE("kernels above the threshold give the same bits for any threa
       const int64_t cols = 787, rows = (n - 3) / (cols + 1);
       const Shape padded({rows, cols}, {cols + 1, 1}, 2);
       k::binary(s, k::Binary::kSub, out.view(padded), b.view(padded), out.view(padded));
+    });
+  }
+  SECTION("transcendental kernels, split from kMathGrain elements on") {
+    // 3 chunks of the smaller grain, an odd length: SLEEF's blocks and vector tails fall
+    // elsewhere for each thread count.
+    const Shape part({3 * k::cpu::kMathGrain + 13});
+    expect_same_bits_for_thread_counts<T>(va, [&](const Buffer<T>& out) {
+      k::unary(s, k::Unary::kGelu, out.view(part), a.view(part));
+      k::binary(s, k::Binary::kGeluBackward, out.view(part), out.view(part), b.view(part));
+      k::unary(s, k::Unary::kSigmoid, out.view(part), out.view(part));
+      k::unary_scalar(s, k::UnaryScalar::kPow, out.view(part), out.view(part), 1.5);
     });
   }
   SECTION("fill and copy") {
