@@ -30,6 +30,7 @@
 #include <iosfwd>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -199,6 +200,9 @@ class Tensor {
   Tensor erf() const;
   Tensor sin() const;
   Tensor cos() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
   Tensor pow(double exponent) const;
   Tensor add(const Tensor& other, double alpha = 1) const;  // this + alpha * other
   Tensor add(double other) const;

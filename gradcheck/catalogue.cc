@@ -79,6 +79,11 @@ void math(Catalogue& c) {
   c.add("silu", "[2,3]", unary([](T a) { return silu(a); }), any);
   c.add("gelu", "exact, through erf", unary([](T a) { return gelu(a); }), any);
   c.add("gelu_tanh", "the tanh approximation", unary([](T a) { return gelu(a, "tanh"); }), any);
+  // Bounds away from the inputs' values: the kinks are not differentiable.
+  c.add("clamp", "[2,3] into [-0.55, 0.45]",
+        unary([](T a) { return clamp(a, -0.55, 0.45); }), any);
+  c.add("clamp_min", "max(a, 0.05)", unary([](T a) { return clamp_min(a, 0.05); }), any);
+  c.add("clamp_max", "min(a, -0.05)", unary([](T a) { return clamp_max(a, -0.05); }), any);
   c.add("gelu_noncontig", "exact, transposed leaf", unary([](T a) { return gelu(a); }),
         {transposed({3, 2})});
 }

@@ -51,6 +51,8 @@ const char* name_of(UnaryScalar op) {
     case UnaryScalar::kRSub: return "rsub_scalar";
     case UnaryScalar::kRDiv: return "rdiv_scalar";
     case UnaryScalar::kGe: return "ge_scalar";
+    case UnaryScalar::kClampMin: return "clamp_min";
+    case UnaryScalar::kClampMax: return "clamp_max";
   }
   return "unary_scalar";
 }

@@ -38,6 +38,8 @@ enum class UnaryScalar {
   kRSub,  // s - x
   kRDiv,  // s / x
   kGe,    // 1 where x >= s, else 0 (NaN gives 0): masks, e.g. dropout's
+  kClampMin,  // x < s ? s : x (NaN stays NaN)
+  kClampMax,  // x > s ? s : x (NaN stays NaN)
 };
 
 enum class Binary {

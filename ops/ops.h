@@ -28,6 +28,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -66,6 +68,12 @@ Tensor cos(const Tensor& a);
 // (x Phi(x), through erf) or "tanh" (the tanh approximation); ValueError otherwise.
 Tensor silu(const Tensor& a);
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+// clamp (clamp.cc): each element bounded below by min and above by max (either may be
+// absent, not both: ValueError), NaN kept; with min > max every element is max. The
+// gradient passes where min <= x <= max.
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
+Tensor clamp_min(const Tensor& a, double min);
+Tensor clamp_max(const Tensor& a, double max);
 
 // Comparisons (compare.cc), as PyTorch's eq/ne/lt/le/gt/ge: a bool tensor with no
 // history (the result of a comparison has no gradient). Tensor forms broadcast and need

@@ -45,6 +45,11 @@ Tensor Tensor::rsqrt() const { return streamgrad::rsqrt(*this); }
 Tensor Tensor::erf() const { return streamgrad::erf(*this); }
 Tensor Tensor::sin() const { return streamgrad::sin(*this); }
 Tensor Tensor::cos() const { return streamgrad::cos(*this); }
+Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
+  return streamgrad::clamp(*this, min, max);
+}
+Tensor Tensor::clamp_min(double min) const { return streamgrad::clamp_min(*this, min); }
+Tensor Tensor::clamp_max(double max) const { return streamgrad::clamp_max(*this, max); }
 Tensor Tensor::pow(double exponent) const { return streamgrad::pow(*this, exponent); }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   return streamgrad::add(*this, other, alpha);

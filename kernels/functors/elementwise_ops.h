@@ -192,6 +192,17 @@ struct RDivScalarOp {
   T s;
   SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return s / x; }
 };
+// clamp's bounds, written so that NaN propagates (comparisons with NaN are false).
+template <typename T>
+struct ClampMinScalarOp {
+  T s;
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x < s ? s : x; }
+};
+template <typename T>
+struct ClampMaxScalarOp {
+  T s;
+  SG_HOST_DEVICE SG_INLINE T operator()(T x) const { return x > s ? s : x; }
+};
 template <typename T>
 struct GeScalarOp {
   T s;  // NaN >= s is false: 0
@@ -387,6 +398,8 @@ SG_INLINE void with_unary_scalar(UnaryScalar op, T s, Fn&& fn) {
     case UnaryScalar::kRSub: return fn(RSubScalarOp<T>{s});
     case UnaryScalar::kRDiv: return fn(RDivScalarOp<T>{s});
     case UnaryScalar::kGe: return fn(GeScalarOp<T>{s});
+    case UnaryScalar::kClampMin: return fn(ClampMinScalarOp<T>{s});
+    case UnaryScalar::kClampMax: return fn(ClampMaxScalarOp<T>{s});
   }
 }
 

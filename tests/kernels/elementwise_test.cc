@@ -2,6 +2,7 @@
 // sliced and broadcast (stride 0) views, in place, 0-d and empty views, and the errors
 // raised before anything is enqueued.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -58,6 +59,8 @@ double ref(UnaryScalar op, double x, double s) {
     case UnaryScalar::kRSub: return s - x;
     case UnaryScalar::kRDiv: return s / x;
     case UnaryScalar::kGe: return x >= s ? 1 : 0;
+    case UnaryScalar::kClampMin: return std::max(x, s);
+    case UnaryScalar::kClampMax: return std::min(x, s);
   }
   return 0;
 }
@@ -139,7 +142,8 @@ TEMPLATE_TEST_CASE("unary_scalar ops, with the scalar in the tensor's precision"
   using T = TestType;
   const Device dev = testing::test_device();
   const UnaryScalar op = GENERATE(UnaryScalar::kAdd, UnaryScalar::kMul, UnaryScalar::kPow,
-                                  UnaryScalar::kRSub, UnaryScalar::kRDiv);
+                                  UnaryScalar::kRSub, UnaryScalar::kRDiv, UnaryScalar::kClampMin,
+                                  UnaryScalar::kClampMax);
   const double scalar = GENERATE(2.0, -0.5);
   INFO("device " << dev << ", op " << static_cast<int>(op) << ", scalar " << scalar);
   const Stream s = current_stream(dev);

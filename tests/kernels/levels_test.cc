@@ -83,6 +83,8 @@ std::function<T(T)> scalar_fn(UnaryScalar op, T s) {
     case UnaryScalar::kRSub: return k::RSubScalarOp<T>{s};
     case UnaryScalar::kRDiv: return k::RDivScalarOp<T>{s};
     case UnaryScalar::kGe: return k::GeScalarOp<T>{s};
+    case UnaryScalar::kClampMin: return k::ClampMinScalarOp<T>{s};
+    case UnaryScalar::kClampMax: return k::ClampMaxScalarOp<T>{s};
   }
   return {};
 }
@@ -182,7 +184,8 @@ TEMPLATE_TEST_CASE("unary_scalar ops: every level gives the functor's bits", "[l
                    float, double) {
   using T = TestType;
   const UnaryScalar op = GENERATE(UnaryScalar::kAdd, UnaryScalar::kMul, UnaryScalar::kPow,
-                                  UnaryScalar::kRSub, UnaryScalar::kRDiv, UnaryScalar::kGe);
+                                  UnaryScalar::kRSub, UnaryScalar::kRDiv, UnaryScalar::kGe,
+                                  UnaryScalar::kClampMin, UnaryScalar::kClampMax);
   const double scalar = GENERATE(2.0, -0.3);
   const T st = static_cast<T>(scalar);
   INFO("op " << static_cast<int>(op) << " " << scalar);
