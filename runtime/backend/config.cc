@@ -58,6 +58,8 @@ RuntimeConfig load() {
   RuntimeConfig c;
   c.launch_blocking = env_flag("STREAMGRAD_LAUNCH_BLOCKING");
   c.no_memory_caching = env_flag("STREAMGRAD_NO_MEMORY_CACHING");
+  c.cpu_cache_bytes_set = env("STREAMGRAD_CPU_CACHE_BYTES") != nullptr;
+  c.cpu_cache_bytes = env_number<uint64_t>("STREAMGRAD_CPU_CACHE_BYTES", 0);
   c.sanitize_streams = env_flag("STREAMGRAD_SANITIZE_STREAMS");
   c.allow_tf32 = env_flag("STREAMGRAD_ALLOW_TF32");
   if (const char* t = env("STREAMGRAD_TRACE")) {

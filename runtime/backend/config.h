@@ -3,6 +3,9 @@
 //   STREAMGRAD_LAUNCH_BLOCKING=1      every launch waits for its work (errors surface at
 //                                     the call site); launch_blocking() can override it.
 //   STREAMGRAD_NO_MEMORY_CACHING=1    the caching allocator frees memory at once.
+//   STREAMGRAD_CPU_CACHE_BYTES=B      most bytes of freed blocks the cpu allocator keeps
+//                                     for reuse (default: caching_allocator.h;
+//                                     set_cpu_cache_limit() overrides it).
 //   STREAMGRAD_SIM_DEVICES=N          number of simulated accelerators (default 2).
 //   STREAMGRAD_VISIBLE_DEVICES=2,0    which sim devices are visible, and in what order.
 //   STREAMGRAD_SIM_MEMORY_BYTES=B     memory of each sim device (default 0: unlimited).
@@ -71,6 +74,8 @@ constexpr int kSimMaxPctDepth = 64;
 struct RuntimeConfig {
   bool launch_blocking = false;
   bool no_memory_caching = false;
+  bool cpu_cache_bytes_set = false;
+  uint64_t cpu_cache_bytes = 0;
   bool sanitize_streams = false;
   std::string trace_path;  // empty: no process-wide trace
   int sim_devices = 2;

@@ -1,5 +1,6 @@
 #include "runtime/memory/caching_allocator.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -43,9 +44,15 @@ DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
     : device_(device),
       backend_(backend),
       caching_(caching),
-      direct_(device.is_cpu()),
+      cpu_(device.is_cpu()),
       total_memory_(known_or_max(backend.total_memory(device.index()))),
-      limit_(std::numeric_limits<size_t>::max()) {}
+      limit_(std::numeric_limits<size_t>::max()) {
+  if (!cpu_) return;
+  cpu_cached_.resize(kCpuClasses);
+  cpu_cache_limit_ = config().cpu_cache_bytes_set
+                         ? static_cast<size_t>(config().cpu_cache_bytes)
+                         : std::min(kCpuDefaultCacheBytes, total_memory_ / 4);
+}
 
 DeviceAllocator::~DeviceAllocator() {
   RawFrees to_free;
@@ -58,9 +65,10 @@ DeviceAllocator::~DeviceAllocator() {
     }
     to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
   }
-  for (const auto& [ptr, b] : direct_live_) to_free.push_back({ptr, b.size});
+  if (cpu_) take_all_cpu_blocks(to_free);
   // No observer calls here: allocators live until exit, when observers may be gone.
   for (const RawFree& f : to_free) backend_.raw_free(device_.index(), f.ptr);
+
 }
 
 void* DeviceAllocator::allocate(size_t bytes, const Stream& stream) {
@@ -75,7 +83,7 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   SG_CHECK(stream.device() == device_, DeviceError, "allocate: stream ", stream.str(),
            " is not a stream of ", device_.str(), ", whose allocator was asked");
   if (bytes == 0) return nullptr;
-  if (direct_) return allocate_direct(bytes, stream);
+  if (cpu_) return allocate_cpu(bytes, stream);
   const size_t size = round_size(bytes);
   RawFrees to_free;
   void* hit = nullptr;
@@ -174,7 +182,7 @@ void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
 
 void DeviceAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
-  if (direct_) return free_direct(ptr);
+  if (cpu_) return free_cpu(ptr);
   RawFrees to_free;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -274,6 +282,15 @@ void DeviceAllocator::release_free_segments(RawFrees& to_free) {
 }
 
 void DeviceAllocator::empty_cache() {
+  if (cpu_) {
+    RawFrees to_free;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      trim_cpu_cache(0, to_free);
+    }
+    free_cpu_segments(to_free);
+    return;
+  }
   // Take the pending events out of the shared list so that no other thread re-records
   // them while this one waits on them unlocked (a wait may run sim work that frees).
   PendingUses::Batch waiting;
@@ -299,8 +316,8 @@ void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
            " is on another device than the memory (", device_.str(),
            "); copy the data to that device instead");
   std::lock_guard<std::mutex> lk(mu_);
-  if (direct_) {
-    direct_block(ptr, "record_stream");  // cpu work is complete once launched: no use to wait for
+  if (cpu_) {
+    cpu_block(ptr, "record_stream");  // cpu work is complete once launched: no use to wait for
     return;
   }
   auto it = live_.find(ptr);
@@ -316,7 +333,7 @@ void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
 
 Stream DeviceAllocator::block_stream(void* ptr) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (direct_) return Stream::unchecked(device_, direct_block(ptr, "block_stream").stream);
+  if (cpu_) return Stream::unchecked(device_, cpu_block(ptr, "block_stream").stream);
   auto it = live_.find(ptr);
   SG_CHECK(it != live_.end(), ValueError, "block_stream: 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
            " is not a live allocation of the ", device_.str(), " allocator");
@@ -325,7 +342,7 @@ Stream DeviceAllocator::block_stream(void* ptr) {
 
 std::vector<SegmentInfo> DeviceAllocator::snapshot() {
   std::lock_guard<std::mutex> lk(mu_);
-  if (direct_) return direct_snapshot();
+  if (cpu_) return cpu_snapshot();
   std::vector<SegmentInfo> out;
   for (const auto& [addr, seg] : segments_) {
     SegmentInfo info{device_, addr, seg.size, Stream::unchecked(device_, seg.head->stream), {}};

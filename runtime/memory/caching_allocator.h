@@ -1,35 +1,54 @@
-// The stream-ordered caching allocator: one per device, shared code for sim and cuda.
-// cpu uses the same class in direct mode, for the statistics: its kernels finish before
-// their launch returns and nothing is ever pending on another stream, so each
-// allocation is its own segment, kept in a flat hash map without the Block bookkeeping
-// (per-op allocations of tiny tensors dominate the forward pass of small-op graphs).
+// The stream-ordered caching allocator: one per device. sim and cuda share the
+// segment-splitting code (caching_allocator.cc); cpu has its own mode
+// (caching_allocator_cpu.cc): its kernels finish before their launch returns and nothing is
+// ever pending on another stream, so each block is its own segment, kept in a flat hash map
+// without the Block bookkeeping (per-op allocations of tiny tensors dominate the forward
+// pass of small-op graphs), and freed blocks wait in size-class free lists for reuse.
 //
 // Rules (ARCHITECTURE.md §4, S8):
-//   - Sizes are rounded up to multiples of 512 bytes (64 on cpu); each cache miss
-//     reserves one segment of exactly the rounded size from the backend. Requests of 0
-//     bytes return nullptr.
+//   - Sizes are rounded up to multiples of 512 bytes (64 on cpu); on sim and cuda each
+//     cache miss reserves one segment of exactly the rounded size from the backend.
+//     Requests of 0 bytes return nullptr.
 //   - A block belongs to the stream it was allocated on. Freed on that stream, it is
 //     reusable on that stream at once (stream order makes this safe) and by no other
 //     stream. Cached blocks are split (best fit) and coalesced with free neighbours.
 //   - record_stream(ptr, s) notes a use on another stream s of the same device. When such a
 //     block is freed, an event is recorded on each of those streams and the block returns
-//     to the cache only once all have completed.
+//     to the cache only once all have completed. (cpu has one stream whose work is done
+//     when launched: record_stream checks the pointer and has nothing to wait for.)
 //   - On a cache miss that the device cannot satisfy, or that would take reserved bytes
 //     past the per-process memory fraction (set_memory_fraction), cached free segments
 //     are returned to the device and the allocation is retried once; then
 //     OutOfMemoryError, leaving every live block and statistic as it was (except
 //     num_ooms and the released cache).
 //   - STREAMGRAD_NO_MEMORY_CACHING=1: segments go back to the device as soon as they are
-//     free (after their other-stream uses complete), never reused from a cache.
+//     free (after their other-stream uses complete), never reused from a cache; on cpu too.
+//
+// cpu: every block is 64-byte aligned and its segment is the block's size class: the
+// 64-byte-rounded size itself up to 1 KiB (16 classes), above that the next of the four
+// steps that split each power of two (1.25, 1.5, 1.75, 2 x 2^k), so a segment wastes at
+// most a fifth of itself and a step's temporaries, whose sizes recur step after step,
+// find their class again. A freed block goes to its class's free list (no splitting, no
+// coalescing: the next allocation of the class takes the most recently freed block) as
+// long as the cached bytes stay within the cap (set_cpu_cache_limit,
+// STREAMGRAD_CPU_CACHE_BYTES; default kCpuDefaultCacheBytes, at most a quarter of the
+// machine's memory); past it the least recently freed blocks go back to the system first,
+// and a block larger than the cap is never kept. Why: without reuse each step's MB-sized
+// temporaries came from mmap, or from a heap glibc had just trimmed, and were
+// page-faulted and zeroed afresh by the kernel every step. Under AddressSanitizer a
+// cached block stays poisoned, so a use after free is still reported, and a live block's
+// bytes past its 64-byte-rounded size are poisoned as malloc's redzone would be.
 //
 // Statistics are exact (memory_stats.h): allocated = sum of the rounded sizes of live
-// blocks, requested = sum of the sizes asked for, reserved = sum of segment sizes, active =
-// allocated plus freed blocks still pending other streams' uses.
+// blocks, requested = sum of the sizes asked for, reserved = sum of segment sizes (cached
+// blocks included, on cpu as on sim and cuda), active = allocated plus freed blocks still
+// pending other streams' uses (on cpu: allocated).
 //
 // Thread-safety: every method is thread-safe (one std::mutex per device allocator).
 // Failure: OutOfMemoryError (requested, allocated and reserved bytes in the message and
 // the object); ValueError for a pointer the allocator does not own or a fraction outside
-// [0, 1]; DeviceError for a record_stream on another device's stream.
+// [0, 1]; DeviceError for a record_stream on another device's stream, or a cache limit
+// set on a device other than cpu.
 #ifndef STREAMGRAD_RUNTIME_MEMORY_CACHING_ALLOCATOR_H_
 #define STREAMGRAD_RUNTIME_MEMORY_CACHING_ALLOCATOR_H_
 
@@ -74,8 +93,13 @@ struct SegmentInfo {
 class DeviceAllocator {
  public:
   static constexpr size_t kRound = 512;
-  // cpu (direct mode): a finer grain keeps tiny tensors' chunks small and close together.
-  static constexpr size_t kDirectRound = 64;
+  // cpu: a finer grain keeps tiny tensors' chunks small and close together; it is also
+  // every cpu block's alignment (a cache line, the widest vector a kernel loads).
+  static constexpr size_t kCpuRound = 64;
+  // cpu: the cached bytes allowed when STREAMGRAD_CPU_CACHE_BYTES is unset (at most a
+  // quarter of the machine's memory): a few steps' worth of temporaries of a mid-sized
+  // model.
+  static constexpr size_t kCpuDefaultCacheBytes = size_t{1} << 30;
 
   DeviceAllocator(Device device, Backend& backend, bool caching);
   ~DeviceAllocator();
@@ -101,6 +125,10 @@ class DeviceAllocator {
   double memory_fraction();
   // Waits for pending cross-stream uses, then returns every free segment to the device.
   void empty_cache();
+  // cpu only (DeviceError elsewhere): the most bytes of freed blocks kept for reuse; a
+  // lower limit returns the least recently freed blocks to the system at once.
+  void set_cache_limit(size_t bytes);
+  size_t cache_limit();
   std::vector<SegmentInfo> snapshot();
 
  private:
@@ -112,16 +140,29 @@ class DeviceAllocator {
   static size_t round_size(size_t bytes) { return (bytes + kRound - 1) / kRound * kRound; }
   // allocate() without telling the observers.
   void* allocate_block(size_t bytes, const Stream& stream);
-  // The cpu's direct mode (caching_allocator_direct.cc).
-  struct DirectBlock {
+  // The cpu's mode (caching_allocator_cpu.cc).
+  struct CpuBlock {
     size_t size;
     size_t requested;
     StreamId stream;
+    int size_class;
   };
-  void* allocate_direct(size_t bytes, const Stream& stream);
-  void free_direct(void* ptr);
-  DirectBlock direct_block(void* ptr, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<SegmentInfo> direct_snapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct CpuCached {
+    void* ptr;
+    uint64_t freed;  // order of the free, for evicting the least recently freed
+  };
+  static constexpr int kCpuClasses = 16 + 4 * 53;  // 64 B .. 2^63 B
+  void* allocate_cpu(size_t bytes, const Stream& stream);
+  void free_cpu(void* ptr);
+  CpuBlock cpu_block(void* ptr, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns cached blocks to the system, least recently freed first, until at most
+  // `keep` bytes stay cached.
+  void trim_cpu_cache(size_t keep, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The destructor's: every block, live or cached, ready to go back to the system.
+  void take_all_cpu_blocks(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives segments back to the system, then tells the observers.
+  void free_cpu_segments(const RawFrees& segments);
+  std::vector<SegmentInfo> cpu_snapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Block;
   struct BySize {
     bool operator()(const Block* a, const Block* b) const;
@@ -148,9 +189,14 @@ class DeviceAllocator {
   const Device device_;
   Backend& backend_;
   const bool caching_;
-  const bool direct_;
+  const bool cpu_;
   std::mutex mu_;
-  absl::flat_hash_map<void*, DirectBlock> direct_live_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<void*, CpuBlock> cpu_live_ ABSL_GUARDED_BY(mu_);
+  // Per size class, oldest free first.
+  std::vector<std::vector<CpuCached>> cpu_cached_ ABSL_GUARDED_BY(mu_);
+  size_t cpu_cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t cpu_cache_limit_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t cpu_frees_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<Block*, BySize> free_blocks_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<void*, Block*> live_ ABSL_GUARDED_BY(mu_);
   struct Segment {
@@ -174,6 +220,11 @@ void reset_peak_stats(Device device);
 void reset_accumulated_stats(Device device);
 void empty_cache(Device device);
 std::vector<SegmentInfo> memory_snapshot(Device device);
+// The most bytes of freed cpu blocks the cpu allocator keeps for reuse (see above;
+// STREAMGRAD_CPU_CACHE_BYTES sets it at start-up). Lowering it releases cached blocks at
+// once; 0 keeps none.
+void set_cpu_cache_limit(size_t bytes);
+size_t get_cpu_cache_limit();
 // Caps the memory the device's allocator may reserve at fraction * its total memory (sim:
 // STREAMGRAD_SIM_MEMORY_BYTES, or host memory when unset), as the reference framework's
 // set_per_process_memory_fraction does. ValueError for a fraction outside [0, 1].

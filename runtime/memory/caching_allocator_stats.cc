@@ -75,6 +75,10 @@ double DeviceAllocator::memory_fraction() {
 
 DeviceAllocator& allocator_for(Device device) {
   const Device d = resolve_device(device, "allocator_for");
+  // A malformed STREAMGRAD_* variable throws here, not inside call_once: libstdc++'s
+  // call_once does not survive a throwing function everywhere (under ThreadSanitizer the
+  // next call waits forever).
+  const RuntimeConfig& c = config();
   struct Slot {
     std::once_flag once;
     DeviceAllocator* allocator = nullptr;  // leaked: buffers may outlive static teardown
@@ -82,7 +86,7 @@ DeviceAllocator& allocator_for(Device device) {
   static auto* slots = new std::array<std::array<Slot, kMaxDevicesPerType>, kNumDeviceTypes>();
   Slot& slot = (*slots)[static_cast<int>(d.type())][d.index()];
   std::call_once(slot.once, [&] {
-    const bool caching = !d.is_cpu() && !config().no_memory_caching;
+    const bool caching = !c.no_memory_caching;
     slot.allocator = new DeviceAllocator(d, backend(d.type()), caching);
   });
   return *slot.allocator;
@@ -101,5 +105,9 @@ void empty_cache(Device device) { allocator_for(device).empty_cache(); }
 std::vector<SegmentInfo> memory_snapshot(Device device) {
   return allocator_for(device).snapshot();
 }
+void set_cpu_cache_limit(size_t bytes) {
+  allocator_for(Device(DeviceType::kCpu)).set_cache_limit(bytes);
+}
+size_t get_cpu_cache_limit() { return allocator_for(Device(DeviceType::kCpu)).cache_limit(); }
 
 }  // namespace streamgrad

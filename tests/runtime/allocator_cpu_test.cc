@@ -1,6 +1,6 @@
-// The cpu allocator's direct mode (runtime/memory/caching_allocator.h): no cache, one segment
-// per allocation, and statistics, limits, snapshots and misuse errors that read as the
-// caching allocator's do.
+// The cpu allocator's mode (runtime/memory/caching_allocator.h): one segment per block, and
+// statistics, limits, snapshots and misuse errors that read as the caching allocator's
+// do. Its cache of freed blocks is allocator_cpu_cache_test's.
 #include <catch2/catch.hpp>
 
 #include "runtime/runtime.h"
@@ -10,9 +10,11 @@ namespace {
 
 const Device kCpu("cpu");
 
-TEST_CASE("cpu statistics are exact and nothing is cached", "[allocator][cpu]") {
+TEST_CASE("cpu statistics are exact; freed blocks stay reserved until empty_cache",
+          "[allocator][cpu]") {
   DeviceAllocator& a = allocator_for(kCpu);
-  CHECK_FALSE(a.caching());
+  CHECK(a.caching());
+  empty_cache(kCpu);
   const MemoryStats before = memory_stats(kCpu);
   const Stream s = Stream::default_for(kCpu);
   void* p = a.allocate(100, s);
@@ -43,10 +45,16 @@ TEST_CASE("cpu statistics are exact and nothing is cached", "[allocator][cpu]") 
   const MemoryStats after = memory_stats(kCpu);
   CHECK(after.allocated_bytes.current == before.allocated_bytes.current);
   CHECK(after.requested_bytes.current == before.requested_bytes.current);
-  // Freed memory goes straight back: reserved falls with allocated.
-  CHECK(after.reserved_bytes.current == before.reserved_bytes.current);
+  // Freed blocks are cached: still reserved, as on sim and cuda, until empty_cache.
+  CHECK(after.reserved_bytes.current - before.reserved_bytes.current == 128 + 576);
+  CHECK(after.active_bytes.current == before.active_bytes.current);
   CHECK(after.num_frees - before.num_frees == 2);
   CHECK(after.allocated_bytes.peak >= before.allocated_bytes.current + 704);
+  empty_cache(kCpu);
+  const MemoryStats emptied = memory_stats(kCpu);
+  CHECK(emptied.reserved_bytes.current == before.reserved_bytes.current);
+  CHECK(emptied.segments.current == before.segments.current);
+  CHECK(emptied.num_segment_frees - before.num_segment_frees == 2);
 }
 
 TEST_CASE("cpu misuse is a clear error and leaves the allocator usable",
@@ -67,6 +75,7 @@ TEST_CASE("the cpu memory fraction refuses what would pass it, changing no stati
           "[allocator][cpu][fraction]") {
   DeviceAllocator& a = allocator_for(kCpu);
   const Stream s = Stream::default_for(kCpu);
+  empty_cache(kCpu);  // an allocation refused by the limit releases the cache first
   set_per_process_memory_fraction(0.0, kCpu);
   const MemoryStats before = memory_stats(kCpu);
   CHECK_THROWS_AS(a.allocate(4096, s), OutOfMemoryError);
