@@ -1,6 +1,8 @@
 // Internal to nn/checkpoint.cc: the safetensors file format itself — reading and
 // validating a whole file into entries over its bytes, turning an entry into a tensor,
 // and writing a file atomically. See nn/checkpoint.h for the format and the guarantees.
+// checkpoint_format_read.cc reads, checkpoint_format_write.cc writes, and
+// checkpoint_format.cc holds what both use (messages, dtype codes, errors).
 //
 // Thread-safety: reentrant. Failure: read_safetensors and write_safetensors throw
 // (nn/checkpoint.h says which type for what) with messages that start with
@@ -16,6 +18,10 @@
 #include <vector>
 
 #include "engine/tensor.h"
+
+// The format is little-endian; tensors are copied byte for byte.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "nn/checkpoint assumes a little-endian host");
 
 namespace streamgrad {
 namespace nn {
@@ -59,6 +65,9 @@ Tensor make_tensor(const ParsedFile& file, const Entry& entry, Device device);
 void write_safetensors(const char* op, const std::string& path,
                                const std::vector<std::pair<std::string, Tensor>>& tensors,
                                const std::map<std::string, std::string>& metadata);
+
+// A failed system call: throws IOError(message + strerror(err), err).
+[[noreturn]] void io_failed(int err, const std::string& message);
 
 // Rethrows an exception of make_tensor or of the module/optimiser APIs with "<op>
 // '<path>': " before its message: a streamgrad::Error keeps its type and fields,

@@ -28,7 +28,8 @@
 // order of launches and syncs, are the same as on sim. Each run is wrapped in a SanitizerSuppression (the races are on purpose,
 // so a process-wide STREAMGRAD_SANITIZE_STREAMS=1 sanitizer must not throw) and, unless
 // --nosanitizer, in a collect-mode StreamSanitizer of its own that counts the findings.
-// A run that throws counts as wrong and its message is kept.
+// A run that throws counts as wrong and its message is kept. Flags are read here;
+// tools/stream_race_run.h runs the scenarios and tools/stream_race_report.h prints.
 //
 // A scenario is as expected when, if expected safe, no run was wrong and nothing was
 // found; if expected unsafe, every run was flagged by the sanitizer (or, without it, at
@@ -36,27 +37,20 @@
 // Exit code: 1 when a scenario expected safe gave a wrong result or a finding, 2 for bad
 // flags (unknown scenario or scheduler: the message lists the known ones; unknown flags or
 // malformed values) or a trace file that cannot be written, else 0.
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <iostream>
-#include <memory>
-#include <set>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/grad_mode.h"
-#include "nlohmann/json.hpp"
-#include "runtime/backend/backend.h"
-#include "runtime/observe/trace.h"
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
+#include "tools/stream_race_report.h"
+#include "tools/stream_race_run.h"
 #include "tools/stream_race_scenarios.h"
 
 ABSL_FLAG(std::string, scenarios, "", "comma-separated scenarios to run (default: all)");
@@ -82,39 +76,6 @@ ABSL_FLAG(std::string, trace, "",
 
 namespace streamgrad {
 namespace {
-
-struct Settings {
-  DeviceType device = DeviceType::kSim;
-  std::vector<const RaceScenario*> scenarios;
-  std::vector<std::string> left_out;  // scenarios needing more devices than there are
-  int repeat = 0;
-  std::string scheduler;
-  SimSchedulerOptions sim;  // seed set per run
-  uint64_t seed = 0;
-  EngineOptions engine;
-  bool sanitizer = true;
-  std::set<std::string> assume_safe;
-  std::string trace_dir;  // empty: no traces
-};
-
-struct Report {
-  const RaceScenario* scenario = nullptr;
-  bool unsafe = false;  // expected
-  int runs = 0;
-  int wrong = 0;   // wrong values and runs that threw
-  int errors = 0;  // runs that threw
-  int64_t findings = 0;
-  int flagged = 0;
-  std::string first_wrong, first_error, first_finding;
-  std::string trace_path;  // the first run's timeline, when --trace
-  double time_ms = 0;
-
-  bool safe_failed() const { return !unsafe && (wrong > 0 || findings > 0); }
-  bool as_expected(bool sanitizer) const {
-    if (!unsafe) return wrong == 0 && findings == 0;
-    return sanitizer ? flagged == runs : wrong > 0;
-  }
-};
 
 const RaceScenario& scenario_named(absl::string_view name, const char* flag) {
   const RaceScenario* s = find_race_scenario(std::string(name));
@@ -202,173 +163,6 @@ Settings parse_settings() {
   return s;
 }
 
-// Waits until every stream of the race devices is idle.
-void drain(const Settings& s) {
-  if (s.device == DeviceType::kSim) {
-    sim_run_until_idle();
-    return;
-  }
-  for (int i = 0; i < device_count(s.device); ++i) synchronize(Device(s.device, i));
-}
-
-bool expected_unsafe(const Settings& s, const RaceScenario& sc) {
-  return s.assume_safe.count(sc.name) == 0 && sc.unsafe(s.engine);
-}
-
-// One run, counted into `r`. Leaves every sim stream idle, so that no work of this run
-// overlaps the next one or escapes its sanitizer (or its trace, which is then complete).
-// Throws Error only when the trace cannot be written.
-void run_once(const Settings& s, const RaceScenario& sc, uint64_t seed, bool traced, Report& r) {
-  if (s.device == DeviceType::kSim) {
-    SimSchedulerOptions sim = s.sim;
-    sim.seed = seed;
-    set_sim_scheduler(sim);
-  }
-  SanitizerSuppression races_on_purpose;
-  std::unique_ptr<StreamSanitizer> san;
-  if (s.sanitizer) san = std::make_unique<StreamSanitizer>(StreamSanitizer::Mode::kCollect);
-  std::unique_ptr<TraceRecorder> trace;
-  if (traced) trace = std::make_unique<TraceRecorder>();
-  ++r.runs;
-  try {
-    const RaceOutcome o = sc.run();
-    drain(s);
-    if (!o.right) {
-      ++r.wrong;
-      if (r.first_wrong.empty()) r.first_wrong = absl::StrCat("run ", r.runs - 1, ": ", o.detail);
-    }
-  } catch (const std::exception& e) {
-    ++r.wrong;
-    ++r.errors;
-    if (r.first_error.empty()) r.first_error = absl::StrCat("run ", r.runs - 1, ": ", e.what());
-    try {
-      drain(s);
-    } catch (const std::exception&) {
-      // The run is already counted as wrong with its first error.
-    }
-  }
-  if (san != nullptr) {
-    const std::vector<SanitizerFinding> found = san->findings();
-    r.findings += static_cast<int64_t>(found.size());
-    if (!found.empty()) {
-      ++r.flagged;
-      if (r.first_finding.empty()) {
-        r.first_finding = absl::StrCat("run ", r.runs - 1, ": ", found.front().message);
-      }
-    }
-  }
-  if (trace != nullptr) {
-    trace->stop();
-    r.trace_path = (std::filesystem::path(s.trace_dir) / absl::StrCat(sc.name, ".json")).string();
-    trace->save(r.trace_path);
-  }
-}
-
-std::vector<Report> run_all(const Settings& s) {
-  SimSchedulerScope restore(sim_scheduler());
-  EngineOptionsGuard engine(s.engine);
-  std::vector<Report> reports;
-  for (const RaceScenario* sc : s.scenarios) {
-    Report r;
-    r.scenario = sc;
-    r.unsafe = expected_unsafe(s, *sc);
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < s.repeat; ++i) {
-      run_once(s, *sc, s.seed + static_cast<uint64_t>(i), i == 0 && !s.trace_dir.empty(), r);
-    }
-    const auto elapsed = std::chrono::steady_clock::now() - start;
-    r.time_ms = std::chrono::duration<double, std::milli>(elapsed).count();
-    reports.push_back(std::move(r));
-  }
-  return reports;
-}
-
-const char* on_off(bool b) { return b ? "on" : "off"; }
-
-void print_text(const Settings& s, const std::vector<Report>& reports) {
-  if (s.device == DeviceType::kSim) {
-    absl::PrintF("stream_race: device=sim scheduler=%s seed=%d jitter_us=%g ", s.scheduler,
-                 s.seed, s.sim.jitter_us);
-    if (s.scheduler == "pct") {
-      absl::PrintF("pct_depth=%d pct_steps=%d ", s.sim.pct_depth, s.sim.pct_steps);
-    }
-  } else {
-    absl::PrintF("stream_race: device=%s (%s) ", race_device(0).str(),
-                 backend(s.device).device_name(0));
-  }
-  absl::PrintF("repeat=%d sanitizer=%s legacy_seed_streams=%s legacy_leaf_sync=%s\n",
-               s.repeat, on_off(s.sanitizer), on_off(s.engine.legacy_seed_streams),
-               on_off(s.engine.legacy_leaf_sync));
-  for (const std::string& name : s.left_out) {
-    absl::PrintF("left out: %s (needs two %s devices)\n", name, device_type_name(s.device));
-  }
-  absl::PrintF("\n");
-  absl::PrintF("%-36s %-8s %6s %6s %9s %8s %-11s %9s\n", "scenario", "expected", "runs", "wrong",
-               "findings", "flagged", "as_expected", "time ms");
-  int unexpected = 0, safe_failed = 0;
-  for (const Report& r : reports) {
-    const bool ok = r.as_expected(s.sanitizer);
-    unexpected += ok ? 0 : 1;
-    safe_failed += r.safe_failed() ? 1 : 0;
-    absl::PrintF("%-36s %-8s %6d %6d %9d %8d %-11s %9.0f\n", r.scenario->name,
-                 r.unsafe ? "unsafe" : "safe", r.runs, r.wrong, r.findings, r.flagged,
-                 ok ? "yes" : "NO", r.time_ms);
-    // Indented under their row; only the first of each kind, the rest are alike.
-    if (!r.first_wrong.empty()) absl::PrintF("    first wrong: %s\n", r.first_wrong);
-    if (!r.first_error.empty()) absl::PrintF("    first error: %s\n", r.first_error);
-    if (!r.first_finding.empty()) absl::PrintF("    first finding: %s\n", r.first_finding);
-    if (!r.trace_path.empty()) absl::PrintF("    trace of run 0: %s\n", r.trace_path);
-  }
-  absl::PrintF("\nstream_race: %d of %d scenarios as expected; %d expected safe failed\n",
-               static_cast<int>(reports.size()) - unexpected, static_cast<int>(reports.size()),
-               safe_failed);
-}
-
-void print_json(const Settings& s, const std::vector<Report>& reports) {
-  using nlohmann::ordered_json;  // keys stay in the order written: readers grep the text
-  ordered_json j;
-  j["scenarios"] = ordered_json::array();
-  for (const Report& r : reports) {
-    ordered_json row{{"name", r.scenario->name},
-                     {"expected", r.unsafe ? "unsafe" : "safe"},
-                     {"runs", r.runs},
-                     {"wrong", r.wrong},
-                     {"sanitizer_findings", r.findings},
-                     {"flagged_runs", r.flagged},
-                     {"as_expected", r.as_expected(s.sanitizer)},
-                     {"errors", r.errors},
-                     {"first_finding", r.first_finding},
-                     {"first_error", r.first_error},
-                     {"first_wrong", r.first_wrong},
-                     {"time_ms", r.time_ms},
-                     {"summary", r.scenario->summary}};
-    if (!r.trace_path.empty()) row["trace"] = r.trace_path;
-    j["scenarios"].push_back(std::move(row));
-  }
-  j["device"] = device_type_name(s.device);
-  j["left_out"] = s.left_out;
-  j["scheduler"] = s.device == DeviceType::kSim ? s.scheduler : "gpu";
-  j["seed"] = s.seed;
-  if (s.scheduler == "pct") {
-    j["pct_depth"] = s.sim.pct_depth;
-    j["pct_steps"] = s.sim.pct_steps;
-  }
-  j["jitter_us"] = s.sim.jitter_us;
-  j["repeat"] = s.repeat;
-  j["sanitizer"] = s.sanitizer;
-  j["legacy_seed_streams"] = s.engine.legacy_seed_streams;
-  j["legacy_leaf_sync"] = s.engine.legacy_leaf_sync;
-  j["assume_safe"] = s.assume_safe;
-  print_json_line(j);
-}
-
-void print_list(const Settings& s) {
-  for (const RaceScenario& sc : race_scenarios()) {
-    absl::PrintF("%-36s %-6s  %s\n", sc.name, expected_unsafe(s, sc) ? "unsafe" : "safe",
-                 sc.summary);
-  }
-}
-
 }  // namespace
 }  // namespace streamgrad
 
@@ -390,7 +184,8 @@ int main(int argc, char** argv) {
        {"pct_depth", 1, kSimMaxPctDepth},
        {"pct_steps", 1, static_cast<long double>(UINT64_MAX)}},
       {"scenarios", "assume_safe"}};
-  return run_tool(spec, argc, argv, [&] {    const Settings settings = parse_settings();
+  return run_tool(spec, argc, argv, [&] {
+    const Settings settings = parse_settings();
     if (absl::GetFlag(FLAGS_list)) {
       print_list(settings);
       return 0;

@@ -120,12 +120,13 @@ std::string where_of(const TrainRun& r) {
 
 void load_data(const TrainOptions& o, TrainRun& r) {
   const std::string dir = user_path(o.data);
-  auto train = nn::load_fashion_mnist(dir, /*train=*/true);
-  auto test = nn::load_fashion_mnist(dir, /*train=*/false);
-  if (!train.ok()) throw UsageError{std::string(train.status().message())};
-  if (!test.ok()) throw UsageError{std::string(test.status().message())};
-  r.train_data = first(*train, o.limit);
-  r.test_data = first(*test, o.test_limit);
+  try {
+    r.train_data = first(nn::load_fashion_mnist(dir, /*train=*/true), o.limit);
+    r.test_data = first(nn::load_fashion_mnist(dir, /*train=*/false), o.test_limit);
+  } catch (const IOError& e) {
+    // Missing or damaged files: the flag that named them is what to change.
+    throw UsageError{absl::StrCat("--data=", o.data, ": ", e.what())};
+  }
 }
 
 // The model, what runs it, and its mixed precision.

@@ -1,6 +1,8 @@
 #include "nn/data/dataset.h"
 
-#include <fstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "nn/data/idx.h"
@@ -27,36 +29,95 @@ void ImageDataset::get(int64_t i, float* data, int64_t* target) const {
   *target = labels_[i];
 }
 
-absl::StatusOr<std::shared_ptr<ImageDataset>> load_idx_images(const std::string& images,
-                                                              const std::string& labels,
-                                                              float mean, float std) {
-  absl::StatusOr<IdxArray> x = read_idx(images);
-  if (!x.ok()) return x.status();
-  absl::StatusOr<IdxArray> y = read_idx(labels);
-  if (!y.ok()) return y.status();
-  if (x->dims.size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(images, ": expected 3 dimensions (count, height, width), got ", x->dims.size()));
+namespace {
+
+// Where Debian's dataset-fashion-mnist package installs the files.
+constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// Rethrows `e` (from read_idx) with "<op>: " before its message, keeping its type and fields.
+[[noreturn]] void rethrow_from(const char* op, const Error& e) {
+  e.rethrower()(absl::StrCat(op, ": ", e.what()));
+  throw;  // not reached: the rethrower throws
+}
+
+// Files that are valid IDX but do not make a data set together: an IOError without errno.
+[[noreturn]] void mismatched(const char* op, const std::string& what) {
+  throw IOError(absl::StrCat(op, ": ", what));
+}
+
+std::shared_ptr<ImageDataset> load_images(const char* op, const std::string& images,
+                                          const std::string& labels, float mean, float std) {
+  IdxArray x, y;
+  try {
+    x = read_idx(images);
+    y = read_idx(labels);
+  } catch (const Error& e) {
+    rethrow_from(op, e);
   }
-  if (y->dims.size() != 1 || y->dims[0] != x->dims[0]) {
-    return absl::InvalidArgumentError(absl::StrCat(labels, ": holds ", y->dims[0],
-                                                   " labels but ", images, " holds ", x->dims[0],
-                                                   " images; they must match"));
+  if (x.dims.size() != 3) {
+    mismatched(op, absl::StrCat("'", images, "' has ", x.dims.size(),
+                                " dimensions, expected 3 (count, height, width); pass an "
+                                "images file (*-images-idx3-ubyte[.gz]) first"));
   }
-  std::vector<int64_t> l(y->data.begin(), y->data.end());
-  return std::make_shared<ImageDataset>(std::move(x->data), std::move(l), x->dims[1], x->dims[2],
+  if (y.dims.size() != 1) {
+    mismatched(op, absl::StrCat("'", labels, "' has ", y.dims.size(),
+                                " dimensions, expected 1 (one label per image); pass a "
+                                "labels file (*-labels-idx1-ubyte[.gz]) second"));
+  }
+  if (y.dims[0] != x.dims[0]) {
+    mismatched(op, absl::StrCat("'", labels, "' holds ", y.dims[0], " labels but '", images,
+                                "' holds ", x.dims[0], " images; they must match: pass the "
+                                "labels of the same set (train with train, t10k with t10k)"));
+  }
+  std::vector<int64_t> l(y.data.begin(), y.data.end());
+  return std::make_shared<ImageDataset>(std::move(x.data), std::move(l), x.dims[1], x.dims[2],
                                         mean, std);
 }
 
-absl::StatusOr<std::shared_ptr<ImageDataset>> load_fashion_mnist(const std::string& dir, bool train,
-                                                                 bool normalize) {
+// errno of opening `path` for reading, 0 when it opens.
+int open_error(const std::string& path) {
+  errno = 0;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return errno != 0 ? errno : ENOENT;
+  std::fclose(f);
+  return 0;
+}
+
+// `base`.gz as Debian ships the files, or `base` when they were unpacked; throws IOError
+// naming both and saying how to get Fashion-MNIST when neither opens.
+std::string fashion_mnist_file(const char* op, const std::string& dir, const std::string& base) {
+  const std::string gz = base + ".gz";
+  const int gz_error = open_error(gz);
+  if (gz_error == 0) return gz;
+  const int plain_error = open_error(base);
+  if (plain_error == 0) return base;
+  const bool missing = gz_error == ENOENT || gz_error == ENOTDIR;
+  throw IOError(
+      absl::StrCat(
+          op, ": cannot open the file '", gz, "' (nor '", base, "'): ", std::strerror(gz_error),
+          missing ? absl::StrCat("; Fashion-MNIST is not in '", dir,
+                                 "': run tools/bootstrap.sh (it installs Debian's "
+                                 "dataset-fashion-mnist package into ",
+                                 kFashionMnistDir, "), or pass the folder that holds "
+                                 "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]")
+                  : "; check the files' permissions"),
+      gz_error);
+}
+
+}  // namespace
+
+std::shared_ptr<ImageDataset> load_idx_images(const std::string& images,
+                                              const std::string& labels, float mean, float std) {
+  return load_images("load_idx_images", images, labels, mean, std);
+}
+
+std::shared_ptr<ImageDataset> load_fashion_mnist(const std::string& dir, bool train,
+                                                 bool normalize) {
+  const char* op = "load_fashion_mnist";
   const std::string prefix = absl::StrCat(dir, "/", train ? "train" : "t10k");
-  // The .gz files as Debian ships them, or plain ones when they were unpacked.
-  auto pick = [](const std::string& base) {
-    return std::ifstream(base + ".gz").good() ? base + ".gz" : base;
-  };
-  return load_idx_images(pick(prefix + "-images-idx3-ubyte"), pick(prefix + "-labels-idx1-ubyte"),
-                         normalize ? 0.2860f : 0.0f, normalize ? 0.3530f : 1.0f);
+  const std::string images = fashion_mnist_file(op, dir, prefix + "-images-idx3-ubyte");
+  const std::string labels = fashion_mnist_file(op, dir, prefix + "-labels-idx1-ubyte");
+  return load_images(op, images, labels, normalize ? 0.2860f : 0.0f, normalize ? 0.3530f : 1.0f);
 }
 
 }  // namespace nn

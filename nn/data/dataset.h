@@ -1,12 +1,18 @@
 // Data sets for training: random access to examples written straight into a batch
 // buffer (no per-example allocation), and the MNIST / Fashion-MNIST image sets.
 //
-//   absl::StatusOr<std::shared_ptr<ImageDataset>> train =
+//   std::shared_ptr<ImageDataset> train =
 //       load_fashion_mnist("/usr/share/datasets/fashion-mnist", /*train=*/true);
+//   DataLoader loader(train, DataLoaderOptions().batch_size(64));
 //
 // Thread-safety: get() is const and may be called from several threads at once (the
-// data loader's workers). Failure: load_* return a Status naming the file and the
-// problem (see read_idx), or the two files' disagreement on the number of examples.
+// data loader's workers). Failure: load_* throw, with a message that starts with the
+// function's name and names the file, the problem and what to do: IOError for a file
+// that is missing or unreadable (error_number() is errno; load_fashion_mnist then says
+// how to install the data set) or whose contents are not a data set (read_idx's checks,
+// images that are not [count, height, width], labels that are not one per image: the
+// two files' counts must agree); ValueError for an IDX element type other than unsigned
+// bytes; OutOfMemoryError.
 #ifndef STREAMGRAD_NN_DATA_DATASET_H_
 #define STREAMGRAD_NN_DATA_DATASET_H_
 
@@ -15,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "engine/tensor.h"
 
 namespace streamgrad {
@@ -51,12 +56,14 @@ class ImageDataset : public Dataset {
 
 // {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from `dir`. Normalised with the
 // training set's mean and std when `normalize` (Fashion-MNIST: 0.2860, 0.3530).
-absl::StatusOr<std::shared_ptr<ImageDataset>> load_fashion_mnist(const std::string& dir, bool train,
-                                                                 bool normalize = true);
+// Debian's dataset-fashion-mnist package (tools/bootstrap.sh installs it) puts the files
+// in /usr/share/datasets/fashion-mnist.
+std::shared_ptr<ImageDataset> load_fashion_mnist(const std::string& dir, bool train,
+                                                 bool normalize = true);
 // The same reader for any pair of IDX image and label files.
-absl::StatusOr<std::shared_ptr<ImageDataset>> load_idx_images(const std::string& images,
-                                                              const std::string& labels,
-                                                              float mean = 0, float std = 1);
+std::shared_ptr<ImageDataset> load_idx_images(const std::string& images,
+                                              const std::string& labels, float mean = 0,
+                                              float std = 1);
 
 }  // namespace nn
 }  // namespace streamgrad

@@ -2,11 +2,16 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {
@@ -17,70 +22,144 @@ struct GzCloser {
 };
 using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
-// Reads exactly n bytes; the number read otherwise (short at the end of the data).
-int64_t read_fully(gzFile f, uint8_t* out, int64_t n) {
-  int64_t done = 0;
-  while (done < n) {
-    const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 30));
-    const int got = gzread(f, out + done, chunk);
-    if (got <= 0) break;
-    done += got;
+// What to do about bytes that are not a valid IDX file, appended to every such message.
+constexpr const char* kDamaged =
+    "; the file is damaged, incomplete or not an IDX file: download or install it again";
+
+std::string where(const std::string& path) { return absl::StrCat("read_idx '", path, "': "); }
+
+// Bytes that are not a valid IDX file: an IOError without errno.
+[[noreturn]] void malformed(const std::string& path, const std::string& what) {
+  throw IOError(absl::StrCat(where(path), what, kDamaged));
+}
+
+// One IDX file being read, gzip-compressed or plain (zlib reads both).
+class IdxFile {
+ public:
+  explicit IdxFile(const std::string& path) : path_(path) {
+    errno = 0;
+    file_.reset(gzopen(path.c_str(), "rb"));
+    if (file_ == nullptr) {
+      const int err = errno;
+      throw IOError(absl::StrCat(where(path), "cannot open the file: ",
+                                 err != 0 ? std::strerror(err) : "out of memory",
+                                 "; check the path and the file's permissions"),
+                    err);
+    }
   }
-  return done;
+
+  // Reads up to n bytes: exactly n unless the data ends first. Throws when reading
+  // fails rather than ends: a system error, or gzip data that does not decompress.
+  int64_t read(uint8_t* out, int64_t n) {
+    int64_t done = 0;
+    while (done < n) {
+      const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 30));
+      const int got = gzread(file_.get(), out + done, chunk);
+      if (got < 0) fail(errno);
+      if (got == 0) break;
+      done += got;
+    }
+    return done;
+  }
+
+  // Throws if the gzip stream reported an error, the end of a truncated stream included
+  // (zlib reports that only once every byte before it was read).
+  void check_stream_end() {
+    int code = Z_OK;
+    const char* what = gzerror(file_.get(), &code);
+    if (code != Z_OK && code != Z_STREAM_END) {
+      malformed(path_, absl::StrCat("corrupt gzip data (", what, ")"));
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(int err) {
+    int code = Z_OK;
+    const char* what = gzerror(file_.get(), &code);
+    if (code == Z_ERRNO) {
+      throw IOError(absl::StrCat(where(path_), "read failed: ", std::strerror(err),
+                                 "; check that the path is a readable file"),
+                    err);
+    }
+    if (code == Z_MEM_ERROR) {
+      throw OutOfMemoryError(absl::StrCat(where(path_), "out of host memory while decompressing"),
+                             0, 0, 0);
+    }
+    malformed(path_, absl::StrCat("corrupt gzip data (", what, ")"));
+  }
+
+  std::string path_;
+  GzFile file_;
+};
+
+// Element types the IDX format defines besides unsigned bytes (0x08).
+const char* other_idx_type(uint8_t code) {
+  switch (code) {
+    case 0x09: return "signed bytes";
+    case 0x0B: return "16-bit integers";
+    case 0x0C: return "32-bit integers";
+    case 0x0D: return "32-bit floats";
+    case 0x0E: return "64-bit floats";
+    default: return nullptr;
+  }
 }
 
 }  // namespace
 
-absl::StatusOr<IdxArray> read_idx(const std::string& path) {
-  GzFile f(gzopen(path.c_str(), "rb"));
-  if (f == nullptr) return absl::NotFoundError(absl::StrCat(path, ": cannot open the file"));
+IdxArray read_idx(const std::string& path) {
+  IdxFile f(path);
   uint8_t magic[4];
-  if (read_fully(f.get(), magic, 4) != 4) {
-    return absl::DataLossError(absl::StrCat(path, ": shorter than the 4-byte IDX magic number"));
-  }
+  if (f.read(magic, 4) != 4) malformed(path, "shorter than the 4-byte IDX magic number");
   if (magic[0] != 0 || magic[1] != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: not an IDX file (magic starts %02x %02x, expected 00 00)", path, magic[0], magic[1]));
+    malformed(path, absl::StrFormat("not an IDX file (magic starts %02x %02x, expected 00 00)",
+                                    magic[0], magic[1]));
   }
   if (magic[2] != 0x08) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s: IDX element type 0x%02x is not supported (only unsigned bytes, 0x08)", path, magic[2]));
+    const char* other = other_idx_type(magic[2]);
+    if (other == nullptr) {
+      malformed(path, absl::StrFormat("not an IDX file (element type 0x%02x is none the "
+                                      "format defines)", magic[2]));
+    }
+    throw ValueError(absl::StrFormat(
+        "%sIDX element type 0x%02x (%s) is not supported (only unsigned bytes, 0x08, as "
+        "MNIST and Fashion-MNIST use); convert the file to unsigned bytes",
+        where(path), magic[2], other));
   }
   const int rank = magic[3];
-  if (rank < 1 || rank > 4) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": IDX rank ", rank, " is not 1..4"));
-  }
+  if (rank < 1 || rank > 4) malformed(path, absl::StrCat("IDX rank ", rank, " is not 1..4"));
   IdxArray out;
   int64_t total = 1;
   for (int d = 0; d < rank; ++d) {
     uint8_t b[4];
-    if (read_fully(f.get(), b, 4) != 4) {
-      return absl::DataLossError(absl::StrCat(path, ": truncated in the size of dimension ", d));
+    if (f.read(b, 4) != 4) {
+      malformed(path, absl::StrCat("truncated in the size of dimension ", d));
     }
     const int64_t size = (int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
     if (size != 0 && total > std::numeric_limits<int32_t>::max() / size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": the dimensions' product overflows (dimension ", d, " is ", size, ")"));
+      malformed(path, absl::StrCat("the dimensions' product overflows (dimension ", d, " is ",
+                                   size, ")"));
     }
     total *= size;
     out.dims.push_back(size);
   }
-  out.data.resize(total);
-  const int64_t got = read_fully(f.get(), out.data.data(), total);
+  try {
+    out.data.resize(total);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(absl::StrCat(where(path), "no host memory for the ", total,
+                                        " bytes of data its dimensions describe"),
+                           static_cast<size_t>(total), 0, 0);
+  }
+  const int64_t got = f.read(out.data.data(), total);
   if (got != total) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated: the dimensions need ", total,
-                                            " bytes of data but the file has ", got));
+    malformed(path, absl::StrCat("truncated: the dimensions need ", total,
+                                 " bytes of data but the file has ", got));
   }
   uint8_t extra;
-  if (read_fully(f.get(), &extra, 1) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": trailing bytes after the ", total, " bytes the dimensions describe"));
+  if (f.read(&extra, 1) != 0) {
+    malformed(path, absl::StrCat("trailing bytes after the ", total,
+                                 " bytes the dimensions describe"));
   }
-  int err = Z_OK;
-  gzerror(f.get(), &err);
-  if (err != Z_OK && err != Z_STREAM_END) {
-    return absl::DataLossError(absl::StrCat(path, ": corrupt gzip data"));
-  }
+  f.check_stream_end();
   return out;
 }
 

@@ -3,20 +3,24 @@
 // elements in row-major order. Only unsigned bytes (type 0x08), which these data sets
 // use, are supported.
 //
-//   absl::StatusOr<IdxArray> images = read_idx("train-images-idx3-ubyte.gz");
-//   if (!images.ok()) ... images->dims == {60000, 28, 28}
+//   IdxArray images = read_idx("train-images-idx3-ubyte.gz");  // images.dims == {60000, 28, 28}
 //
-// Thread-safety: reentrant. Failure: a Status naming the file and the problem: missing
-// or unreadable file, bad magic, unsupported type, rank 0 or above 4, dimensions whose
-// product overflows, fewer bytes than the dimensions need (truncated), trailing bytes.
+// Thread-safety: reentrant. Failure: throws, with a message that starts
+// "read_idx '<path>': " and says what is wrong and what to do:
+//   IOError with error_number() = errno   the file cannot be opened or read (ENOENT: missing);
+//   IOError with error_number() = 0       its bytes are not a valid IDX file: bad magic, an
+//       element type the format does not define, rank 0 or above 4, dimensions whose
+//       product overflows, fewer bytes than the dimensions need (truncated), trailing
+//       bytes, corrupt gzip data;
+//   ValueError   an element type the format defines but streamgrad does not read (0x09 to
+//       0x0E: signed bytes, shorts, ints, floats, doubles);
+//   OutOfMemoryError   no host memory for the elements.
 #ifndef STREAMGRAD_NN_DATA_IDX_H_
 #define STREAMGRAD_NN_DATA_IDX_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "absl/status/statusor.h"
 
 namespace streamgrad {
 namespace nn {
@@ -26,7 +30,7 @@ struct IdxArray {
   std::vector<uint8_t> data;  // row-major, product(dims) bytes
 };
 
-absl::StatusOr<IdxArray> read_idx(const std::string& path);
+IdxArray read_idx(const std::string& path);
 
 }  // namespace nn
 }  // namespace streamgrad

@@ -1,16 +1,23 @@
 // IDX reading and the DataLoader: the real Fashion-MNIST files (expected values computed
 // independently with Python's gzip module: first labels 9 0 0 3 0 2 7 2 5 5, 6000 nines,
 // pixel sums 76247 for image 0 and 16684 for image 59999, pixel (0, 14, 14) = 217), every
-// corrupted variant, and the loader's epochs, order, bounds, early exit and errors —
-// behaviours of PyTorch's DataLoader tests (test/test_dataloader.py) on cpu and sim:0.
+// corrupted variant and unreadable file (the exception's type, errno and message), and
+// the loader's epochs, order, bounds, early exit and errors — behaviours of PyTorch's
+// DataLoader tests (test/test_dataloader.py) on cpu and sim:0.
 #include <catch2/catch.hpp>
 
 #include <zlib.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <stdexcept>
+#include <typeinfo>
 
 #include "nn/data/dataset.h"
 #include "nn/data/idx.h"
@@ -44,28 +51,52 @@ std::string idx_bytes(std::vector<uint32_t> dims, size_t data_bytes, uint8_t typ
   return s;
 }
 
+std::string temp_dir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// The exception `f` throws, which must be exactly an E; fails the test otherwise.
+template <typename E, typename F>
+E thrown(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    CHECK(typeid(e) == typeid(E));
+    return e;
+  } catch (const std::exception& e) {
+    FAIL("threw " << typeid(e).name() << " instead: " << e.what());
+  }
+  FAIL("did not throw");
+  throw std::logic_error("not reached");
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 TEST_CASE("the real Fashion-MNIST files read as the reference says", "[data][idx]") {
-  auto train = nn::load_fashion_mnist(kDir, true, /*normalize=*/false);
-  REQUIRE(train.ok());
-  auto test = nn::load_fashion_mnist(kDir, false, false);
-  REQUIRE(test.ok());
-  CHECK((*train)->size() == 60000);
-  CHECK((*test)->size() == 10000);
-  CHECK((*train)->example_shape() == Shape{1, 28, 28});
+  std::shared_ptr<nn::ImageDataset> train = nn::load_fashion_mnist(kDir, true, /*normalize=*/false);
+  std::shared_ptr<nn::ImageDataset> test = nn::load_fashion_mnist(kDir, false, false);
+  CHECK(train->size() == 60000);
+  CHECK(test->size() == 10000);
+  CHECK(train->example_shape() == Shape{1, 28, 28});
   std::vector<float> img(784);
   int64_t label = -1;
   std::vector<int64_t> first;
-  for (int i = 0; i < 10; ++i) first.push_back((*train)->label(i));
+  for (int i = 0; i < 10; ++i) first.push_back(train->label(i));
   CHECK(first == std::vector<int64_t>{9, 0, 0, 3, 0, 2, 7, 2, 5, 5});
   int nines = 0;
-  for (int64_t i = 0; i < 60000; ++i) nines += (*train)->label(i) == 9;
+  for (int64_t i = 0; i < 60000; ++i) nines += train->label(i) == 9;
   CHECK(nines == 6000);
-  (*train)->get(0, img.data(), &label);
+  train->get(0, img.data(), &label);
   double s = 0;
   for (float v : img) s += v * 255;
   CHECK(s == Approx(76247).epsilon(1e-6));
   CHECK(img[14 * 28 + 14] * 255 == Approx(217));
-  (*train)->get(59999, img.data(), &label);
+  train->get(59999, img.data(), &label);
   s = 0;
   for (float v : img) s += v * 255;
   CHECK(s == Approx(16684).epsilon(1e-6));
@@ -81,9 +112,9 @@ TEST_CASE("corrupted IDX files are refused naming the file and the problem", "[d
   std::string bad_magic = idx_bytes({4}, 4);
   bad_magic[1] = 1;
   const Bad cases[] = {
-      {"short", "\0\0", "shorter than the 4-byte"},
-      {"magic", bad_magic, "not an IDX file"},
-      {"type", idx_bytes({4}, 16, 0x0D), "0x0d is not supported"},
+      {"short", std::string("\0\0", 2), "shorter than the 4-byte"},
+      {"magic", bad_magic, "not an IDX file (magic starts 00 01"},
+      {"unknown_type", idx_bytes({4}, 4, 0x01), "element type 0x01 is none the format defines"},
       {"rank", idx_bytes({}, 0), "rank 0"},
       {"dims", idx_bytes({3, 3}, 0).substr(0, 9), "truncated in the size of dimension 1"},
       {"data", idx_bytes({10, 10}, 99), "truncated: the dimensions need 100 bytes"},
@@ -92,18 +123,98 @@ TEST_CASE("corrupted IDX files are refused naming the file and the problem", "[d
   };
   for (const Bad& b : cases) {
     const std::string path = temp_file("bad_" + b.name + (gz ? ".gz" : ""), b.bytes, gz);
-    const absl::StatusOr<nn::IdxArray> r = nn::read_idx(path);
-    INFO(b.name << ": " << r.status());
-    REQUIRE_FALSE(r.ok());
-    CHECK(std::string(r.status().message()).find(b.says) != std::string::npos);
-    CHECK(std::string(r.status().message()).find(path) != std::string::npos);
+    INFO(b.name << (gz ? " (gzip)" : ""));
+    const IOError e = thrown<IOError>([&] { nn::read_idx(path); });
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(has(m, "read_idx '" + path + "': "));
+    CHECK(has(m, b.says));
+    CHECK(has(m, "download or install it again"));  // what to do
+    CHECK(e.error_number() == 0);                    // the bytes, not the system
   }
-  CHECK(absl::IsNotFound(nn::read_idx("/nonexistent/file").status()));
+  // A type the format defines but streamgrad does not read is unsupported, not corrupt.
+  const std::string floats = temp_file(gz ? "floats.gz" : "floats", idx_bytes({4}, 16, 0x0D), gz);
+  const ValueError v = thrown<ValueError>([&] { nn::read_idx(floats); });
+  CHECK(has(v.what(), "read_idx '" + floats + "': IDX element type 0x0d (32-bit floats) is not "
+                      "supported"));
+  CHECK(has(v.what(), "convert the file to unsigned bytes"));
+
   const std::string images = temp_file("imgs", idx_bytes({3, 2, 2}, 12), gz);
   const std::string labels = temp_file("labs", idx_bytes({4}, 4), gz);
-  const auto mismatch = nn::load_idx_images(images, labels);
-  REQUIRE_FALSE(mismatch.ok());
-  CHECK(std::string(mismatch.status().message()).find("4 labels but") != std::string::npos);
+  const IOError mismatch = thrown<IOError>([&] { nn::load_idx_images(images, labels); });
+  CHECK(has(mismatch.what(), "load_idx_images: '" + labels + "' holds 4 labels but '" + images +
+                                 "' holds 3 images; they must match"));
+  CHECK(mismatch.error_number() == 0);
+  const IOError swapped = thrown<IOError>([&] { nn::load_idx_images(labels, images); });
+  CHECK(has(swapped.what(), "'" + labels + "' has 1 dimensions, expected 3"));
+  const std::string labels2d = temp_file("labs2d", idx_bytes({3, 2}, 6), gz);
+  const IOError flat = thrown<IOError>([&] { nn::load_idx_images(images, labels2d); });
+  CHECK(has(flat.what(), "'" + labels2d + "' has 2 dimensions, expected 1"));
+  // read_idx's errors reach the caller of load_idx_images with its name first, type kept.
+  const std::string cut = temp_file("labs_cut", idx_bytes({3}, 2), gz);
+  const IOError inner = thrown<IOError>([&] { nn::load_idx_images(images, cut); });
+  CHECK(has(inner.what(), "load_idx_images: read_idx '" + cut + "': truncated"));
+  const ValueError inner_type = thrown<ValueError>([&] { nn::load_idx_images(floats, labels); });
+  CHECK(has(inner_type.what(), "load_idx_images: read_idx '" + floats + "'"));
+}
+
+TEST_CASE("a file that cannot be read is an IOError carrying errno", "[data][idx]") {
+  const IOError missing = thrown<IOError>([] { nn::read_idx("/nonexistent/file"); });
+  CHECK(missing.error_number() == ENOENT);
+  CHECK(has(missing.what(), "read_idx '/nonexistent/file': cannot open the file: "));
+  CHECK(has(missing.what(), std::strerror(ENOENT)));
+  CHECK(has(missing.what(), "check the path"));
+  // A folder opens but cannot be read.
+  const std::string dir = temp_dir("a_folder");
+  const IOError folder = thrown<IOError>([&] { nn::read_idx(dir); });
+  CHECK(folder.error_number() == EISDIR);
+  CHECK(has(folder.what(), "read_idx '" + dir + "': read failed: "));
+}
+
+TEST_CASE("gzip data that does not decompress is refused as corrupt", "[data][idx]") {
+  // A valid .gz whose CRC-32 trailer is wrong: every element decompresses, the check fails.
+  const std::string good = temp_file("good.gz", idx_bytes({2, 3}, 6), true);
+  std::ifstream in(good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() > 8);
+  CHECK(nn::read_idx(good).dims == std::vector<int64_t>{2, 3});
+  std::string bad_crc = bytes;
+  bad_crc[bad_crc.size() - 8] ^= 0x5a;
+  const std::string crc = temp_file("bad_crc.gz", bad_crc, false);
+  const IOError e = thrown<IOError>([&] { nn::read_idx(crc); });
+  CHECK(has(e.what(), "read_idx '" + crc + "': corrupt gzip data ("));
+  CHECK(e.error_number() == 0);
+  // The trailer cut off: the data is all there, the stream is not complete.
+  const std::string cut = temp_file("cut.gz", bytes.substr(0, bytes.size() - 8), false);
+  CHECK(has(thrown<IOError>([&] { nn::read_idx(cut); }).what(), "corrupt gzip data ("));
+}
+
+TEST_CASE("load_fashion_mnist says how to get the data set when it is missing", "[data][idx]") {
+  const std::string empty = temp_dir("no_fashion_mnist");
+  const IOError e = thrown<IOError>([&] { nn::load_fashion_mnist(empty, /*train=*/true); });
+  const std::string m = e.what();
+  INFO(m);
+  CHECK(e.error_number() == ENOENT);
+  CHECK(has(m, "load_fashion_mnist: cannot open the file '" + empty +
+                   "/train-images-idx3-ubyte.gz' (nor '" + empty + "/train-images-idx3-ubyte')"));
+  CHECK(has(m, "tools/bootstrap.sh"));
+  CHECK(has(m, "dataset-fashion-mnist"));
+  CHECK(has(m, "/usr/share/datasets/fashion-mnist"));
+  CHECK(has(thrown<IOError>([&] { nn::load_fashion_mnist(empty, false); }).what(),
+            "/t10k-images-idx3-ubyte.gz"));
+}
+
+TEST_CASE("load_fashion_mnist reads unpacked files too, and names a damaged one", "[data][idx]") {
+  const std::string dir = temp_dir("small_fashion_mnist");
+  std::ofstream(dir + "/t10k-images-idx3-ubyte", std::ios::binary) << idx_bytes({2, 28, 28}, 1568);
+  temp_file("small_fashion_mnist/t10k-labels-idx1-ubyte.gz", idx_bytes({2}, 2), true);
+  std::shared_ptr<nn::ImageDataset> test = nn::load_fashion_mnist(dir, false, false);
+  CHECK(test->size() == 2);
+  CHECK(test->label(1) == 1);
+  temp_file("small_fashion_mnist/t10k-labels-idx1-ubyte.gz", idx_bytes({3}, 2), true);
+  const IOError e = thrown<IOError>([&] { nn::load_fashion_mnist(dir, false); });
+  CHECK(has(e.what(), "load_fashion_mnist: read_idx '" + dir +
+                          "/t10k-labels-idx1-ubyte.gz': truncated"));
 }
 
 // Example i is the constant image i with label i % 10; `fail_at` throws from get().
