@@ -23,6 +23,8 @@
 #include "engine/tensor.h"
 #include "kernels/plan_cache.h"
 #include "nn/checkpoint.h"
+#include "nn/clip_grad.h"
+#include "nn/containers.h"
 #include "nn/data/dataset.h"
 #include "nn/data/loader.h"
 #include "nn/data/sampler.h"

@@ -122,6 +122,11 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padd
 
 Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
 
+GELU::GELU(std::string approximate_) : Module("GELU"), approximate(std::move(approximate_)) {
+  SG_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+           "GELU: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+}
+
 Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
   SG_CHECK(p >= 0 && p <= 1, ValueError, "Dropout: probability ", p, " must be in [0, 1]");
 }

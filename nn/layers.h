@@ -1,7 +1,7 @@
 // The layers of torch::nn that training code uses most, each a Module with PyTorch's
 // parameter names, shapes and default initialisation (so state dicts line up):
-// Linear, Conv2d, BatchNorm2d, Embedding, ReLU, MaxPool2d, AvgPool2d, Flatten, Dropout,
-// and the Sequential container.
+// Linear, Conv2d, BatchNorm2d, Embedding, ReLU, GELU, SiLU, Identity, MaxPool2d, AvgPool2d,
+// Flatten, Dropout, and the Sequential container (nn/containers.h: ModuleList, ModuleDict).
 //
 //   auto net = std::make_shared<nn::Sequential>();
 //   net->push_back(std::make_shared<nn::Conv2d>(1, 16, 3, Conv2dParams{{1, 1}, {1, 1}}));
@@ -17,6 +17,7 @@
 #define STREAMGRAD_NN_LAYERS_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/module.h"
@@ -74,6 +75,32 @@ class ReLU : public Module {
   ReLU() : Module("ReLU") {}
   Tensor forward(const Tensor& input) override { return relu(input); }
   std::shared_ptr<Module> blank_copy() const override { return std::make_shared<ReLU>(); }
+};
+
+// The input itself (a placeholder, e.g. a residual block's shortcut without downsampling).
+class Identity : public Module {
+ public:
+  Identity() : Module("Identity") {}
+  Tensor forward(const Tensor& input) override { return input; }
+  std::shared_ptr<Module> blank_copy() const override { return std::make_shared<Identity>(); }
+};
+
+// gelu(input, approximate): "none" (exact, through erf) or "tanh".
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& input) override { return gelu(input, approximate); }
+  std::shared_ptr<Module> blank_copy() const override {
+    return std::make_shared<GELU>(approximate);
+  }
+  std::string approximate;
+};
+
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  Tensor forward(const Tensor& input) override { return silu(input); }
+  std::shared_ptr<Module> blank_copy() const override { return std::make_shared<SiLU>(); }
 };
 
 class MaxPool2d : public Module {

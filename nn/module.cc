@@ -51,6 +51,27 @@ void Module::add_child(std::string name, std::shared_ptr<Module> module) {
   children_.emplace_back(std::move(name), std::move(module));
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  SG_CHECK(module != nullptr, ValueError, type_name_, ": module '", name, "' is null");
+  for (auto& [n, child] : children_) {
+    if (n == name) {
+      child = std::move(module);
+      return;
+    }
+  }
+  throw ValueError(absl::StrCat(type_name_, ": no module '", name, "' to replace"));
+}
+
+void Module::unregister_module(const std::string& name) {
+  for (auto it = children_.begin(); it != children_.end(); ++it) {
+    if (it->first == name) {
+      children_.erase(it);
+      return;
+    }
+  }
+  throw ValueError(absl::StrCat(type_name_, ": no module '", name, "' to remove"));
+}
+
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
   return {children_.begin(), children_.end()};
 }

@@ -108,6 +108,11 @@ class Module {
     add_child(std::move(name), module);
     return module;
   }
+  // The child registered as `name` becomes `module` (same place in the order); ValueError
+  // when there is none or module is null.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
+  // Forgets the child `name` (ModuleDict::pop); ValueError when there is none.
+  void unregister_module(const std::string& name);
 
  private:
   void add_child(std::string name, std::shared_ptr<Module> module);
