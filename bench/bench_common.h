@@ -30,11 +30,12 @@ namespace streamgrad {
 namespace bench {
 
 struct Flags {
-  std::string case_name;   // chain, fanin, dag, retain, mlp, mlp_hand, cnn, overlap, math
+  std::string case_name;   // chain, fanin, dag, retain, mlp, mlp_hand, cnn, overlap, math,
+                           // layer_norm
   std::string device = "cpu";
   int64_t n = 1000;        // chain / retain length, dag size
   std::string op = "mul";  // chain: mul (y * 1.0001) or add (y + 1e-4); math: kMathOps
-  int64_t numel = 1;       // elements of x in the tiny-op graphs
+  int64_t numel = 1;       // elements of x in the tiny-op graphs, math and layer_norm
   int64_t k = 1000;        // fanin width
   std::string reduce = "stack";  // fanin, dag: stack(...).sum() or a left fold of adds
   uint64_t seed = 42;      // dag
@@ -59,9 +60,27 @@ inline const std::vector<std::string>& math_ops() {
   return ops;
 }
 
+// --case=layer_norm: layer_norm of --numel float32 values (math_input) as rows of this many,
+// normalised over the last dim, with weight 0.5 + j / W and bias 0.25 - j / (2 W) for
+// column j (exact in float32).
+constexpr int64_t kLayerNormWidth = 256;
+inline std::vector<float> layer_norm_weight() {
+  std::vector<float> w(kLayerNormWidth);
+  for (int64_t j = 0; j < kLayerNormWidth; ++j) w[j] = 0.5f + static_cast<float>(j) / kLayerNormWidth;
+  return w;
+}
+inline std::vector<float> layer_norm_bias() {
+  std::vector<float> b(kLayerNormWidth);
+  for (int64_t j = 0; j < kLayerNormWidth; ++j) {
+    b[j] = 0.25f - static_cast<float>(j) / (2 * kLayerNormWidth);
+  }
+  return b;
+}
+
 [[noreturn]] inline void flag_error(const std::string& what) {
   std::cerr << "bench: " << what << "\n"
-            << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap|math [--n=N] "
+            << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap|math|layer_norm "
+               "[--n=N] "
                "[--op=mul|add|exp|tanh|sigmoid|gelu|gelu_tanh|silu] "
                "[--numel=N] [--k=N] [--reduce=stack|add] [--seed=S] [--window=W] [--mid=M] "
                "[--batch=B] [--branches=K] [--length=L] [--kernel_us=US] [--reps=R] "
@@ -105,6 +124,7 @@ inline std::vector<std::string> case_list() {
       "--case=math --op=exp --numel=262144",        "--case=math --op=tanh --numel=262144",
       "--case=math --op=sigmoid --numel=262144",    "--case=math --op=gelu --numel=262144",
       "--case=math --op=gelu_tanh --numel=262144",  "--case=math --op=silu --numel=262144",
+      "--case=layer_norm --numel=262144",
   };
 }
 
@@ -144,7 +164,7 @@ inline Flags parse_flags(int argc, char** argv) {
   }
   const std::string& c = f.case_name;
   if (c != "chain" && c != "fanin" && c != "dag" && c != "retain" && c != "mlp" &&
-      c != "mlp_hand" && c != "cnn" && c != "overlap" && c != "math") {
+      c != "mlp_hand" && c != "cnn" && c != "overlap" && c != "math" && c != "layer_norm") {
     flag_error("unknown or missing --case '" + c + "'");
   }
   if (c == "math") {
@@ -152,6 +172,9 @@ inline Flags parse_flags(int argc, char** argv) {
     if (std::find(ops.begin(), ops.end(), f.op) == ops.end()) {
       flag_error("--case=math: unknown --op " + f.op);
     }
+  } else if (c == "layer_norm" && f.numel % kLayerNormWidth != 0) {
+    flag_error("--case=layer_norm: --numel must be a multiple of " +
+               std::to_string(kLayerNormWidth));
   } else if (f.op != "mul" && f.op != "add") {
     flag_error("--op must be mul or add, got " + f.op);
   }
@@ -183,6 +206,10 @@ inline std::string config_name(const Flags& f) {
   if (c == "mlp_hand") return "mlp by hand 784-256-256-10 batch=" + s(f.batch);
   if (c == "cnn") return "cnn (tools/train) batch=" + s(f.batch);
   if (c == "math") return "math op=" + f.op + " numel=" + s(f.numel);
+  if (c == "layer_norm") {
+    return "layer_norm [" + s(f.numel / kLayerNormWidth) + ", " + s(kLayerNormWidth) +
+           "] numel=" + s(f.numel);
+  }
   return "overlap K=" + s(f.branches) + " L=" + s(f.length) + " kernel=" +
          s(static_cast<int64_t>(f.kernel_us)) + "us";
 }

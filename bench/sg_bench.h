@@ -1,7 +1,7 @@
 // The cases of bench/sg_bench (streamgrad's side of the side-by-side benchmark), one
 // function each; every function runs its warm-up and timed repetitions and fills the
 // report (bench/bench_common.h). sg_bench.cc: the tiny-op graphs; sg_bench_nn.cc: the
-// mlp (with layers and by hand) and cnn steps and the stream-overlap graph.
+// mlp (with layers and by hand) and cnn steps, the stream-overlap graph and layer_norm.
 //
 // Thread-safety: call from one thread. Failure: streamgrad errors propagate (main
 // reports them and exits 1).
@@ -32,6 +32,7 @@ void run_mlp_hand(const Flags& f, Report& r);
 void run_cnn(const Flags& f, Report& r);
 void run_overlap(const Flags& f, Report& r);
 void run_math(const Flags& f, Report& r);
+void run_layer_norm(const Flags& f, Report& r);
 
 }  // namespace bench
 }  // namespace streamgrad

@@ -1,4 +1,5 @@
-// sg_bench's model steps (mlp, cnn) and the stream-overlap graph (sg_bench.h).
+// sg_bench's model steps (mlp, cnn), the stream-overlap graph and the layer_norm case
+// (sg_bench.h).
 //
 // Both model steps keep streamgrad's own defaults: zero_grad() sets the gradients to none,
 // so each backward's AccumulateGrad takes the new gradient over (libtorch 1.13's
@@ -199,6 +200,36 @@ void run_overlap(const Flags& f, Report& r) {
       if (f.describe) print_census("streamgrad", census(g.loss.grad_fn()));
       r.set_check(g.x.grad().item<float>(), count_nodes(g.loss.grad_fn()));
     }
+  }
+}
+
+// layer_norm over rows of kLayerNormWidth: without history ("fwd"), and forward plus
+// backward to the input, weight and bias ("fwd_bwd"). Check: the sum of the output's
+// squares.
+void run_layer_norm(const Flags& f, Report& r) {
+  const int64_t rows = f.numel / kLayerNormWidth;
+  const Tensor x = from_vector(math_input(f.numel), {rows, kLayerNormWidth}).requires_grad_();
+  const Tensor w = from_vector(layer_norm_weight(), {kLayerNormWidth}).requires_grad_();
+  const Tensor b = from_vector(layer_norm_bias(), {kLayerNormWidth}).requires_grad_();
+  const Tensor g = ones({rows, kLayerNormWidth});
+  {
+    const Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
+    r.set_check(sum(mul(y, y)).item<double>(), 0);
+  }
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    double t0, t1;
+    {
+      NoGradGuard no_grad;
+      t0 = now_ms();
+      Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
+      t1 = now_ms();
+    }
+    Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
+    TensorList grads = grad({y}, {x, w, b}, {g});
+    const double t2 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("fwd_bwd", t2 - t1, 0);
   }
 }
 

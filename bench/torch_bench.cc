@@ -307,6 +307,38 @@ void run_math(const Flags& f, Report& r) {
     r.add("fwd_bwd", t2 - t1, 0);
   }
 }
+
+// bench_common.h's --case=layer_norm, as sg_bench's run_layer_norm.
+void run_layer_norm(const Flags& f, Report& r) {
+  const int64_t rows = f.numel / kLayerNormWidth;
+  std::vector<float> values = math_input(f.numel), wv = layer_norm_weight(),
+                     bv = layer_norm_bias();
+  const Tensor x =
+      torch::from_blob(values.data(), {rows, kLayerNormWidth}).clone().requires_grad_();
+  const Tensor w = torch::from_blob(wv.data(), {kLayerNormWidth}).clone().requires_grad_();
+  const Tensor b = torch::from_blob(bv.data(), {kLayerNormWidth}).clone().requires_grad_();
+  const Tensor g = torch::ones({rows, kLayerNormWidth});
+  const auto options = F::LayerNormFuncOptions({kLayerNormWidth}).weight(w).bias(b).eps(1e-5);
+  {
+    const Tensor y = F::layer_norm(x, options);
+    r.set_check((y * y).sum().item<double>(), 0);
+  }
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    double t0, t1;
+    {
+      torch::NoGradGuard no_grad;
+      t0 = now_ms();
+      Tensor y = F::layer_norm(x, options);
+      t1 = now_ms();
+    }
+    Tensor y = F::layer_norm(x, options);
+    auto grads = torch::autograd::grad({y}, {x, w, b}, {g});
+    const double t2 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("fwd_bwd", t2 - t1, 0);
+  }
+}
 }  // namespace
 }  // namespace bench
 }  // namespace streamgrad
@@ -336,6 +368,7 @@ int main(int argc, char** argv) {
     else if (c == "mlp") run_mlp(f, r);
     else if (c == "mlp_hand") run_mlp_hand(f, r);
     else if (c == "math") run_math(f, r);
+    else if (c == "layer_norm") run_layer_norm(f, r);
     else run_cnn(f, r);
   } catch (const std::exception& e) {
     std::cerr << "torch_bench: " << config_name(f) << ": " << e.what() << "\n";

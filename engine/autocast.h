@@ -9,8 +9,9 @@
 // Inside a guard, ops on tensors of the guard's device type cast their floating inputs by
 // a fixed policy (ops/autocast_policy.h lists the ops of each class):
 //   lower precision   matmul, linear, conv2d: to the guard's dtype;
-//   float32           exp, log, pow, sum, mean, softmax, log_softmax and the losses: to
-//                     float32, so that long sums and exponentials keep range;
+//   float32           exp, log, pow, sum, mean, softmax, log_softmax, layer_norm,
+//                     rms_norm and the losses: to float32, so that long sums and
+//                     exponentials keep range;
 //   promote           element-wise ops with several tensor inputs (where, cat, stack,
 //                     scatter_add; add/sub/mul/div and comparisons always promote): to
 //                     the widest dtype among the inputs;

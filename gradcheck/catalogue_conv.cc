@@ -161,6 +161,22 @@ void conv_pool_norm(Catalogue& c) {
           return batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/false);
         }),
         {dense({2, 2, 3})});
+  c.add("layer_norm", "[3,4] over the last dim, weight and bias [4]",
+        Fn([](const TensorList& x) { return TensorList{layer_norm(x[0], {4}, x[1], x[2])}; }),
+        {dense({3, 4}), dense({4}), dense({4})});
+  c.add("layer_norm_2d", "[2,2,3] over the last two dims, weight and bias [2,3], eps 1e-3",
+        Fn([](const TensorList& x) {
+          return TensorList{layer_norm(x[0], {2, 3}, x[1], x[2], 1e-3)};
+        }),
+        {dense({2, 2, 3}), dense({2, 3}), dense({2, 3})});
+  c.add("layer_norm_plain", "[2,5] without weight or bias",
+        unary([](T x) { return layer_norm(x, {5}); }), {dense({2, 5})});
+  c.add("layer_norm_noncontig", "transposed [3,4] leaf over the last dim, weight [4] only",
+        binary([](T x, T w) { return layer_norm(x, {4}, w); }), {transposed({3, 4}), dense({4})});
+  c.add("rms_norm", "[3,4] over the last dim, weight [4], eps the default (float64's epsilon)",
+        binary([](T x, T w) { return rms_norm(x, {4}, w); }), {dense({3, 4}), dense({4})});
+  c.add("rms_norm_2d", "[2,2,3] over the last two dims, no weight, eps 1e-3",
+        unary([](T x) { return rms_norm(x, {2, 3}, Tensor(), 1e-3); }), {dense({2, 2, 3})});
 }
 
 }  // namespace catalogue_internal

@@ -1,6 +1,7 @@
 // Kernels of the neural-network layers: im2col / col2im (the building blocks of
-// convolution, as unfold / fold), 2-D max pooling with indices, and training-mode batch
-// normalisation (its math in kernels/functors/norm_ops.h).
+// convolution, as unfold / fold), 2-D max pooling with indices, training-mode batch
+// normalisation, and layer and RMS normalisation (their math in
+// kernels/functors/norm_ops.h).
 //
 // All views are contiguous (ops make their inputs contiguous first) and of one floating
 // dtype, except max pooling's int64 indices. Shapes: `planes` are [P, H, W] images
@@ -53,6 +54,32 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
 void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
                          const View* grad_bias, const View& grad_out, const View& in,
                          const View& mean, const View& var, const View* weight, double eps);
+
+// Layer normalisation of in [M, N] (contiguous), each row on its own: mean and rstd [M]
+// get each row's mean and 1 / sqrt(biased variance + eps), and out [M, N] =
+// (in - mean) * rstd * weight + bias (weight and bias [N], or null for 1 and 0).
+// Row sums accumulate in double; rows are split over threads. Launch name: layer_norm.
+// Mixed precision: with in and out (and the backward's grad_in / grad_out) float16 or
+// bfloat16, mean, rstd, weight, bias, grad_weight and grad_bias may each be float32 (all
+// computed in float32, 16-bit outputs rounded once); otherwise every view has in's dtype.
+void layer_norm_forward(const Stream& stream, const View& out, const View& mean,
+                        const View& rstd, const View& in, const View* weight, const View* bias,
+                        double eps);
+// RMS normalisation, the same without centring: rstd [M] = 1 / sqrt(mean of in^2 + eps)
+// per row and out = in * rstd * weight. Launch name: rms_norm.
+void rms_norm_forward(const Stream& stream, const View& out, const View& rstd, const View& in,
+                      const View* weight, double eps);
+// Their gradients for grad_out [M, N], given the forward's in, mean (layer norm only),
+// rstd and weight: grad_in [M, N], grad_weight and grad_bias [N], each computed only where
+// not null. grad_weight and grad_bias sum over the rows in an order fixed by M alone, so
+// every thread count gives the same bits; with M = 0 they are zeros. Launch names:
+// layer_norm_backward, rms_norm_backward.
+void layer_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
+                         const View* grad_bias, const View& grad_out, const View& in,
+                         const View& mean, const View& rstd, const View* weight);
+void rms_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,
+                       const View& grad_out, const View& in, const View& rstd,
+                       const View* weight);
 
 // Convolution through cuDNN, on cuda streams only (conv2d runs unfold and matmul on cpu
 // and sim). Views are contiguous and of one dtype: in [N, C, H, W], weight

@@ -105,6 +105,47 @@ void BatchNorm2d::state_loaded() {
   batches_ = num_batches_tracked.item<int64_t>();
 }
 
+namespace {
+
+void check_normalized_shape(const char* module, const Shape& shape) {
+  SG_CHECK(!shape.empty(), ValueError, module, ": normalized_shape must name at least one dim");
+  for (int64_t s : shape) check_positive(module, "every size of normalized_shape", s);
+}
+
+}  // namespace
+
+LayerNorm::LayerNorm(Shape shape, double eps_, bool affine, bool with_bias)
+    : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_),
+      elementwise_affine(affine) {
+  check_normalized_shape("LayerNorm", normalized_shape);
+  if (affine) {
+    weight = register_parameter("weight", ones(normalized_shape));
+    if (with_bias) bias = register_parameter("bias", zeros(normalized_shape));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& input) {
+  return layer_norm(input, normalized_shape, weight, bias, eps);
+}
+
+std::shared_ptr<Module> LayerNorm::blank_copy() const {
+  return std::make_shared<LayerNorm>(normalized_shape, eps, elementwise_affine, bias.defined());
+}
+
+RMSNorm::RMSNorm(Shape shape, std::optional<double> eps_, bool affine)
+    : Module("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
+  check_normalized_shape("RMSNorm", normalized_shape);
+  if (affine) weight = register_parameter("weight", ones(normalized_shape));
+}
+
+Tensor RMSNorm::forward(const Tensor& input) {
+  return rms_norm(input, normalized_shape, weight, eps);
+}
+
+std::shared_ptr<Module> RMSNorm::blank_copy() const {
+  return std::make_shared<RMSNorm>(normalized_shape, eps, elementwise_affine);
+}
+
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding)
     : Module("Embedding"), padding_idx(padding) {
   check_positive("Embedding", "num_embeddings", num_embeddings);

@@ -1,7 +1,8 @@
 // The layers of torch::nn that training code uses most, each a Module with PyTorch's
 // parameter names, shapes and default initialisation (so state dicts line up):
-// Linear, Conv2d, BatchNorm2d, Embedding, ReLU, GELU, SiLU, Identity, MaxPool2d, AvgPool2d,
-// Flatten, Dropout, and the Sequential container (nn/containers.h: ModuleList, ModuleDict).
+// Linear, Conv2d, BatchNorm2d, LayerNorm, RMSNorm, Embedding, ReLU, GELU, SiLU, Identity,
+// MaxPool2d, AvgPool2d, Flatten, Dropout, and the Sequential container (nn/containers.h:
+// ModuleList, ModuleDict).
 //
 //   auto net = std::make_shared<nn::Sequential>();
 //   net->push_back(std::make_shared<nn::Conv2d>(1, 16, 3, Conv2dParams{{1, 1}, {1, 1}}));
@@ -17,6 +18,7 @@
 #define STREAMGRAD_NN_LAYERS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,42 @@ class BatchNorm2d : public Module {
 
  private:
   int64_t batches_ = 0;  // mirrors num_batches_tracked
+};
+
+// Layer normalisation over the trailing dims named by normalized_shape (ops.h's
+// layer_norm), as torch.nn.LayerNorm: with elementwise_affine, a weight of ones and (with
+// bias) a bias of zeros of that shape, registered as "weight" and "bias".
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     bool bias = true);
+  explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true,
+                     bool bias = true)
+      : LayerNorm(Shape{normalized_size}, eps, elementwise_affine, bias) {}
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
+  Tensor weight, bias;  // normalized_shape, or undefined
+  Shape normalized_shape;
+  double eps;
+  bool elementwise_affine;
+};
+
+// RMS normalisation (ops.h's rms_norm), as torch.nn.RMSNorm: a weight of ones of
+// normalized_shape with elementwise_affine; eps unset is rms_norm's default (the machine
+// epsilon it computes in).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true);
+  explicit RMSNorm(int64_t normalized_size, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true)
+      : RMSNorm(Shape{normalized_size}, eps, elementwise_affine) {}
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
+  Tensor weight;
+  Shape normalized_shape;
+  std::optional<double> eps;
+  bool elementwise_affine;
 };
 
 class Embedding : public Module {

@@ -174,6 +174,19 @@ Tensor avg_pool2d(const Tensor& input, const Pool2dParams& params);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum = 0.1, double eps = 1e-5);
+// Layer and RMS normalisation (layer_norm.cc), as torch.nn.functional's: each normalises
+// over the trailing dims that normalized_shape names (which must equal them), every
+// leading index on its own. layer_norm: (x - mean) / sqrt(biased var + eps) * weight +
+// bias; rms_norm: x / sqrt(mean(x^2) + eps) * weight, eps defaulting to the machine epsilon
+// of the type it computes in (float32's for float16, bfloat16 and float32 inputs,
+// float64's for float64). weight and bias (each may be undefined) have normalized_shape's
+// shape and the input's dtype, or float32 beside a float16 / bfloat16 input; the result
+// has the input's dtype. Both run in float32 under autocast.
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape,
+                const Tensor& weight = Tensor(), std::optional<double> eps = std::nullopt);
 
 // Shape and views.
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);

@@ -108,6 +108,17 @@ void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, doubl
 void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, double eps,
                          void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
                          const void* in, const void* mean, const void* var, const void* weight);
+// Layer / RMS normalisation (d.rms) of d.m rows: one block per row for the statistics,
+// the output and grad_in; one thread per column for grad_weight and grad_bias, adding the
+// rows in order (deterministic; within rounding of the cpu's blocks of rows). mean,
+// weight, bias and the backward's outputs may be null.
+void layer_norm_forward(const Stream& stream, DType dt, const NormRows& d, double eps,
+                        void* out, void* mean, void* rstd, const void* in, const void* weight,
+                        const void* bias);
+void layer_norm_backward(const Stream& stream, DType dt, const NormRows& d, void* grad_in,
+                         void* grad_weight, void* grad_bias, const void* grad_out,
+                         const void* in, const void* mean, const void* rstd,
+                         const void* weight);
 void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape& s,
                   const Window2d& w, void* a, const void* b, const void* c);
 

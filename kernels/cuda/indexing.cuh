@@ -1,6 +1,6 @@
 // Internal to kernels/cuda: flat row-major indices to operand offsets over a cpu::Layout
-// (the one piece of index arithmetic every cuda kernel here shares), grid sizes, and the
-// accumulator type of sums.
+// (the one piece of index arithmetic every cuda kernel here shares), grid sizes, the
+// accumulator type of sums, and the block-wide sum of the normalisation kernels.
 //
 // Thread-safety: plain values. Failure: none (callers keep indices below numel).
 #ifndef STREAMGRAD_KERNELS_CUDA_INDEXING_CUH_
@@ -82,6 +82,22 @@ template <>
 struct Acc<float> {
   using type = double;
 };
+
+// The block's sum of each thread's `v`, every thread getting it (all threads of the block
+// call it; `part` is shared memory of kThreads). The tree's order is fixed by thread
+// index, so a launch gives the same bits every time.
+template <typename A>
+__device__ A block_sum(A v, A* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  const A r = part[0];
+  __syncthreads();
+  return r;
+}
 
 // Whether index arithmetic of `l` fits the 32-bit path: numel and every operand's largest
 // offset below 2^30.

@@ -130,20 +130,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The block's sum of each thread's `v` (all threads call it; thread 0 gets the result).
-template <typename A>
-__device__ A block_sum(A v, A* part) {
-  part[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  const A r = part[0];
-  __syncthreads();
-  return r;
-}
-
 // The offset of channel c's j-th value (row-major over its N rows of S) in [N, C, S].
 __device__ __forceinline__ int64_t channel_at(const NcsShape& d, int64_t c, int64_t j) {
   return ((j / d.s) * d.c + c) * d.s + j % d.s;

@@ -78,6 +78,12 @@ struct ImageShape {
 struct NcsShape {
   int64_t n, c, s;
 };
+// Row normalisation (layer_norm, rms_norm) of m rows of n contiguous values, each row on
+// its own; rms: no centring (the mean is 0 and not saved).
+struct NormRows {
+  int64_t m, n;
+  bool rms;
+};
 
 // Convolution through cuDNN. kForward: a = out, b = in, c = weight; kBackwardInput:
 // a = grad_in, b = grad_out, c = weight; kBackwardWeight: a = grad_weight, b = grad_out,

@@ -75,6 +75,10 @@ struct LaunchSpec;
     const void*, const void*, const void*)                                                 \
   X(kBatchNormBackward, "batch_norm_backward", DType, const NcsShape&, double, void*,      \
     void*, void*, const void*, const void*, const void*, const void*, const void*)         \
+  X(kLayerNorm, "layer_norm", DType, const NormRows&, double, void*, void*, void*,         \
+    const void*, const void*, const void*)                                                 \
+  X(kLayerNormBackward, "layer_norm_backward", DType, const NormRows&, void*, void*,       \
+    void*, const void*, const void*, const void*, const void*, const void*)                \
   X(kCudnnConv2d, "cudnn_conv2d", ConvPass, DType, const ConvShape&, const Window2d&,      \
     void*, const void*, const void*)                                                       \
   X(kTestOnly, "test_only", int*)

@@ -92,6 +92,16 @@ void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
                          const NcsShape& d, double eps, void* grad_in, void* grad_weight,
                          void* grad_bias, const void* grad_out, const void* in,
                          const void* mean, const void* var, const void* weight);
+// Layer and RMS normalisation (d.rms) of d.m rows: rows split over threads; the backward's
+// parameter gradients sum fixed blocks of rows in order, the same bits at every thread
+// count (layer_norm.cc).
+void layer_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                        const NormRows& d, double eps, void* out, void* mean, void* rstd,
+                        const void* in, const void* weight, const void* bias);
+void layer_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                         const NormRows& d, void* grad_in, void* grad_weight, void* grad_bias,
+                         const void* grad_out, const void* in, const void* mean,
+                         const void* rstd, const void* weight);
 
 }  // namespace cpu
 }  // namespace kernels

@@ -90,6 +90,22 @@ struct NnLoops {
   void (*batch_norm_apply)(DType dt, void* out, const void* in, int64_t n, const double* c);
   void (*batch_norm_input_grad)(DType dt, void* out, const void* g, const void* x, int64_t n,
                                 const double* c);
+  // One row of layer / RMS normalisation (norm_ops.h): out[i] = LayerNormApply{mean,
+  // rstd}(in[i]), then times weight[i] and plus bias[i] where those are not null; mean and
+  // rstd are dt values; out is disjoint from the inputs.
+  void (*layer_norm_apply)(DType dt, void* out, const void* in, const void* weight,
+                           const void* bias, int64_t n, double mean, double rstd);
+  // out[i] = g[i] * weight[i]: the gradient of the row before its weight.
+  void (*scaled_grad)(DType dt, void* out, const void* g, const void* weight, int64_t n);
+  // out[i] = LayerNormInputGrad{c[0..3]}(gw[i], x[i]), the coefficients being dt values.
+  void (*layer_norm_input_grad)(DType dt, void* out, const void* gw, const void* x, int64_t n,
+                                const double* c);
+  // One row's share of the parameter gradients, in double and element by element (no
+  // lanes: each column is its own sum): acc_w[i] += g[i] * ((x[i] - mean) * rstd) (the
+  // product of normalised value and g taken in double), acc_b[i] += g[i]; either may be
+  // null.
+  void (*layer_norm_param_sums)(DType dt, double* acc_w, double* acc_b, const void* g,
+                                const void* x, int64_t n, double mean, double rstd);
 };
 
 // The tables of cpu_capability(), or of a given level (at most the machine's).

@@ -1,5 +1,5 @@
-// The loops of the neural-network kernels (max pooling, batch normalisation) of one
-// instruction-set level (see loops.h for the flags and the rules this file keeps).
+// The loops of the neural-network kernels (max pooling, batch, layer and RMS
+// normalisation) of one instruction-set level (see loops.h for the flags and the rules this file keeps).
 //
 // The 2x2 max-pool row is here rather than in pool.cc because it needs the level: its
 // stride-2 loads vectorise with AVX2 and AVX-512 permutes but not at the baseline level.
@@ -108,6 +108,60 @@ void input_grad_row(T* __restrict out, const T* __restrict g, const T* __restric
                                 static_cast<T>(c[2]), static_cast<T>(c[3]),
                                 static_cast<T>(c[4])};
   for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], x[i]);
+}
+
+template <typename T, bool kWeight, bool kBias>
+void layer_norm_row(T* __restrict out, const T* __restrict in, const T* __restrict weight,
+                    const T* __restrict bias, int64_t n, T mean, T rstd) {
+  const LayerNormApply<T> f{mean, rstd};
+  for (int64_t i = 0; i < n; ++i) {
+    T y = f(in[i]);
+    if (kWeight) y = y * weight[i];
+    if (kBias) y = y + bias[i];
+    out[i] = y;
+  }
+}
+
+template <typename T>
+void layer_norm_row_any(T* out, const T* in, const T* weight, const T* bias, int64_t n,
+                        double mean, double rstd) {
+  const T m = static_cast<T>(mean), r = static_cast<T>(rstd);
+  if (weight != nullptr && bias != nullptr) {
+    layer_norm_row<T, true, true>(out, in, weight, bias, n, m, r);
+  } else if (weight != nullptr) {
+    layer_norm_row<T, true, false>(out, in, weight, bias, n, m, r);
+  } else if (bias != nullptr) {
+    layer_norm_row<T, false, true>(out, in, weight, bias, n, m, r);
+  } else {
+    layer_norm_row<T, false, false>(out, in, weight, bias, n, m, r);
+  }
+}
+
+template <typename T>
+void scaled_row(T* __restrict out, const T* __restrict g, const T* __restrict w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = g[i] * w[i];
+}
+
+template <typename T>
+void layer_norm_grad_row(T* __restrict out, const T* __restrict gw, const T* __restrict x,
+                         int64_t n, const double* c) {
+  const LayerNormInputGrad<T> f{static_cast<T>(c[0]), static_cast<T>(c[1]),
+                                static_cast<T>(c[2]), static_cast<T>(c[3])};
+  for (int64_t i = 0; i < n; ++i) out[i] = f(gw[i], x[i]);
+}
+
+template <typename T>
+void param_sums_row(double* __restrict acc_w, double* __restrict acc_b, const T* __restrict g,
+                    const T* __restrict x, int64_t n, double mean, double rstd) {
+  const LayerNormApply<T> f{static_cast<T>(mean), static_cast<T>(rstd)};
+  if (acc_w != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      acc_w[i] += static_cast<double>(g[i]) * static_cast<double>(f(x[i]));
+    }
+  }
+  if (acc_b != nullptr) {
+    for (int64_t i = 0; i < n; ++i) acc_b[i] += static_cast<double>(g[i]);
+  }
 }
 
 #if defined(SG_POOL_AVX512)
@@ -230,10 +284,57 @@ void batch_norm_input_grad(DType dt, void* out, const void* g, const void* x, in
   }
 }
 
+void layer_norm_apply(DType dt, void* out, const void* in, const void* weight,
+                      const void* bias, int64_t n, double mean, double rstd) {
+  if (dt == DType::kFloat32) {
+    layer_norm_row_any(static_cast<float*>(out), static_cast<const float*>(in),
+                       static_cast<const float*>(weight), static_cast<const float*>(bias), n,
+                       mean, rstd);
+  } else {
+    layer_norm_row_any(static_cast<double*>(out), static_cast<const double*>(in),
+                       static_cast<const double*>(weight), static_cast<const double*>(bias), n,
+                       mean, rstd);
+  }
+}
+
+void scaled_grad(DType dt, void* out, const void* g, const void* weight, int64_t n) {
+  if (dt == DType::kFloat32) {
+    scaled_row(static_cast<float*>(out), static_cast<const float*>(g),
+               static_cast<const float*>(weight), n);
+  } else {
+    scaled_row(static_cast<double*>(out), static_cast<const double*>(g),
+               static_cast<const double*>(weight), n);
+  }
+}
+
+void layer_norm_input_grad(DType dt, void* out, const void* gw, const void* x, int64_t n,
+                           const double* c) {
+  if (dt == DType::kFloat32) {
+    layer_norm_grad_row(static_cast<float*>(out), static_cast<const float*>(gw),
+                        static_cast<const float*>(x), n, c);
+  } else {
+    layer_norm_grad_row(static_cast<double*>(out), static_cast<const double*>(gw),
+                        static_cast<const double*>(x), n, c);
+  }
+}
+
+void layer_norm_param_sums(DType dt, double* acc_w, double* acc_b, const void* g, const void* x,
+                           int64_t n, double mean, double rstd) {
+  if (dt == DType::kFloat32) {
+    param_sums_row(acc_w, acc_b, static_cast<const float*>(g), static_cast<const float*>(x), n,
+                   mean, rstd);
+  } else {
+    param_sums_row(acc_w, acc_b, static_cast<const double*>(g), static_cast<const double*>(x),
+                   n, mean, rstd);
+  }
+}
+
 }  // namespace
 
 extern const NnLoops kNnLoops = {
-    max_pool_2x2, centred_squares, grad_sums, batch_norm_apply, batch_norm_input_grad,
+    max_pool_2x2,          centred_squares,    grad_sums,
+    batch_norm_apply,      batch_norm_input_grad, layer_norm_apply,
+    scaled_grad,           layer_norm_input_grad, layer_norm_param_sums,
 };
 
 }  // namespace SG_CPU_LEVEL

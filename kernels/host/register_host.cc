@@ -50,6 +50,8 @@ bool register_host() {
     register_impl<KernelId::kMaxPool2dBackward>(d, &max_pool2d_backward);
     register_impl<KernelId::kBatchNorm>(d, &batch_norm_forward);
     register_impl<KernelId::kBatchNormBackward>(d, &batch_norm_backward);
+    register_impl<KernelId::kLayerNorm>(d, &layer_norm_forward);
+    register_impl<KernelId::kLayerNormBackward>(d, &layer_norm_backward);
   }
   return true;
 }

@@ -4,7 +4,7 @@
 # carries the right check value, computed here independently of bench/bench_common.h:
 # chain and retain 1.0001^k in float32 terms, fanin k * 1.0001, the DAG's exact value
 # 2.83815e+12, the forked graph's gradient and its event and wait counts, the sum of each
-# element-wise function over its input. No timing is
+# element-wise function over its input, the sum of layer_norm's output squared. No timing is
 # asserted. libtorch is not needed.
 set -euo pipefail
 bin="$1"
@@ -55,6 +55,7 @@ for j in lines:
         "cnn": ["fwd", "bwd", "optim", "teardown", "total"],
         "overlap": ["bwd_forked", "bwd_longest_branch", "bwd_one_stream"],
         "math": ["fwd", "fwd_bwd"],
+        "layer_norm": ["fwd", "fwd_bwd"],
     }[case]
     for m in want_metrics:
         s = j["metrics"].get(m)
@@ -89,6 +90,19 @@ for j in lines:
         ys = [fns[flags["op"]](v) for v in math_input(int(flags["numel"]))]
         want = sum(ys)
         ok = abs(check - want) <= 2e-6 * sum(abs(y) for y in ys)
+    elif case == "layer_norm":
+        # Rows of 256 of math_input, normalised in double (biased variance, eps 1e-5), times
+        # weight 0.5 + j / 256 plus bias 0.25 - j / 512; the sum of the squares, against
+        # float32 kernels: within 1e-5 relative.
+        xs, width = math_input(int(flags["numel"])), 256
+        want = 0.0
+        for r in range(0, len(xs), width):
+            row = xs[r:r + width]
+            mu = sum(row) / width
+            rstd = 1 / math.sqrt(sum((v - mu) ** 2 for v in row) / width + 1e-5)
+            for j, v in enumerate(row):
+                want += ((v - mu) * rstd * (0.5 + j / width) + 0.25 - j / (2 * width)) ** 2
+        ok = abs(check - want) <= 1e-5 * want
     elif case in ("mlp", "mlp_hand", "cnn"):
         want = "about ln 10"  # cross-entropy of 10 classes before training
         ok = 1.5 < check < 3.5
@@ -104,7 +118,8 @@ for j in lines:
               and x["overlap_ratio"] > 0)
     if not ok:
         fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
-missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap", "math"} - seen
+missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap", "math",
+           "layer_norm"} - seen
 if missing:
     fail.append(f"cases never run: {sorted(missing)}")
 if fail:
