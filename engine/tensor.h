@@ -213,6 +213,7 @@ class Tensor {
   Tensor div(const Tensor& other) const;
   Tensor div(double other) const;
   Tensor matmul(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
 
   // Comparisons (bool tensors without history) and selection.
   Tensor eq(const Tensor& other) const;

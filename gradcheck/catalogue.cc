@@ -128,6 +128,17 @@ void linear_algebra(Catalogue& c) {
         {dense({2, 2, 3}), dense({3, 2})});
   c.add("matmul_noncontig", "transposed [3,2] x every-other-column [2,4]", mm,
         {transposed({3, 2}), strided({2, 4})});
+  c.add("matmul_dot", "[3] x [3]: a 0-dim dot product", mm, {dense({3}), dense({3})});
+  c.add("matmul_vector_matrix", "[3] x [3,2]", mm, {dense({3}), dense({3, 2})});
+  c.add("matmul_matrix_vector", "[2,3] x [3]", mm, {dense({2, 3}), dense({3})});
+  c.add("matmul_fold", "[1,2,2,3] x [3,2]: the batch folded into one gemm", mm,
+        {dense({1, 2, 2, 3}), dense({3, 2})});
+  c.add("matmul_batch_vector", "[2,2,3] x [3]", mm, {dense({2, 2, 3}), dense({3})});
+  c.add("matmul_vector_batch", "[3] x [2,3,2]", mm, {dense({3}), dense({2, 3, 2})});
+  c.add("matmul_4d_broadcast", "[2,1,2,3] x [3,3,1]: batch dims broadcast to [2,3]", mm,
+        {dense({2, 1, 2, 3}), dense({3, 3, 1})});
+  c.add("bmm", "[2,2,3] x [2,3,2]", binary([](T a, T b) { return bmm(a, b); }),
+        {dense({2, 2, 3}), dense({2, 3, 2})});
 }
 
 void shapes(Catalogue& c) {

@@ -1,5 +1,10 @@
-// matmul: [M,K]x[K,N], and batched [B,M,K]x[B,K,N] where a 2-D operand (or a batch of 1)
-// broadcasts over the batch.
+// matmul with every rank the reference accepts: 1-D x 1-D is a dot product (0-dim), a 1-D
+// first (second) operand is a row (column) that the result drops again, N-D x 1-D or 2-D
+// folds the batch into the rows (one gemm, as linear), and otherwise the batch dims (all but
+// the last two) broadcast: 2-D and 3-D products run as one kernel ([M,K]x[K,N], or
+// [B,M,K]x[B,K,N] where a 2-D operand or a batch of 1 broadcasts over the batch), larger
+// ranks are reshaped to 3-D (expanded first where a batch dim broadcasts). bmm is the
+// strict 3-D form.
 //
 // Backward: dA = g @ B^T, dB = A^T @ g, each summed over the batch when that operand was
 // broadcast; written with matmul and transpose, so it is differentiable again. For 16-bit
@@ -174,20 +179,11 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   return input.dim() == 2 ? out : reshape(out, out_shape);
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  SG_AUTOCAST(kLowerPrecision, matmul, a, b);
-  check_defined(a, "matmul", "the first input");
-  check_defined(b, "matmul", "the second input");
-  check_same_device(a, b, "matmul");
-  check_floating(a, "matmul");
-  check_same_dtype(a, b, "matmul");
-  SG_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3), ValueError,
-           "matmul: expected 2-D or 3-D inputs, got ", a.describe(), " and ", b.describe(),
-           "; reshape vectors to [1, K] or [K, 1]");
-  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  SG_CHECK(b.size(-2) == k, ValueError, "matmul: cannot multiply ", shape_str(a), " by ",
-           shape_str(b), ": a has ", k, " columns but b has ", b.size(-2), " rows (", a.describe(),
-           " @ ", b.describe(), ")");
+namespace {
+
+// The product of 2-D or 3-D operands (checked by the callers), as one kernel.
+Tensor matmul_3d(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(-2), n = b.size(-1);
   Tensor out;
   if (a.dim() == 2 && b.dim() == 2) {
     out = new_output({m, n}, a.dtype(), a.device());
@@ -205,6 +201,78 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     node->b_column_major = column_major(b);
   }
   return out;
+}
+
+int64_t product(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  return n;
+}
+
+// An operand of rank >= 2 as [B, R, C] over the broadcast batch `batch` (B its elements):
+// a view where its own batch is `batch` already, else expanded first (which copies).
+Tensor as_batch(const Tensor& t, const Shape& batch) {
+  const int64_t r = t.size(-2), c = t.size(-1);
+  const Shape own(t.sizes().begin(), t.sizes().end() - 2);
+  if (own == batch) return reshape(t, {product(batch), r, c});
+  Shape full = batch;
+  full.push_back(r);
+  full.push_back(c);
+  return reshape(expand(t, full), {product(batch), r, c});
+}
+
+void check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "the first input");
+  check_defined(b, op, "the second input");
+  check_same_device(a, b, op);
+  check_floating(a, op);
+  check_same_dtype(a, b, op);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  SG_AUTOCAST(kLowerPrecision, matmul, a, b);
+  check_operands(a, b, "matmul");
+  const int64_t da = a.dim(), db = b.dim();
+  SG_CHECK(da >= 1 && db >= 1, ValueError, "matmul: both inputs need at least one dimension, "
+           "got ", a.describe(), " and ", b.describe(), "; use mul for a 0-dim factor");
+  const int64_t k = a.size(-1), kb = db == 1 ? b.size(0) : b.size(-2);
+  SG_CHECK(kb == k, ValueError, "matmul: cannot multiply ", shape_str(a), " by ", shape_str(b),
+           ": a has ", k, da == 1 ? " elements" : " columns", " but b has ", kb,
+           db == 1 ? " elements" : " rows", " (", a.describe(), " @ ", b.describe(), ")");
+  if (da <= 3 && db <= 3 && da >= 2 && db >= 2 && !(da == 3 && db == 2)) return matmul_3d(a, b);
+  if (da == 1 && db == 1) return reshape(matmul_3d(reshape(a, {1, k}), reshape(b, {k, 1})), {});
+  if (da == 2 && db == 1) return squeeze(matmul_3d(a, unsqueeze(b, 1)), 1);
+  if (db <= 2) {
+    // [..., M, K] @ [K, N] (or [K]): the batch folded into the rows, one gemm.
+    const Tensor a2 = da == 1 ? unsqueeze(a, 0) : reshape(a, {-1, k});
+    const Tensor out = matmul_3d(a2, db == 1 ? unsqueeze(b, 1) : b);
+    Shape shape(a.sizes().begin(), a.sizes().end() - 1);
+    if (db == 2) shape.push_back(b.size(1));
+    return reshape(out, shape);
+  }
+  // b has a batch: a 1-D a is a row, a 2-D a broadcasts unexpanded; batches broadcast.
+  const Tensor a_ = da == 1 ? unsqueeze(a, 0) : a;
+  const Shape batch_a(a_.sizes().begin(), a_.sizes().end() - 2);
+  const Shape batch_b(b.sizes().begin(), b.sizes().end() - 2);
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  const Tensor out = matmul_3d(a_.dim() == 2 ? a_ : as_batch(a_, batch), as_batch(b, batch));
+  Shape shape = batch;
+  if (da > 1) shape.push_back(a.size(-2));
+  shape.push_back(b.size(-1));
+  return reshape(out, shape);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  SG_AUTOCAST(kLowerPrecision, bmm, a, b);
+  check_operands(a, b, "bmm");
+  SG_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "bmm: expected two 3-D batches, got ",
+           a.describe(), " and ", b.describe(), "; matmul broadcasts other ranks");
+  SG_CHECK(b.size(0) == a.size(0) && b.size(1) == a.size(2), ValueError,
+           "bmm: expected the second batch to be [", a.size(0), ", ", a.size(2), ", N] for ",
+           shape_str(a), ", got ", shape_str(b), " (", a.describe(), " @ ", b.describe(), ")");
+  return matmul_3d(a, b);
 }
 
 }  // namespace streamgrad

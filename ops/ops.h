@@ -117,8 +117,13 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = fa
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
 
-// 2-D [M,K]x[K,N], batched [B,M,K]x[B,K,N] (a 2-D operand broadcasts over the batch).
+// The reference's matmul for every rank: 1-D x 1-D a dot product (0-dim), a 1-D operand a
+// row (first) or column (second) that the result drops, 2-D [M,K]x[K,N], and batches
+// ([..., M, K] x [..., K, N]) whose batch dims broadcast; N-D x 2-D folds the batch into
+// one gemm. ValueError for a 0-dim operand or inner sizes that differ.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// [B, M, K] x [B, K, N] -> [B, M, N], no broadcasting (ValueError otherwise).
+Tensor bmm(const Tensor& a, const Tensor& b);
 
 // Gathering along a dim (PyTorch's gather / scatter_add, out of place): index is int64
 // with the result's shape (gather); on other dims it may be smaller than the indexed

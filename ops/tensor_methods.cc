@@ -64,6 +64,7 @@ Tensor Tensor::mul(double other) const { return streamgrad::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return streamgrad::div(*this, other); }
 Tensor Tensor::div(double other) const { return streamgrad::div(*this, other); }
 Tensor Tensor::matmul(const Tensor& other) const { return streamgrad::matmul(*this, other); }
+Tensor Tensor::bmm(const Tensor& other) const { return streamgrad::bmm(*this, other); }
 
 Tensor Tensor::eq(const Tensor& other) const { return streamgrad::eq(*this, other); }
 Tensor Tensor::eq(double other) const { return streamgrad::eq(*this, other); }

@@ -1,5 +1,6 @@
-// matmul: 2-D, batched 3-D, a 2-D operand or a batch of 1 broadcast over the batch;
-// values, gradients (first and second order, transposed operands), errors.
+// matmul: 2-D, batched 3-D, a 2-D operand or a batch of 1 broadcast over the batch, and
+// every other rank the reference accepts; bmm; values, gradients (first and second order,
+// transposed operands), errors.
 #include "tests/ops/finite_difference.h"
 
 namespace streamgrad {
@@ -23,6 +24,43 @@ TEST_CASE("matmul forward values", "[ops][matmul]") {
   // float32 too.
   const Tensor f = from_vector<float>({1, 2, 3, 4}, {2, 2}, TensorOptions().device(d));
   CHECK(matmul(f, f).to_vector<float>() == std::vector<float>{7, 10, 15, 22});
+}
+
+// The reference's matmul for every rank, against a product written with broadcast mul and
+// sum ([..., M, K, 1] * [..., 1, K, N] summed over K), which shares no code with the gemm.
+TEST_CASE("matmul of every rank agrees with broadcast mul and sum", "[ops][matmul]") {
+  const Device d = test_device();
+  struct Case {
+    Shape a, b, out;
+  };
+  const Case cases[] = {
+      {{3}, {3}, {}},                 // dot
+      {{3}, {3, 2}, {2}},             // vector x matrix
+      {{2, 3}, {3}, {2}},             // matrix x vector
+      {{4, 2, 3}, {3}, {4, 2}},       // batch x vector
+      {{3}, {4, 3, 2}, {4, 2}},       // vector x batch
+      {{2, 2, 2, 3}, {3, 2}, {2, 2, 2, 2}},     // folded into one gemm
+      {{2, 3}, {2, 2, 3, 4}, {2, 2, 2, 4}},     // 2-D x 4-D
+      {{2, 1, 2, 3}, {4, 3, 2}, {2, 4, 2, 2}},  // batch dims broadcast
+      {{1, 2, 3}, {3, 1, 3, 2}, {3, 1, 2, 2}},
+  };
+  uint64_t seed = 40;
+  for (const Case& c : cases) {
+    INFO(Tensor(zeros(c.a)).describe() << " @ " << Tensor(zeros(c.b)).describe());
+    const Tensor a = random_input(c.a, d, ++seed, -1, 1);
+    const Tensor b = random_input(c.b, d, ++seed, -1, 1);
+    const Tensor out = matmul(a, b);
+    CHECK(out.sizes() == c.out);
+    const Tensor a2 = c.a.size() == 1 ? unsqueeze(a, 0) : a;
+    const Tensor b2 = c.b.size() == 1 ? unsqueeze(b, 1) : b;
+    Tensor want = sum(mul(unsqueeze(a2, -1), unsqueeze(b2, -3)), {-2});
+    if (c.b.size() == 1) want = squeeze(want, -1);
+    if (c.a.size() == 1) want = squeeze(want, -2 + (c.b.size() == 1 ? 1 : 0));
+    REQUIRE(want.sizes() == c.out);
+    const std::vector<double> got = out.to_vector<double>(), exp = want.to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(exp[i]).epsilon(1e-12));
+    check_gradients([](const TensorList& x) { return matmul(x[0], x[1]); }, {a, b});
+  }
 }
 
 TEST_CASE("matmul gradients", "[ops][matmul][grad]") {
@@ -76,7 +114,15 @@ TEST_CASE("matmul errors", "[ops][matmul][errors]") {
         matmul(zeros({2, 3}), zeros({4, 2}));
       },
       {"matmul", "[2, 3]", "[4, 2]"});
-  expect_error<ValueError>([] { matmul(zeros({3}), zeros({3, 2})); }, {"matmul", "2-D or 3-D"});
+  expect_error<ValueError>([] { matmul(zeros({}), zeros({3, 2})); },
+                           {"matmul", "at least one dimension", "float32[]"});
+  expect_error<ValueError>([] { matmul(zeros({3}), zeros({4})); },
+                           {"matmul", "3 elements", "4 elements"});
+  expect_error<ValueError>([] { matmul(zeros({2, 3, 2, 3}), zeros({4, 3, 2})); },
+                           {"matmul", "[2, 3]", "[4]"});
+  expect_error<ValueError>([] { bmm(zeros({2, 2, 3}), zeros({3, 3, 2})); },
+                           {"bmm", "[2, 3, N]", "[3, 3, 2]"});
+  expect_error<ValueError>([] { bmm(zeros({2, 3}), zeros({3, 2})); }, {"bmm", "3-D"});
   expect_error<ValueError>(
       [] {
         matmul(zeros({2, 2, 3}), zeros({3, 3, 2}));
