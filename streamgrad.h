@@ -28,6 +28,7 @@
 #include "nn/data/dataset.h"
 #include "nn/data/loader.h"
 #include "nn/data/sampler.h"
+#include "nn/data/text.h"
 #include "nn/grad_scaler.h"
 #include "nn/init.h"
 #include "nn/layers.h"
