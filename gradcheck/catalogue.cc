@@ -139,6 +139,23 @@ void linear_algebra(Catalogue& c) {
         {dense({2, 1, 2, 3}), dense({3, 3, 1})});
   c.add("bmm", "[2,2,3] x [2,3,2]", binary([](T a, T b) { return bmm(a, b); }),
         {dense({2, 2, 3}), dense({2, 3, 2})});
+  const Maker qkv = {dense({1, 2, 3}), dense({1, 3, 3}), dense({1, 3, 2})};
+  c.add("scaled_dot_product_attention", "q [1,2,3], k [1,3,3], v [1,3,2]: the fused kernels",
+        [](const TensorList& x) {
+          return TensorList{scaled_dot_product_attention(x[0], x[1], x[2])};
+        },
+        qkv);
+  c.add("scaled_dot_product_attention_causal", "the same, causal (L < S)",
+        [](const TensorList& x) {
+          return TensorList{scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true)};
+        },
+        qkv);
+  c.add("scaled_dot_product_attention_scaled", "the same, scale 0.7",
+        [](const TensorList& x) {
+          return TensorList{
+              scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, false, 0.7)};
+        },
+        qkv);
 }
 
 void shapes(Catalogue& c) {

@@ -81,6 +81,26 @@ void rms_norm_backward(const Stream& stream, const View* grad_in, const View* gr
                        const View& grad_out, const View& in, const View& rstd,
                        const View* weight);
 
+// Scaled dot-product attention that never keeps the [Tq, Tk] probabilities (the reference's
+// memory-efficient attention): out [BH, Tq, Dv] = softmax(q k^T * scale + mask) v per
+// head, where causal hides keys j > i from query i (top-left aligned, as the reference's
+// is_causal) and mask (null, [Tq, Tk] for every head, or [BH, Tq, Tk]) is added to the
+// scores; lse [BH, Tq] gets each row's log-sum-exp of the scores, from which the backward
+// recomputes the probabilities. q [BH, Tq, D], k [BH, Tk, D], v [BH, Tk, Dv], all
+// contiguous and of one floating dtype; 16-bit ones are computed in float32 beside a
+// float32 lse and mask (lse and mask may also have q's dtype). A row whose scores are all
+// -inf gives NaN, as softmax does. Each head is computed whole by one thread, so results
+// are the same bits at every thread count. Launch names: attention, attention_backward.
+void attention_forward(const Stream& stream, const View& out, const View& lse, const View& q,
+                       const View& k, const View& v, const View* mask, bool causal,
+                       double scale);
+// Gradients for grad_out [BH, Tq, Dv] given the forward's q, k, v, out and lse: grad_q,
+// grad_k, grad_v (each where not null) with q's, k's and v's sizes.
+void attention_backward(const Stream& stream, const View* grad_q, const View* grad_k,
+                        const View* grad_v, const View& grad_out, const View& q, const View& k,
+                        const View& v, const View& out, const View& lse, const View* mask,
+                        bool causal, double scale);
+
 // Convolution through cuDNN, on cuda streams only (conv2d runs unfold and matmul on cpu
 // and sim). Views are contiguous and of one dtype: in [N, C, H, W], weight
 // [O, C / groups, kH, kW], out [N, O, oH, oW] with oH, oW as window `w` gives. Each

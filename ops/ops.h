@@ -240,6 +240,17 @@ Tensor log_softmax(const Tensor& input, int64_t dim);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when
 // training (identity otherwise); the mask comes from the seeded generator (manual_seed).
 Tensor dropout(const Tensor& input, double p = 0.5, bool training = true);
+// softmax(q k^T * scale + mask) v over the last two dims (attention.cc), as the reference's
+// torch.nn.functional.scaled_dot_product_attention: query [..., L, E], key [..., S, E],
+// value [..., S, Ev] with the same batch dims; attn_mask bool (true: take part) or float
+// (added), broadcasting to [..., L, S]; is_causal hides keys j > i (not with a mask);
+// scale defaults to 1 / sqrt(E). Without dropout one fused kernel each way that keeps
+// O(L) for backward; with dropout_p > 0 the composite (dropout always applies: pass 0 in
+// evaluation, as the reference's modules do).
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
 Tensor flatten(const Tensor& input, int64_t start_dim = 0, int64_t end_dim = -1);
 // Index of the largest element along dim (ties: the first), int64, no gradient.
 Tensor argmax(const Tensor& input, int64_t dim, bool keepdim = false);

@@ -119,6 +119,15 @@ void layer_norm_backward(const Stream& stream, DType dt, const NormRows& d, void
                          void* grad_weight, void* grad_bias, const void* grad_out,
                          const void* in, const void* mean, const void* rstd,
                          const void* weight);
+// Scaled dot-product attention: a thread per query row (forward, grad_q) or key row
+// (grad_k, grad_v), recomputing probabilities from lse; deterministic, no [Tq, Tk] buffer.
+void attention_forward(const Stream& stream, DType dt, const AttentionShape& s, void* out,
+                       void* lse, const void* q, const void* k, const void* v,
+                       const void* mask);
+void attention_backward(const Stream& stream, DType dt, const AttentionShape& s, void* grad_q,
+                        void* grad_k, void* grad_v, const void* grad_out, const void* q,
+                        const void* k, const void* v, const void* out, const void* lse,
+                        const void* mask);
 void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape& s,
                   const Window2d& w, void* a, const void* b, const void* c);
 

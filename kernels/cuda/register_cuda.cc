@@ -75,6 +75,8 @@ bool register_cuda() {
   register_impl<KernelId::kBatchNormBackward>(kCuda, SG_AS_TASK(batch_norm_backward));
   register_impl<KernelId::kLayerNorm>(kCuda, SG_AS_TASK(layer_norm_forward));
   register_impl<KernelId::kLayerNormBackward>(kCuda, SG_AS_TASK(layer_norm_backward));
+  register_impl<KernelId::kAttention>(kCuda, SG_AS_TASK(attention_forward));
+  register_impl<KernelId::kAttentionBackward>(kCuda, SG_AS_TASK(attention_backward));
   register_impl<KernelId::kCudnnConv2d>(kCuda, SG_AS_TASK(cudnn_conv2d));
   return true;
 }

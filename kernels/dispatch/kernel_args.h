@@ -85,6 +85,16 @@ struct NormRows {
   bool rms;
 };
 
+// Scaled dot-product attention over bh independent heads: q [bh, tq, d], k [bh, tk, d],
+// v [bh, tk, dv], all contiguous; causal: query i sees keys j <= i only; the additive
+// mask, when given, is [tq, tk] for every head (mask_batched false) or [bh, tq, tk].
+struct AttentionShape {
+  int64_t bh, tq, tk, d, dv;
+  bool causal;
+  double scale;
+  bool mask_batched;
+};
+
 // Convolution through cuDNN. kForward: a = out, b = in, c = weight; kBackwardInput:
 // a = grad_in, b = grad_out, c = weight; kBackwardWeight: a = grad_weight, b = grad_out,
 // c = in.

@@ -79,6 +79,11 @@ struct LaunchSpec;
     const void*, const void*, const void*)                                                 \
   X(kLayerNormBackward, "layer_norm_backward", DType, const NormRows&, void*, void*,       \
     void*, const void*, const void*, const void*, const void*, const void*)                \
+  X(kAttention, "attention", DType, const AttentionShape&, void*, void*, const void*,       \
+    const void*, const void*, const void*)                                                 \
+  X(kAttentionBackward, "attention_backward", DType, const AttentionShape&, void*, void*,  \
+    void*, const void*, const void*, const void*, const void*, const void*, const void*,   \
+    const void*)                                                                           \
   X(kCudnnConv2d, "cudnn_conv2d", ConvPass, DType, const ConvShape&, const Window2d&,      \
     void*, const void*, const void*)                                                       \
   X(kTestOnly, "test_only", int*)

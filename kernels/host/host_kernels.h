@@ -92,6 +92,14 @@ void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
                          const NcsShape& d, double eps, void* grad_in, void* grad_weight,
                          void* grad_bias, const void* grad_out, const void* in,
                          const void* mean, const void* var, const void* weight);
+// Scaled dot-product attention, each head by one thread through gemm (attention.cc).
+void attention_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                       const AttentionShape& s, void* out, void* lse, const void* q,
+                       const void* k, const void* v, const void* mask);
+void attention_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                        const AttentionShape& s, void* grad_q, void* grad_k, void* grad_v,
+                        const void* grad_out, const void* q, const void* k, const void* v,
+                        const void* out, const void* lse, const void* mask);
 // Layer and RMS normalisation (d.rms) of d.m rows: rows split over threads; the backward's
 // parameter gradients sum fixed blocks of rows in order, the same bits at every thread
 // count (layer_norm.cc).

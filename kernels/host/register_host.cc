@@ -52,6 +52,8 @@ bool register_host() {
     register_impl<KernelId::kBatchNormBackward>(d, &batch_norm_backward);
     register_impl<KernelId::kLayerNorm>(d, &layer_norm_forward);
     register_impl<KernelId::kLayerNormBackward>(d, &layer_norm_backward);
+    register_impl<KernelId::kAttention>(d, &attention_forward);
+    register_impl<KernelId::kAttentionBackward>(d, &attention_backward);
   }
   return true;
 }

@@ -62,7 +62,8 @@ TEST_CASE("ModuleList and ModuleDict clone with their children", "[nn][container
   REQUIRE(copy->size() == 3);
   CHECK((*copy)[0] != (*t.blocks)[0]);
   CHECK(names(copy->named_parameters()) == names(t.blocks->named_parameters()));
-  nn::ModuleDict d({{"a", std::make_shared<nn::Linear>(2, 2)}, {"b", std::make_shared<nn::SiLU>()}});
+  nn::ModuleDict d(
+      {{"a", std::make_shared<nn::Linear>(2, 2)}, {"b", std::make_shared<nn::SiLU>()}});
   auto dc = std::dynamic_pointer_cast<nn::ModuleDict>(d.clone());
   REQUIRE(dc != nullptr);
   CHECK(dc->keys() == std::vector<std::string>{"a", "b"});

@@ -80,7 +80,8 @@ TEST_CASE("the vocabulary holds the bytes of the text, in byte order", "[nn][tex
   const std::vector<int64_t> ids = v.encode("world");
   CHECK(ids == std::vector<int64_t>{9, 7, 8, 6, 3});
   CHECK(v.decode(ids) == "world");
-  REQUIRE_THROWS_WITH(v.encode("wordz"), Catch::Contains("byte 122") && Catch::Contains("offset 4"));
+  REQUIRE_THROWS_WITH(v.encode("wordz"),
+                      Catch::Contains("byte 122") && Catch::Contains("offset 4"));
   REQUIRE_THROWS_AS(v.decode({10}), ValueError);
   REQUIRE_THROWS_AS(v.decode({-1}), ValueError);
 }
