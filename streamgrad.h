@@ -38,6 +38,7 @@
 #include "nn/parallel/parallel.h"
 #include "nn/parallel/replicate.h"
 #include "nn/train_step.h"
+#include "nn/transformer.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 
