@@ -228,6 +228,7 @@ int main(int argc, char** argv) {
     else if (c == "mlp_hand") run_mlp_hand(f, r);
     else if (c == "cnn") run_cnn(f, r);
     else if (c == "math") run_math(f, r);
+    else if (c == "gpt") run_gpt(f, r);
     else if (c == "layer_norm") run_layer_norm(f, r);
     else run_overlap(f, r);
   } catch (const std::exception& e) {

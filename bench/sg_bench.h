@@ -32,6 +32,7 @@ void run_mlp_hand(const Flags& f, Report& r);
 void run_cnn(const Flags& f, Report& r);
 void run_overlap(const Flags& f, Report& r);
 void run_math(const Flags& f, Report& r);
+void run_gpt(const Flags& f, Report& r);  // sg_bench_gpt.cc
 void run_layer_norm(const Flags& f, Report& r);
 
 }  // namespace bench

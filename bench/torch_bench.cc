@@ -343,6 +343,12 @@ void run_layer_norm(const Flags& f, Report& r) {
 }  // namespace bench
 }  // namespace streamgrad
 
+namespace streamgrad {
+namespace bench {
+void run_gpt(const Flags& f, Report& r);  // torch_bench_gpt.cc
+}  // namespace bench
+}  // namespace streamgrad
+
 int main(int argc, char** argv) {
   using namespace streamgrad::bench;
   const Flags f = parse_flags(argc, argv);
@@ -368,6 +374,7 @@ int main(int argc, char** argv) {
     else if (c == "mlp") run_mlp(f, r);
     else if (c == "mlp_hand") run_mlp_hand(f, r);
     else if (c == "math") run_math(f, r);
+    else if (c == "gpt") run_gpt(f, r);
     else if (c == "layer_norm") run_layer_norm(f, r);
     else run_cnn(f, r);
   } catch (const std::exception& e) {
