@@ -5,38 +5,15 @@
 #include "absl/strings/str_cat.h"
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
+#include "nn/optim_util.h"
 #include "ops/ops.h"
 #include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace nn {
-namespace {
-
-// Reads each of `names` from `in` into the fields `out` (all or nothing).
-bool read_all(const std::map<std::string, double>& in,
-              std::initializer_list<std::pair<const char*, double*>> out) {
-  for (const auto& [name, field] : out) {
-    if (in.count(name) == 0) return false;
-  }
-  for (const auto& [name, field] : out) *field = in.at(name);
-  return true;
-}
-
-void check_lr(const char* op, const std::string& where, double lr) {
-  SG_CHECK(lr >= 0 && std::isfinite(lr), ValueError, op, ": ", where, ": learning rate ", lr,
-           " must be finite and >= 0");
-}
-
-template <typename Options>
-const Options& options_of(const char* op, const char* type, const OptimizerOptions& o,
-                          const std::string& where) {
-  const auto* typed = dynamic_cast<const Options*>(&o);
-  SG_CHECK(typed != nullptr, ValueError, op, ": ", where, " are not ", type, " (a parameter ",
-           "group's options must be of its optimizer's type)");
-  return *typed;
-}
-
-}  // namespace
+using optim_internal::check_lr;
+using optim_internal::options_of;
+using optim_internal::read_all;
 
 std::unique_ptr<OptimizerOptions> SGDOptions::clone() const {
   return std::make_unique<SGDOptions>(*this);

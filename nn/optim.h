@@ -1,4 +1,4 @@
-// Optimisers (SGD, Adam, AdamW) with PyTorch's update rules, as torch::optim; the
+// Optimisers (SGD, Adam, AdamW, RMSprop, Adagrad) with PyTorch's update rules, as torch::optim; the
 // learning-rate schedulers are in nn/schedulers.h (included here), the common base with
 // parameter groups and state dicts in nn/optimizer.h.
 //
@@ -19,7 +19,8 @@
 //
 // Thread-safety: one thread steps an optimiser. Failure: ValueError for an empty
 // parameter list, negative learning rates or weight decay, momentum/betas outside [0, 1),
-// nesterov without momentum, and for load_state_dict states whose groups, keys, shapes or
+// nesterov without momentum, RMSprop's alpha, momentum or eps < 0, Adagrad's lr_decay,
+// initial_accumulator_value or eps < 0, and for load_state_dict states whose groups, keys, shapes or
 // dtypes do not match (the optimiser is then unchanged).
 #ifndef STREAMGRAD_NN_OPTIM_H_
 #define STREAMGRAD_NN_OPTIM_H_
@@ -112,6 +113,67 @@ class AdamW : public Adam {
   AdamW(const std::vector<OptimizerParamGroup>& groups,
         AdamOptions defaults = AdamOptions().weight_decay(0.01))
       : Adam(groups, defaults, /*decoupled=*/true) {}
+};
+
+struct RMSpropOptions : OptimizerOptions {
+  explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  SG_NN_OPTION(double, lr);
+  SG_NN_OPTION(double, alpha) = 0.99;
+  SG_NN_OPTION(double, eps) = 1e-8;
+  SG_NN_OPTION(double, weight_decay) = 0;
+  SG_NN_OPTION(double, momentum) = 0;
+  SG_NN_OPTION(bool, centered) = false;
+
+  std::unique_ptr<OptimizerOptions> clone() const override;
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
+  std::map<std::string, double> numbers() const override;
+  bool set_numbers(const std::map<std::string, double>& numbers) override;
+};
+
+struct AdagradOptions : OptimizerOptions {
+  explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}
+  SG_NN_OPTION(double, lr);
+  SG_NN_OPTION(double, lr_decay) = 0;
+  SG_NN_OPTION(double, weight_decay) = 0;
+  SG_NN_OPTION(double, initial_accumulator_value) = 0;
+  SG_NN_OPTION(double, eps) = 1e-10;
+
+  std::unique_ptr<OptimizerOptions> clone() const override;
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
+  std::map<std::string, double> numbers() const override;
+  bool set_numbers(const std::map<std::string, double>& numbers) override;
+};
+
+// RMSprop and Adagrad (nn/optim_rmsprop.cc) update each parameter with in-place ops (no
+// foreach kernel). State: RMSprop's "square_avg", "momentum_buffer" (momentum > 0) and
+// "grad_avg" (centered); Adagrad's "sum" (starting at initial_accumulator_value); both
+// count steps in the "<i>.step" scalars.
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<Tensor> params, const RMSpropOptions& defaults = RMSpropOptions());
+  RMSprop(std::initializer_list<Tensor> params, const RMSpropOptions& defaults = RMSpropOptions())
+      : RMSprop(std::vector<Tensor>(params), defaults) {}
+  RMSprop(const std::vector<OptimizerParamGroup>& groups,
+          const RMSpropOptions& defaults = RMSpropOptions());
+  void step() override;
+
+ private:
+  void check_options(const OptimizerOptions& o, const std::string& where) const override;
+};
+
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(std::vector<Tensor> params, const AdagradOptions& defaults = AdagradOptions());
+  Adagrad(std::initializer_list<Tensor> params, const AdagradOptions& defaults = AdagradOptions())
+      : Adagrad(std::vector<Tensor>(params), defaults) {}
+  Adagrad(const std::vector<OptimizerParamGroup>& groups,
+          const AdagradOptions& defaults = AdagradOptions());
+  void step() override;
+
+ private:
+  void check_options(const OptimizerOptions& o, const std::string& where) const override;
 };
 
 }  // namespace nn
