@@ -67,28 +67,34 @@ void check_close(const Tensor& got, const std::vector<double>& want) {
 TEST_CASE("AdamW with a decay group and a no-decay group: each group's options", "[nn][optim][groups]") {
   const Device d(GENERATE(from_range(testing::device_names())));
   const bool foreach = GENERATE(false, true);
-  Tensor w = param(d, 1.5, -2.0), bias = param(d, 0.5, 0.25);
+  Tensor w = param(d, 1.5, -2.0), bias = param(d, 0.5, 0.25), x = param(d, -1.0, 2.0);
   std::vector<nn::OptimizerParamGroup> groups;
   groups.emplace_back(std::vector<Tensor>{w});  // the defaults: decay 0.1
   groups.emplace_back(std::vector<Tensor>{bias},
                       nn::AdamOptions(0.02).weight_decay(0).foreach(foreach));
+  groups.emplace_back(std::vector<Tensor>{x},  // a decay of its own
+                      nn::AdamOptions(0.03).weight_decay(0.2).beta1(0.8).foreach(foreach));
   nn::AdamW opt(groups, nn::AdamOptions(0.05).weight_decay(0.1).foreach(foreach));
-  REQUIRE(opt.param_groups().size() == 2);
+  REQUIRE(opt.param_groups().size() == 3);
   CHECK(opt.param_groups()[0].options().get_lr() == 0.05);
   CHECK(opt.param_groups()[1].options().get_lr() == 0.02);
-  AdamRef rw{{1.5, -2.0}}, rb{{0.5, 0.25}};
+  AdamRef rw{{1.5, -2.0}}, rb{{0.5, 0.25}}, rx{{-1.0, 2.0}};
   for (int t = 1; t <= 4; ++t) {
     rw.step(t, 0.05, 0.1);
     rb.step(t, 0.02, 0);
+    rx.step(t, 0.03, 0.2, 0.8);
   }
-  step_n(opt, {w, bias}, 4);
+  step_n(opt, {w, bias, x}, 4);
   check_close(w, rw.p);
   check_close(bias, rb.p);
+  check_close(x, rx.p);
   // A scheduler's or user's change of one group's lr applies from the next step.
   opt.param_groups()[1].options().set_lr(0.001);
   rw.step(5, 0.05, 0.1);
   rb.step(5, 0.001, 0);
-  step_n(opt, {w, bias}, 1);
+  rx.step(5, 0.03, 0.2, 0.8);
+  step_n(opt, {w, bias, x}, 1);
+  check_close(x, rx.p);
   check_close(w, rw.p);
   check_close(bias, rb.p);
 }
