@@ -24,8 +24,9 @@
 //
 // A checkpoint stores the model's state_dict() under its own names (readable by Python
 // as a plain state dict) and, with an optimiser, its state tensors as
-// "optimizer.<param index>.<name>" and its scalars (lr, step counts) as
-// "optimizer.<name>" entries of "__metadata__" (metadata values are strings: numbers are
+// "optimizer.<param index>.<name>" and its scalars (lr, step counts, parameter groups
+// and each group's options: nn/optimizer.h) as "optimizer.<name>" entries of
+// "__metadata__" (metadata values are strings: numbers are
 // written with 17 significant digits, so they round-trip exactly). Model keys and user
 // metadata keys may not start with "optimizer.". Loading without an optimiser ignores
 // those entries, as torch.load of a full checkpoint followed by picking the model part.

@@ -1,5 +1,5 @@
-// The optimisers' foreach path: parameters grouped by (device, dtype), one multi-tensor
-// launch per group (kernels/foreach.h) instead of several kernels per parameter.
+// The optimisers' foreach path: the parameters of one parameter group split by (device,
+// dtype), one multi-tensor launch each (kernels/foreach.h) instead of several kernels per parameter.
 //
 // State a step creates (momentum buffers, Adam's moments) is allocated uninitialised and
 // marked fresh for the kernel, which initialises it; it joins the optimiser's state only
@@ -68,15 +68,17 @@ void finish(Group<Entry>& group) {
 
 }  // namespace
 
-void SGD::step_foreach() {
+void SGD::step_foreach(size_t param_group, const SGDOptions& options) {
   NoGradGuard no_grad;
   const bool momentum = options.momentum() != 0;
+  const size_t begin = group_begin(param_group);
+  const size_t end = begin + param_groups()[param_group].params().size();
   std::vector<Group<kernels::SgdParam>> groups;
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Group<kernels::SgdParam>& group = group_for(groups, p, params_.size() - i);
+    Group<kernels::SgdParam>& group = group_for(groups, p, end - i);
     kernels::SgdParam e;
     e.param = p.view();
     e.grad = g.view();
@@ -88,7 +90,7 @@ void SGD::step_foreach() {
     group.written.push_back(p);
   }
   kernels::SgdHyper h;
-  h.lr = lr_;
+  h.lr = options.lr();
   h.momentum = options.momentum();
   h.dampening = options.dampening();
   h.weight_decay = options.weight_decay();
@@ -99,14 +101,16 @@ void SGD::step_foreach() {
   }
 }
 
-void Adam::step_foreach() {
+void Adam::step_foreach(size_t param_group, const AdamOptions& options) {
   NoGradGuard no_grad;
+  const size_t begin = group_begin(param_group);
+  const size_t end = begin + param_groups()[param_group].params().size();
   std::vector<Group<kernels::AdamParam>> groups;
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Group<kernels::AdamParam>& group = group_for(groups, p, params_.size() - i);
+    Group<kernels::AdamParam>& group = group_for(groups, p, end - i);
     kernels::AdamParam e;
     e.param = p.view();
     e.grad = g.view();
@@ -122,7 +126,7 @@ void Adam::step_foreach() {
     group.written.push_back(p);
   }
   kernels::AdamHyper h;
-  h.lr = lr_;
+  h.lr = options.lr();
   h.beta1 = options.beta1();
   h.beta2 = options.beta2();
   h.eps = options.eps();
