@@ -185,6 +185,15 @@ class Tensor {
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  Tensor var() const;
+  Tensor var(const std::vector<int64_t>& dim, double correction = 1, bool keepdim = false) const;
+  Tensor std() const;
+  Tensor std(const std::vector<int64_t>& dim, double correction = 1, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dim, bool keepdim = false) const;
+  Tensor all() const;  // bool, no history
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
 
   // Element-wise math.
   Tensor neg() const;
@@ -204,6 +213,10 @@ class Tensor {
   Tensor clamp_min(double min) const;
   Tensor clamp_max(double max) const;
   Tensor pow(double exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
   Tensor add(const Tensor& other, double alpha = 1) const;  // this + alpha * other
   Tensor add(double other) const;
   Tensor sub(const Tensor& other, double alpha = 1) const;  // this - alpha * other

@@ -117,6 +117,35 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = fa
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
 
+// Statistics (statistics.cc), as the reference's; an empty `dims` reduces over all, and
+// the one-argument forms reduce over all with correction 1.
+// var: sum((x - mean)^2) / max(0, N - correction) over the N reduced elements (N <=
+// correction divides by zero: NaN or inf, as the reference).
+Tensor var(const Tensor& a);
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, double correction = 1,
+           bool keepdim = false);
+// std: sqrt(var); its gradient is zero where the result is zero.
+Tensor std(const Tensor& a);
+Tensor std(const Tensor& a, const std::vector<int64_t>& dims, double correction = 1,
+           bool keepdim = false);
+// log(sum(exp(x))) over dims, shifted by the maximum (no overflow); gradient g softmax(x).
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// Element-wise larger / smaller of a and b (maximum.cc), broadcast; NaN wins; equal
+// elements split the gradient half and half, as the reference.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// Whether every / some element is nonzero (logical.cc; NaN is nonzero), over all elements
+// or along dim: a bool tensor without history, for any dtype.
+Tensor all(const Tensor& x);
+Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor any(const Tensor& x);
+Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
+// The lower / upper triangle of the last two dims (triangular.cc), the rest zero;
+// `diagonal` > 0 moves the boundary above the main diagonal, < 0 below. The gradient is
+// masked alike. ValueError for fewer than 2 dims.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
 // The reference's matmul for every rank: 1-D x 1-D a dot product (0-dim), a 1-D operand a
 // row (first) or column (second) that the result drops, 2-D [M,K]x[K,N], and batches
 // ([..., M, K] x [..., K, N]) whose batch dims broadcast; N-D x 2-D folds the batch into
