@@ -1,5 +1,5 @@
 // The catalogue's entries for the statistics (var, std, logsumexp), maximum / minimum,
-// all / any and tril / triu (gradcheck/catalogue.h). all and any have no gradient: their
+// all / any, tril / triu, split / chunk / repeat and cumsum (gradcheck/catalogue.h). all and any have no gradient: their
 // entries check them through the where they feed, so a wrong answer shows up as a wrong
 // value or gradient. maximum / minimum draw their operands separately, so ties (where the
 // gradient is split) have probability zero.
@@ -42,6 +42,31 @@ void statistics_and_masks(Catalogue& c) {
           return where(any(m, -1, true), t, exp(t));
         }),
         {m_one, dense({3, 2})});
+  // Each piece weighted differently, so a piece in the wrong place changes the gradient.
+  c.add("split", "split [3,4] by 3 along dim 1 (pieces 3, 1), weighted and concatenated",
+        unary([](T a) {
+          const std::vector<Tensor> p = split(a, 3, 1);
+          return cat({mul(p[0], 2.0), exp(p[1])}, 1);
+        }),
+        grid);
+  c.add("split_sizes", "split a transposed [3,4] leaf into {1, 2} along dim 0",
+        unary([](T a) {
+          const std::vector<Tensor> p = split(a, std::vector<int64_t>{1, 2}, 0);
+          return cat({mul(p[1], p[1]), neg(p[0])}, 0);
+        }),
+        {transposed({3, 4})});
+  c.add("chunk", "chunk [2,5] into 3 along dim -1 (pieces 2, 2, 1)",
+        unary([](T a) {
+          const std::vector<Tensor> p = chunk(a, 3, -1);
+          return cat({p[2], mul(p[0], 3.0), mul(p[1], p[1])}, 1);
+        }),
+        {dense({2, 5})});
+  c.add("repeat", "[2,3] repeated {2, 1, 2}", unary([](T a) { return repeat(a, {2, 1, 2}); }),
+        {dense({2, 3})});
+  c.add("cumsum", "dim 1 of [2,5] (three scan passes)", unary([](T a) { return cumsum(a, 1); }),
+        {dense({2, 5})});
+  c.add("cumsum_noncontig", "dim 0 of a transposed [3,4] leaf",
+        unary([](T a) { return cumsum(a, 0); }), {transposed({3, 4})});
   c.add("tril", "[3,4], diagonal 0", unary([](T a) { return tril(a); }), grid);
   c.add("tril_batched", "[2,2,3], diagonal -1", unary([](T a) { return tril(a, -1); }),
         {dense({2, 2, 3})});

@@ -146,6 +146,10 @@ Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
+// Running sum along dim (cumsum.cc): element i is the sum of elements 0..i; floating
+// inputs. The gradient is the reverse running sum of the incoming gradient.
+Tensor cumsum(const Tensor& x, int64_t dim);
+
 // The reference's matmul for every rank: 1-D x 1-D a dot product (0-dim), a 1-D operand a
 // row (first) or column (second) that the result drops, 2-D [M,K]x[K,N], and batches
 // ([..., M, K] x [..., K, N]) whose batch dims broadcast; N-D x 2-D folds the batch into
@@ -240,6 +244,17 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// Views of consecutive pieces along dim (split.cc), as the reference's: split into pieces
+// of split_size (the last smaller), or of the given sizes, which must sum to the dim's
+// size (a one-piece list needs std::vector<int64_t>{n}: a braced {n} picks split_size);
+// chunk into ceil(size / chunks)-sized pieces (so possibly fewer than chunks).
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes,
+                          int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// Tiles x repeats[i] times along dim i (at least x.dim() counts; extra leading ones add
+// dims), a copy; the gradient sums the tiles.
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats);
 Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 

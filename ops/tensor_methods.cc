@@ -42,6 +42,7 @@ Tensor Tensor::std(const std::vector<int64_t>& dim, double correction, bool keep
 Tensor Tensor::logsumexp(const std::vector<int64_t>& dim, bool keepdim) const {
   return streamgrad::logsumexp(*this, dim, keepdim);
 }
+Tensor Tensor::cumsum(int64_t dim) const { return streamgrad::cumsum(*this, dim); }
 Tensor Tensor::all() const { return streamgrad::all(*this); }
 Tensor Tensor::all(int64_t dim, bool keepdim) const { return streamgrad::all(*this, dim, keepdim); }
 Tensor Tensor::any() const { return streamgrad::any(*this); }
@@ -139,6 +140,18 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
 }
 Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
   return streamgrad::slice(*this, dim, start, end, step);
+}
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  return streamgrad::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& split_sizes, int64_t dim) const {
+  return streamgrad::split(*this, split_sizes, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  return streamgrad::chunk(*this, chunks, dim);
+}
+Tensor Tensor::repeat(const std::vector<int64_t>& repeats) const {
+  return streamgrad::repeat(*this, repeats);
 }
 Tensor Tensor::expand(const Shape& size) const { return streamgrad::expand(*this, size); }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
