@@ -1,8 +1,10 @@
 // The catalogue's entries for the statistics (var, std, logsumexp), maximum / minimum,
-// all / any, tril / triu, split / chunk / repeat and cumsum (gradcheck/catalogue.h). all and any have no gradient: their
-// entries check them through the where they feed, so a wrong answer shows up as a wrong
-// value or gradient. maximum / minimum draw their operands separately, so ties (where the
-// gradient is split) have probability zero.
+// all / any, split / chunk / repeat, cumsum and tril / triu (gradcheck/catalogue.h). all
+// and any have no gradient: their entries check them through the where they feed, so a
+// wrong answer shows up as a wrong value or gradient. split and chunk return several
+// views: their entries weight each piece differently and concatenate them, so a piece in
+// the wrong place shows up too. maximum / minimum draw their operands separately, so ties
+// (where the gradient is split) have probability zero.
 #include "gradcheck/catalogue_internal.h"
 
 namespace streamgrad {
@@ -42,7 +44,6 @@ void statistics_and_masks(Catalogue& c) {
           return where(any(m, -1, true), t, exp(t));
         }),
         {m_one, dense({3, 2})});
-  // Each piece weighted differently, so a piece in the wrong place changes the gradient.
   c.add("split", "split [3,4] by 3 along dim 1 (pieces 3, 1), weighted and concatenated",
         unary([](T a) {
           const std::vector<Tensor> p = split(a, 3, 1);
