@@ -106,6 +106,8 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
   return finish(t, options);
 }
 
+Tensor arange(double end, const TensorOptions& options) { return arange(0, end, 1, options); }
+
 Tensor rand(const Shape& sizes, const TensorOptions& options) {
   Tensor t = empty(sizes, options.requires_grad(false));
   const uint64_t offset = g_offset.fetch_add(static_cast<uint64_t>(t.numel()));

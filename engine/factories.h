@@ -56,6 +56,8 @@ Tensor ones(const Shape& sizes, const TensorOptions& options = {});
 Tensor full(const Shape& sizes, double value, const TensorOptions& options = {});
 // [start, end) in steps of `step` (float32 unless options say otherwise).
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {});
+// 0, 1, ..., up to but excluding end (empty for end <= 0).
+Tensor arange(double end, const TensorOptions& options = {});
 Tensor rand(const Shape& sizes, const TensorOptions& options = {});   // uniform [0, 1)
 Tensor randn(const Shape& sizes, const TensorOptions& options = {});  // standard normal
 template <typename T>

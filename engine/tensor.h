@@ -185,6 +185,16 @@ class Tensor {
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  Tensor var() const;
+  Tensor var(const std::vector<int64_t>& dim, double correction = 1, bool keepdim = false) const;
+  Tensor std() const;
+  Tensor std(const std::vector<int64_t>& dim, double correction = 1, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dim, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor all() const;  // bool, no history
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
 
   // Element-wise math.
   Tensor neg() const;
@@ -204,6 +214,10 @@ class Tensor {
   Tensor clamp_min(double min) const;
   Tensor clamp_max(double max) const;
   Tensor pow(double exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
   Tensor add(const Tensor& other, double alpha = 1) const;  // this + alpha * other
   Tensor add(double other) const;
   Tensor sub(const Tensor& other, double alpha = 1) const;  // this - alpha * other
@@ -258,6 +272,10 @@ class Tensor {
   Tensor squeeze(int64_t dim) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor repeat(const std::vector<int64_t>& repeats) const;
   Tensor expand(const Shape& size) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;

@@ -311,6 +311,7 @@ std::vector<OpSpec> build() {
   in_place(c);
   conv_pool_norm(c);
   losses_activations(c);
+  statistics_and_masks(c);
   return c.take();
 }
 

@@ -154,6 +154,7 @@ void devices_and_dtypes(Catalogue& c);     // catalogue.cc
 void in_place(Catalogue& c);               // catalogue.cc
 void conv_pool_norm(Catalogue& c);         // catalogue_conv.cc
 void losses_activations(Catalogue& c);     // catalogue_losses.cc
+void statistics_and_masks(Catalogue& c);   // catalogue_modern.cc
 
 }  // namespace catalogue_internal
 }  // namespace streamgrad

@@ -117,6 +117,39 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = fa
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
 
+// Statistics (statistics.cc), as the reference's; an empty `dims` reduces over all, and
+// the one-argument forms reduce over all with correction 1.
+// var: sum((x - mean)^2) / max(0, N - correction) over the N reduced elements (N <=
+// correction divides by zero: NaN or inf, as the reference).
+Tensor var(const Tensor& a);
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, double correction = 1,
+           bool keepdim = false);
+// std: sqrt(var); its gradient is zero where the result is zero.
+Tensor std(const Tensor& a);
+Tensor std(const Tensor& a, const std::vector<int64_t>& dims, double correction = 1,
+           bool keepdim = false);
+// log(sum(exp(x))) over dims, shifted by the maximum (no overflow); gradient g softmax(x).
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// Element-wise larger / smaller of a and b (maximum.cc), broadcast; NaN wins; equal
+// elements split the gradient half and half, as the reference.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// Whether every / some element is nonzero (logical.cc; NaN is nonzero), over all elements
+// or along dim: a bool tensor without history, for any dtype.
+Tensor all(const Tensor& x);
+Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor any(const Tensor& x);
+Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
+// The lower / upper triangle of the last two dims (triangular.cc), the rest zero;
+// `diagonal` > 0 moves the boundary above the main diagonal, < 0 below. The gradient is
+// masked alike. ValueError for fewer than 2 dims.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// Running sum along dim (cumsum.cc): element i is the sum of elements 0..i; floating
+// inputs. The gradient is the reverse running sum of the incoming gradient.
+Tensor cumsum(const Tensor& x, int64_t dim);
+
 // The reference's matmul for every rank: 1-D x 1-D a dot product (0-dim), a 1-D operand a
 // row (first) or column (second) that the result drops, 2-D [M,K]x[K,N], and batches
 // ([..., M, K] x [..., K, N]) whose batch dims broadcast; N-D x 2-D folds the batch into
@@ -211,6 +244,17 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// Views of consecutive pieces along dim (split.cc), as the reference's: split into pieces
+// of split_size (the last smaller), or of the given sizes, which must sum to the dim's
+// size (a one-piece list needs std::vector<int64_t>{n}: a braced {n} picks split_size);
+// chunk into ceil(size / chunks)-sized pieces (so possibly fewer than chunks).
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes,
+                          int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// Tiles x repeats[i] times along dim i (at least x.dim() counts; extra leading ones add
+// dims), a copy; the gradient sums the tiles.
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats);
 Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 

@@ -31,6 +31,22 @@ Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
 }
 Tensor Tensor::softmax(int64_t dim) const { return streamgrad::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return streamgrad::log_softmax(*this, dim); }
+Tensor Tensor::var() const { return streamgrad::var(*this); }
+Tensor Tensor::var(const std::vector<int64_t>& dim, double correction, bool keepdim) const {
+  return streamgrad::var(*this, dim, correction, keepdim);
+}
+Tensor Tensor::std() const { return streamgrad::std(*this); }
+Tensor Tensor::std(const std::vector<int64_t>& dim, double correction, bool keepdim) const {
+  return streamgrad::std(*this, dim, correction, keepdim);
+}
+Tensor Tensor::logsumexp(const std::vector<int64_t>& dim, bool keepdim) const {
+  return streamgrad::logsumexp(*this, dim, keepdim);
+}
+Tensor Tensor::cumsum(int64_t dim) const { return streamgrad::cumsum(*this, dim); }
+Tensor Tensor::all() const { return streamgrad::all(*this); }
+Tensor Tensor::all(int64_t dim, bool keepdim) const { return streamgrad::all(*this, dim, keepdim); }
+Tensor Tensor::any() const { return streamgrad::any(*this); }
+Tensor Tensor::any(int64_t dim, bool keepdim) const { return streamgrad::any(*this, dim, keepdim); }
 
 Tensor Tensor::neg() const { return streamgrad::neg(*this); }
 Tensor Tensor::exp() const { return streamgrad::exp(*this); }
@@ -51,6 +67,10 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
 Tensor Tensor::clamp_min(double min) const { return streamgrad::clamp_min(*this, min); }
 Tensor Tensor::clamp_max(double max) const { return streamgrad::clamp_max(*this, max); }
 Tensor Tensor::pow(double exponent) const { return streamgrad::pow(*this, exponent); }
+Tensor Tensor::maximum(const Tensor& other) const { return streamgrad::maximum(*this, other); }
+Tensor Tensor::minimum(const Tensor& other) const { return streamgrad::minimum(*this, other); }
+Tensor Tensor::tril(int64_t diagonal) const { return streamgrad::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return streamgrad::triu(*this, diagonal); }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   return streamgrad::add(*this, other, alpha);
 }
@@ -120,6 +140,18 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
 }
 Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
   return streamgrad::slice(*this, dim, start, end, step);
+}
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  return streamgrad::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& split_sizes, int64_t dim) const {
+  return streamgrad::split(*this, split_sizes, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  return streamgrad::chunk(*this, chunks, dim);
+}
+Tensor Tensor::repeat(const std::vector<int64_t>& repeats) const {
+  return streamgrad::repeat(*this, repeats);
 }
 Tensor Tensor::expand(const Shape& size) const { return streamgrad::expand(*this, size); }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
