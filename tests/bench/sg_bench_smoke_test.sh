@@ -56,6 +56,7 @@ for j in lines:
         "overlap": ["bwd_forked", "bwd_longest_branch", "bwd_one_stream"],
         "math": ["fwd", "fwd_bwd"],
         "layer_norm": ["fwd", "fwd_bwd"],
+        "gpt": ["fwd", "bwd", "optim", "total"],
     }[case]
     for m in want_metrics:
         s = j["metrics"].get(m)
@@ -106,6 +107,9 @@ for j in lines:
     elif case in ("mlp", "mlp_hand", "cnn"):
         want = "about ln 10"  # cross-entropy of 10 classes before training
         ok = 1.5 < check < 3.5
+    elif case == "gpt":
+        want = "about ln 96 = 4.56"  # 96 tokens before training
+        ok = 4.0 < check < 5.5
     else:
         want = int(flags["K"])
         x = j["extra"]
@@ -119,7 +123,7 @@ for j in lines:
     if not ok:
         fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
 missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap", "math",
-           "layer_norm"} - seen
+           "layer_norm", "gpt"} - seen
 if missing:
     fail.append(f"cases never run: {sorted(missing)}")
 if fail:
