@@ -37,7 +37,11 @@
 // temporaries came from mmap, or from a heap glibc had just trimmed, and were
 // page-faulted and zeroed afresh by the kernel every step. Under AddressSanitizer a
 // cached block stays poisoned, so a use after free is still reported, and a live block's
-// bytes past its 64-byte-rounded size are poisoned as malloc's redzone would be.
+// bytes past its 64-byte-rounded size are poisoned as malloc's redzone would be. A reused
+// cpu block is announced to the observers as fresh memory (on_memory_reset), as a block
+// from malloc was: cpu memory that another device's stream wrote (a copy from sim or
+// cuda) must be ordered before its free by the caller, as before (the stream sanitizer
+// would otherwise flag the reuse: tests/distributed/ddp_test's trace case does).
 //
 // Statistics are exact (memory_stats.h): allocated = sum of the rounded sizes of live
 // blocks, requested = sum of the sizes asked for, reserved = sum of segment sizes (cached

@@ -73,18 +73,30 @@ void* DeviceAllocator::allocate_cpu(size_t bytes, const Stream& stream) {
     ++stats_.num_allocs;
   };
   if (!too_big) {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::vector<CpuCached>& cached = cpu_cached_[c];
-    if (!cached.empty()) {
-      // The most recently freed block of the class: its pages are the likeliest to be
-      // resident and in the processor's caches.
-      void* p = cached.back().ptr;
-      cached.pop_back();
-      cpu_cached_bytes_ -= segment;
-      ++stats_.num_cache_hits;
-      note_allocated(p);
-      SG_UNPOISON(p, size);
-      return p;
+    void* hit = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      std::vector<CpuCached>& cached = cpu_cached_[c];
+      if (!cached.empty()) {
+        // The most recently freed block of the class: its pages are the likeliest to be
+        // resident and in the processor's caches.
+        hit = cached.back().ptr;
+        cached.pop_back();
+        cpu_cached_bytes_ -= segment;
+        ++stats_.num_cache_hits;
+        note_allocated(hit);
+        SG_UNPOISON(hit, size);
+      }
+    }
+    if (hit != nullptr) {
+      // A reused cpu block counts as fresh memory for the observers (the stream sanitizer),
+      // as a block from malloc did before cpu blocks were cached: the allocator keeps no
+      // record of other devices' streams that wrote into cpu memory (a copy from sim or
+      // cuda), so ordering those before the free stays the caller's duty, as it was.
+      if (detail::have_observers()) {
+        detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(hit, segment); });
+      }
+      return hit;
     }
   }
   RawFrees released;
