@@ -130,6 +130,14 @@ void record(const Tensor& a, const Tensor& out, Args... args) {
   if (any_requires_grad({a})) wire(std::make_shared<NodeT>(a, args...), {a}, {out});
 }
 
+// The forward kernel `op` and, where needed, a NodeT saving the input.
+template <typename NodeT>
+Tensor unary_op(kernels::Unary op, const Tensor& a, const char* name) {
+  Tensor out = unary_forward(op, a, name);
+  record<NodeT>(a, out);
+  return out;
+}
+
 // A node that saves its own output.
 template <typename NodeT>
 void record_saving_output(const Tensor& a, const Tensor& out) {
@@ -150,47 +158,33 @@ Tensor exp(const Tensor& a) {
 
 Tensor log(const Tensor& a) {
   SG_AUTOCAST(kFloat32, log, a);
-  Tensor out = unary_forward(kernels::Unary::kLog, a, "log");
-  record<LogBackward>(a, out);
-  return out;
+  return unary_op<LogBackward>(kernels::Unary::kLog, a, "log");
 }
 
 Tensor log1p(const Tensor& a) {
   SG_AUTOCAST(kFloat32, log1p, a);
-  Tensor out = unary_forward(kernels::Unary::kLog1p, a, "log1p");
-  record<Log1pBackward>(a, out);
-  return out;
+  return unary_op<Log1pBackward>(kernels::Unary::kLog1p, a, "log1p");
 }
 
 Tensor rsqrt(const Tensor& a) {
   SG_AUTOCAST(kFloat32, rsqrt, a);
-  Tensor out = unary_forward(kernels::Unary::kRsqrt, a, "rsqrt");
-  record<RsqrtBackward>(a, out);
-  return out;
+  return unary_op<RsqrtBackward>(kernels::Unary::kRsqrt, a, "rsqrt");
 }
 
 Tensor erf(const Tensor& a) {
-  Tensor out = unary_forward(kernels::Unary::kErf, a, "erf");
-  record<ErfBackward>(a, out);
-  return out;
+  return unary_op<ErfBackward>(kernels::Unary::kErf, a, "erf");
 }
 
 Tensor sin(const Tensor& a) {
-  Tensor out = unary_forward(kernels::Unary::kSin, a, "sin");
-  record<SinBackward>(a, out);
-  return out;
+  return unary_op<SinBackward>(kernels::Unary::kSin, a, "sin");
 }
 
 Tensor cos(const Tensor& a) {
-  Tensor out = unary_forward(kernels::Unary::kCos, a, "cos");
-  record<CosBackward>(a, out);
-  return out;
+  return unary_op<CosBackward>(kernels::Unary::kCos, a, "cos");
 }
 
 Tensor sqrt(const Tensor& a) {
-  Tensor out = unary_forward(kernels::Unary::kSqrt, a, "sqrt");
-  record<SqrtBackward>(a, out);
-  return out;
+  return unary_op<SqrtBackward>(kernels::Unary::kSqrt, a, "sqrt");
 }
 
 Tensor pow(const Tensor& a, double exponent) {
@@ -216,15 +210,11 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 Tensor relu(const Tensor& a) {
-  Tensor out = unary_forward(kernels::Unary::kRelu, a, "relu");
-  record<ReluBackward>(a, out);
-  return out;
+  return unary_op<ReluBackward>(kernels::Unary::kRelu, a, "relu");
 }
 
 Tensor abs(const Tensor& a) {
-  Tensor out = unary_forward(kernels::Unary::kAbs, a, "abs");
-  record<AbsBackward>(a, out);
-  return out;
+  return unary_op<AbsBackward>(kernels::Unary::kAbs, a, "abs");
 }
 
 }  // namespace streamgrad

@@ -5,8 +5,9 @@
 // process uses (with or without FMA: each level has both). SLEEF
 // defines its deterministic functions to give the scalar function's bits at every width,
 // so a block's result does not depend on the level, on where a thread's range starts or
-// on how long it is. The tail of a block runs in a full vector of copies. NaN results
-// become the positive quiet NaN, as math_fns.h's scalar functions make them.
+// on how long it is. The tail of a block runs in a full vector of copies. NaN signs are
+// left as SLEEF makes them: the loops make every NaN the functor returns the positive
+// quiet NaN once, after the rest of its math (a NaN stays NaN through it).
 //
 // Everything here is inline and file-local (loops.h: a level's objects define nothing
 // outside its namespace).
@@ -168,7 +169,6 @@ void apply_math(T* t, const T* u, int64_t m) {
     apply_vectors<F, false>(t, u, m);
   }
 #endif
-  for (int64_t i = 0; i < m; ++i) t[i] = math::quiet_nan_if_nan(t[i]);
 }
 
 }  // namespace
