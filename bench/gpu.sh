@@ -7,12 +7,18 @@
 # the GPU figures (bench/gpu_bench.cc) and the engine's chain benchmark on cuda:0, and
 # writes everything to one folder with a summary table.
 #
-#   bench/gpu.sh [OUT_DIR]        (default: gpu-results-<date>)
+#   bench/gpu.sh [OUT_DIR]                  (default: gpu-results-<date>)
+#   bench/gpu.sh --bundle=DIR [OUT_DIR]     runs the binaries that bench/gpu_bundle.sh packed
+#                                           and DIR holds unpacked, on a machine with no Bazel
 #
+# A test of the cuda kernels that says it skipped for want of a GPU counts as failed here.
+# GPU_STEP_TIMEOUT (seconds, default 3600) bounds each step.
 # Exit status: 0 when every step passed, 1 otherwise; 2 when there is no GPU.
 set -u
 cd "$(dirname "$0")/.."
-out="${1:-gpu-results-$(date -u +%Y%m%d-%H%M%S)}"
+bundle=""
+if [[ "${1:-}" == --bundle=* ]]; then bundle="$(realpath "${1#--bundle=}")"; shift; fi
+out="$(realpath -m "${1:-gpu-results-$(date -u +%Y%m%d-%H%M%S)}")"
 mkdir -p "$out"
 if ! nvidia-smi -L > "$out/gpus.txt" 2>&1; then
   echo "gpu.sh: no GPU (nvidia-smi -L failed: $(head -1 "$out/gpus.txt")); nothing run" >&2
@@ -22,7 +28,7 @@ status=0
 step() {  # step NAME COMMAND...: runs it, keeps its output, records pass/fail
   local name="$1"; shift
   local start=$(date +%s)
-  if "$@" > "$out/$name.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
+  if timeout "${GPU_STEP_TIMEOUT:-3600}" "$@" > "$out/$name.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
   printf '%-14s %-5s %4ss  %s\n' "$name" "$r" "$(( $(date +%s) - start ))" "$*" | tee -a "$out/summary.txt"
 }
 {
@@ -30,18 +36,34 @@ step() {  # step NAME COMMAND...: runs it, keeps its output, records pass/fail
   echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "gpu:     $(nvidia-smi --query-gpu=name,memory.total,compute_cap,driver_version --format=csv,noheader | head -1)"
   echo "runtime: $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -1)"
+  echo "cpu:     $(nproc) threads, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 } | tee "$out/summary.txt"
-step build bazel build -c opt //... //bench:gpu_bench //bench:sg_bench
-step tests bazel test -c opt --test_output=errors //...
-step cuda_kernels bazel test -c opt --test_output=all //tests/kernels/cuda/...
-step nccl bazel test -c opt --test_output=all //tests/distributed:nccl_test
-step devices bazel-bin/tools/devices
-step gradcheck bazel-bin/tools/gradcheck --devices=cuda:0 --json
-step race_sim bazel-bin/tools/stream_race --json
-step race_cuda bazel-bin/tools/stream_race --device=cuda --json
-step train bazel-bin/tools/train --model=cnn --device=cuda:0 --epochs=1 --json
-step gpu_bench bazel-bin/bench/gpu_bench --device=cuda:0
-step chain bazel-bin/bench/sg_bench --case=chain --n=1000 --numel=1 --op=mul --device=cuda:0
+if [[ -z "$bundle" ]]; then
+  bin=bazel-bin
+  data=/usr/share/datasets/fashion-mnist
+  step build bazel build -c opt //... //bench:gpu_bench //bench:sg_bench
+  step tests bazel test -c opt --test_output=errors //...
+  step cuda_kernels bazel test -c opt --test_output=all //tests/kernels/cuda/...
+  step nccl bazel test -c opt --test_output=all //tests/distributed:nccl_test
+else
+  bin="$bundle/bin"
+  data="$bundle/data/fashion-mnist"
+  echo "bundle:  $(cat "$bundle/commit") (packed), $(wc -l < "$bundle/tests.env") tests" | tee -a "$out/summary.txt"
+  # cuBLAS, cuDNN and NCCL are the machine's own; the rest comes with the bundle.
+  cuda_dirs="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' -o -name 'libcudnn.so.9' \
+    -o -name 'libnccl.so.2' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)"
+  export LD_LIBRARY_PATH="$bundle/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "libs:    $LD_LIBRARY_PATH" | tee -a "$out/summary.txt"
+  step tests bench/gpu_tests.sh "$bundle" "$out/tests"
+  step no_skips bash -c "! grep -l 'skipped: no usable' $out/tests/*.log"
+fi
+step devices "$bin/tools/devices"
+step gradcheck "$bin/tools/gradcheck" --devices=cuda:0 --json
+step race_sim "$bin/tools/stream_race" --json
+step race_cuda "$bin/tools/stream_race" --device=cuda --json
+step train "$bin/tools/train" --model=cnn --device=cuda:0 --epochs=1 --json --data="$data"
+step gpu_bench "$bin/bench/gpu_bench" --device=cuda:0
+step chain "$bin/bench/sg_bench" --case=chain --n=1000 --numel=1 --op=mul --device=cuda:0
 echo >> "$out/summary.txt"
 cat "$out/gpu_bench.log" >> "$out/summary.txt"
 echo "results in $out/ (summary.txt; one log per step)"

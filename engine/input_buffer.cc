@@ -37,6 +37,17 @@ Tensor accumulate(Tensor acc, Tensor g, const Stream& stream) {
   return engine_add()(acc, g);
 }
 
+// Orders work on `consumer` after `e`: a device-side wait between streams of one device
+// type; a host wait across types (a gradient that crossed from cuda to sim, say), which no
+// backend can order on the device.
+void order_after(const Event& e, const Stream& consumer) {
+  if (e.device() && !e.device()->is_cpu() && e.device()->type() != consumer.device().type()) {
+    e.synchronize();
+  } else {
+    e.block(consumer);
+  }
+}
+
 }  // namespace
 
 void InputBuffer::add(size_t pos, Tensor&& value, const std::optional<Stream>& producer,
@@ -70,11 +81,11 @@ void InputBuffer::add(size_t pos, Tensor&& value, const std::optional<Stream>& p
     return;
   }
   const Stream a = *slot.accum;
-  if (slot.ready && slot.stream != a) slot.ready->block(a);
+  if (slot.ready && slot.stream != a) order_after(*slot.ready, a);
   if (producer && *producer != a) {
     Event e;
     e.record(*producer);
-    e.block(a);
+    order_after(e, a);
   }
   note_use(slot.value, a);
   note_use(value, a);
@@ -95,7 +106,7 @@ void InputBuffer::wait_ready(const std::optional<Stream>& consumer) {
     if (!slot.value.defined()) continue;
     if (slot.ready) {
       if (consumer) {
-        if (slot.stream != consumer) slot.ready->block(*consumer);
+        if (slot.stream != consumer) order_after(*slot.ready, *consumer);
       } else {
         slot.ready->synchronize();  // a cpu consumer reads on the host
       }

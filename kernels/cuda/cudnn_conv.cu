@@ -256,11 +256,15 @@ void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape
   }
   // Stream-ordered like matmul's scratch: handed out again only after this work.
   Storage workspace;
-  if (plan->workspace > 0) workspace = Storage::allocate(plan->workspace, stream);
+  void* ws = nullptr;  // most plans need none: an empty Storage has no data() to give
+  if (plan->workspace > 0) {
+    workspace = Storage::allocate(plan->workspace, stream);
+    ws = workspace.data();
+  }
   if (dt == DType::kFloat32) {
-    run<float>(h.handle, *plan, p, a, b, c, workspace.data());
+    run<float>(h.handle, *plan, p, a, b, c, ws);
   } else {
-    run<double>(h.handle, *plan, p, a, b, c, workspace.data());
+    run<double>(h.handle, *plan, p, a, b, c, ws);
   }
 }
 

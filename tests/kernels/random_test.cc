@@ -2,6 +2,7 @@
 // depends only on (seed, offset + i), never on the device or on out's layout.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,17 @@ TEMPLATE_TEST_CASE("random values depend only on seed and offset + i", "[random]
   } else {
     kernels::uniform(current_stream(dev), out.view(ts), 0, 1, 5, 100);
   }
-  CHECK(gather(out.read(), ts) == cpu);
+  const std::vector<T> got = gather(out.read(), ts);
+  if (is_normal && dev.type() == DeviceType::kCuda) {
+    // The device's log, sqrt and cos may round the last bit differently from the host's
+    // (kernels/functors/random_ops.h): equal to within a few units in the last place.
+    REQUIRE(got.size() == cpu.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i] == Approx(cpu[i]).epsilon(std::numeric_limits<T>::epsilon() * 4));
+    }
+  } else {
+    CHECK(got == cpu);
+  }
 }
 
 TEST_CASE("random kernels validate their parameters", "[random][errors]") {

@@ -167,7 +167,10 @@ TEST_CASE("the cuDNN plan cache holds one plan per problem and obeys max_size an
   if (!have_cuda()) return;
   const Device cuda("cuda:0");
   cache.clear();
-  const Tensor x = random_input({2, 3, 5, 5}, cuda, 80), w = random_input({4, 3, 3, 3}, cuda, 81);
+  // float32 (tf32 is a float32 setting) and leaves that need no gradient, so that each
+  // plan below is made by the call that says so.
+  const Tensor x = random_input({2, 3, 5, 5}, cuda, 80).detach().to(DType::kFloat32);
+  const Tensor w = random_input({4, 3, 3, 3}, cuda, 81).detach().to(DType::kFloat32);
   (void)conv2d(x, w);
   CHECK(cache.size() == 1);
   (void)conv2d(x, w);
@@ -176,7 +179,7 @@ TEST_CASE("the cuDNN plan cache holds one plan per problem and obeys max_size an
   xr.requires_grad_();
   sum(conv2d(xr, w)).backward();
   CHECK(cache.size() == 2);  // + the input-gradient pass (w needs no gradient)
-  (void)conv2d(random_input({1, 3, 5, 5}, cuda, 82), w);
+  (void)conv2d(random_input({1, 3, 5, 5}, cuda, 82).detach().to(DType::kFloat32), w);
   CHECK(cache.size() == 3);
   cache.set_max_size(1);
   CHECK(cache.size() == 1);
