@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/autocast.h"
 #include "ops/ops.h"
 #include "runtime/base/error.h"
@@ -9,9 +10,18 @@
 namespace streamgrad {
 namespace nn {
 
+Tensor training_loss(const Tensor& logits, const Tensor& target,
+                     const CrossEntropyOptions& options) {
+  if (target.dim() < 2) return cross_entropy(logits, target, options);
+  SG_CHECK(logits.dim() == target.dim() + 1, ValueError, "training_loss: a sequence target [",
+           absl::StrJoin(target.sizes(), ", "), "] needs logits with one more dimension (the "
+           "classes, last), got [", absl::StrJoin(logits.sizes(), ", "), "]");
+  return cross_entropy(reshape(logits, {-1, logits.size(-1)}), reshape(target, {-1}), options);
+}
+
 Tensor amp_loss(Module& model, const Batch& batch, const AmpConfig& amp) {
   AutocastGuard autocast(amp.device_type, amp.dtype, amp.enabled);
-  return cross_entropy(model.forward(batch.data), batch.target);
+  return training_loss(model.forward(batch.data), batch.target);
 }
 
 bool backward_and_step(const Tensor& loss, Optimizer& optimizer, const AmpConfig& amp) {

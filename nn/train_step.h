@@ -23,6 +23,7 @@
 #include "nn/grad_scaler.h"
 #include "nn/module.h"
 #include "nn/optim.h"
+#include "ops/ops.h"
 
 namespace streamgrad {
 namespace nn {
@@ -47,6 +48,12 @@ struct StepResult {
 
 StepResult train_step(Module& model, Optimizer& optimizer, const Batch& batch,
                       const AmpConfig& amp = {});
+
+// The loss train_step minimises: cross_entropy of the model's output against the batch's
+// target, per example for a class target [B] and logits [B, C], position by position for
+// a sequence target [B, T] and logits [B, T, C] (a language model's next tokens).
+Tensor training_loss(const Tensor& logits, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
 
 // train_step's two halves (bench/amp_memory measures between them): the loss of the
 // forward under autocast; then backward and the optimiser step, through the scaler when

@@ -1,6 +1,10 @@
-// tools/train: trains a model on Fashion-MNIST (the README's main job).
+// tools/train: trains a model on Fashion-MNIST (the README's main job), or a character-level
+// language model on text.
 //
 //   train                                   cnn, 5 epochs, Adam, on sim:0 (or cuda)
+//   train --model=resnet --device=cpu       a small ResNet (tools/train_models_gpt.h)
+//   train --model=gpt --device=cpu          a GPT on Debian's fortunes: validation loss and
+//                                           bits per character per epoch, then a sample
 //   train --model=mlp --device=cpu --json   ends with {"test_accuracy":...,"epochs":...}
 //   train --model=twobranch --streams=2 --metrics=m.jsonl --plot=curves.svg
 //   launch --nproc=2 -- train --distributed --device=cpu   DistributedDataParallel over gloo
@@ -23,6 +27,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -37,10 +42,13 @@
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
 #include "tools/train_checkpoint.h"
+#include "tools/train_generate.h"
 #include "tools/train_report.h"
 #include "tools/train_setup.h"
 
-ABSL_FLAG(std::string, model, "cnn", "mlp, cnn or twobranch");
+ABSL_FLAG(std::string, model, "cnn",
+          "mlp, cnn, twobranch or resnet (Fashion-MNIST), or gpt (a character-level "
+          "transformer on text)");
 ABSL_FLAG(std::string, device, "auto", "auto (cuda if usable, else sim:0), cpu, sim:N or cuda:N");
 ABSL_FLAG(std::string, data_parallel, "",
           "comma-separated devices of one type (sim:0,sim:1): train with DataParallel over them "
@@ -60,7 +68,17 @@ ABSL_FLAG(std::string, schedule, "cosine",
           "learning-rate schedule over the epochs: cosine (to 0), step (halved every 2 epochs) "
           "or none");
 ABSL_FLAG(uint64_t, seed, 0, "seed of initialisation, shuffling and dropout");
-ABSL_FLAG(std::string, data, "/usr/share/datasets/fashion-mnist", "folder of the IDX files");
+ABSL_FLAG(std::string, data, "",
+          "folder of the IDX files (default /usr/share/datasets/fashion-mnist); gpt: a text "
+          "file or folder of text files (default /usr/share/games/fortunes)");
+ABSL_FLAG(int64_t, layers, 4, "gpt: transformer blocks");
+ABSL_FLAG(int64_t, dim, 128, "gpt: embedding width (a multiple of --heads)");
+ABSL_FLAG(int64_t, heads, 4, "gpt: attention heads");
+ABSL_FLAG(int64_t, context, 128, "gpt: tokens (characters) per window");
+ABSL_FLAG(double, dropout, 0.0, "gpt: dropout in the blocks");
+ABSL_FLAG(int64_t, sample_chars, 300, "gpt: characters generated at the end (0: none)");
+ABSL_FLAG(double, temperature, 0.8, "gpt: sampling temperature");
+ABSL_FLAG(int64_t, top_k, 40, "gpt: sample among the k likeliest characters (0: all)");
 ABSL_FLAG(int64_t, limit, 0, "train on the first N examples only (0: all)");
 ABSL_FLAG(int64_t, test_limit, 0, "evaluate on the first N test examples only (0: all)");
 ABSL_FLAG(int64_t, streams, 2, "twobranch: run the branches on 1 or 2 streams");
@@ -114,6 +132,14 @@ TrainOptions options_from_flags() {
   o.json = absl::GetFlag(FLAGS_json);
   o.amp = absl::GetFlag(FLAGS_amp);
   o.amp_init_scale = absl::GetFlag(FLAGS_amp_init_scale);
+  o.gpt.layers = absl::GetFlag(FLAGS_layers);
+  o.gpt.dim = absl::GetFlag(FLAGS_dim);
+  o.gpt.heads = absl::GetFlag(FLAGS_heads);
+  o.gpt.context = absl::GetFlag(FLAGS_context);
+  o.gpt.dropout = absl::GetFlag(FLAGS_dropout);
+  o.sample_chars = absl::GetFlag(FLAGS_sample_chars);
+  o.temperature = absl::GetFlag(FLAGS_temperature);
+  o.top_k = absl::GetFlag(FLAGS_top_k);
   return o;
 }
 
@@ -188,6 +214,17 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
 
 void report_epoch(const TrainRun& run, const EpochOutcome& e) {
   const EpochRecord& r = e.record;
+  if (run.vocab != nullptr) {  // gpt: per character, and tokens rather than examples
+    const double tokens_per_s = r.examples_per_s * static_cast<double>(
+                                                       run.train_data->example_shape()[0]);
+    std::fprintf(run.out,
+                 "epoch %d: train loss %.4f, validation loss %.4f nats/char (%.3f bits/char), "
+                 "next-char accuracy %.2f%%, %.0f tokens/s, peak training memory %s, %.1f s\n",
+                 r.epoch, r.train_loss, r.test_loss, r.test_loss / std::log(2.0),
+                 100 * r.test_accuracy, tokens_per_s, format_bytes(r.peak_memory_bytes).c_str(),
+                 r.seconds);
+    return;
+  }
   std::fprintf(run.out,
                "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f "
                "examples/s, peak training memory %s, %.1f s\n",
@@ -202,10 +239,12 @@ void report_epoch(const TrainRun& run, const EpochOutcome& e) {
 }
 
 // The closing line of --json; examples_per_s counts every process's examples.
-void print_result(const TrainOptions& o, const TrainRun& run, double accuracy, int64_t epochs,
-                  double examples_per_s) {
+// test_loss is the mean cross-entropy per example (per character for gpt).
+void print_result(const TrainOptions& o, const TrainRun& run, const Evaluation& ev,
+                  int64_t epochs, double examples_per_s) {
   nlohmann::ordered_json j;
-  j["test_accuracy"] = accuracy;
+  j["test_accuracy"] = ev.accuracy;
+  j["test_loss"] = ev.loss;
   j["epochs"] = epochs;
   j["examples_per_s"] = examples_per_s;
   j["device"] = run.device.str();
@@ -222,7 +261,7 @@ int eval_only(const TrainOptions& o, TrainRun& run) {
                "train: %s on %s after %lld epochs: test loss %.4f, test accuracy %.2f%%\n",
                o.model.c_str(), run.device.str().c_str(), static_cast<long long>(run.done),
                ev.loss, 100 * ev.accuracy);
-  if (o.json) print_result(o, run, ev.accuracy, run.done, 0);
+  if (o.json) print_result(o, run, ev, run.done, 0);
   return 0;
 }
 
@@ -253,19 +292,27 @@ int train(const TrainOptions& o) {
     }
   }
   if (reports.trace != nullptr) reports.trace->save(user_path(o.trace));
+  if (run.vocab != nullptr && o.sample_chars > 0 && rank0) {
+    const SampleOptions so{o.sample_chars, o.top_k, o.temperature, o.seed};
+    std::fprintf(run.out, "sample (temperature %g, top-k %lld):\n%s\n", o.temperature,
+                 static_cast<long long>(o.top_k),
+                 generate(static_cast<Gpt&>(*run.model), *run.vocab, "", so, run.device).c_str());
+  }
   if (!o.plot.empty() && rank0) {
     const absl::Status s = write_plot_svg(user_path(o.plot), reports.records, reports.step_losses);
     if (!s.ok()) throw UsageError{std::string(s.message())};
   }
   if (o.json && rank0) {
     // A resumed run that had nothing left to train reports the checkpoint's accuracy.
-    const double accuracy = reports.records.empty() ? evaluate(run).accuracy
-                                                    : reports.records.back().test_accuracy;
+    const Evaluation ev =
+        reports.records.empty()
+            ? evaluate(run)
+            : Evaluation{reports.records.back().test_loss, reports.records.back().test_accuracy};
     const double per_s =
         reports.train_seconds > 0
             ? static_cast<double>(reports.train_examples) * run.world / reports.train_seconds
             : 0.0;
-    print_result(o, run, accuracy, std::max(o.epochs, run.done), per_s);
+    print_result(o, run, ev, std::max(o.epochs, run.done), per_s);
   }
   return 0;
 }
@@ -276,8 +323,9 @@ int train(const TrainOptions& o) {
 int main(int argc, char** argv) {
   const streamgrad::ToolSpec spec{
       "train",
-      "Trains a model on Fashion-MNIST and reports loss and accuracy per epoch.\n"
-      "Usage: train [--model=mlp|cnn|twobranch] [--device=auto|cpu|sim:N|cuda:N] "
+      "Trains a model on Fashion-MNIST (or, --model=gpt, on text) and reports loss and "
+      "accuracy per epoch.\n"
+      "Usage: train [--model=mlp|cnn|twobranch|resnet|gpt] [--device=auto|cpu|sim:N|cuda:N] "
       "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--amp=off|bf16|fp16] "
       "[--epochs=N]",
       __FILE__,
@@ -292,7 +340,15 @@ int main(int argc, char** argv) {
        {"prefetch", 1, 1024},
        {"dist_timeout", 0.1, 86400},
        {"bucket_cap_mb", 1e-6, 1e6},
-       {"amp_init_scale", 1e-30, 3e38}},
+       {"amp_init_scale", 1e-30, 3e38},
+       {"layers", 0, 1000},
+       {"dim", 1, 65536},
+       {"heads", 1, 4096},
+       {"context", 1, 1 << 20},
+       {"dropout", 0, 0.999},
+       {"sample_chars", 0, 1e6},
+       {"temperature", 1e-6, 1e6},
+       {"top_k", 0, 1e9}},
       {}};
   return streamgrad::run_tool(spec, argc, argv, [] {
     return streamgrad::train(streamgrad::options_from_flags());

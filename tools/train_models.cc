@@ -95,11 +95,13 @@ Tensor TwoBranch::forward(const Tensor& images) {
   return head_->forward(cat({branch[0], branch[1]}, 1));
 }
 
-std::shared_ptr<nn::Module> make_model(const std::string& name) {
+std::shared_ptr<nn::Module> make_model(const std::string& name, const GptConfig& gpt) {
   if (name == "mlp") return mlp();
   if (name == "cnn") return cnn();
   if (name == "twobranch") return std::make_shared<TwoBranch>();
-  throw ValueError("unknown model '" + name + "'; expected mlp, cnn or twobranch");
+  if (name == "resnet") return std::make_shared<ResNet>();
+  if (name == "gpt") return std::make_shared<Gpt>(gpt);
+  throw ValueError("unknown model '" + name + "'; expected mlp, cnn, twobranch, resnet or gpt");
 }
 
 }  // namespace streamgrad

@@ -10,6 +10,8 @@
 //
 // The training step they are trained with is nn/train_step.h.
 //
+// resnet and gpt: tools/train_models_gpt.h.
+//
 // Thread-safety and failure: as nn::Module. make_model throws ValueError for an unknown
 // name.
 #ifndef STREAMGRAD_TOOLS_TRAIN_MODELS_H_
@@ -19,6 +21,7 @@
 #include <string>
 
 #include "nn/layers.h"
+#include "tools/train_models_gpt.h"
 
 namespace streamgrad {
 
@@ -40,8 +43,9 @@ class TwoBranch : public nn::Module {
   Stream side_[2] = {Stream::default_for(Device("cpu")), Stream::default_for(Device("cpu"))};
 };
 
-// "mlp", "cnn" or "twobranch", initialised from the current manual_seed.
-std::shared_ptr<nn::Module> make_model(const std::string& name);
+// "mlp", "cnn", "twobranch", "resnet" or "gpt" (of `gpt`'s sizes: tools/train_models_gpt.h),
+// initialised from the current manual_seed.
+std::shared_ptr<nn::Module> make_model(const std::string& name, const GptConfig& gpt = {});
 
 }  // namespace streamgrad
 

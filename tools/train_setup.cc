@@ -11,6 +11,7 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nn/data/dataset.h"
+#include "nn/data/text.h"
 #include "nn/parallel/data_parallel.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
@@ -26,7 +27,9 @@ class Prefix : public nn::Dataset {
   Prefix(std::shared_ptr<const nn::Dataset> base, int64_t n) : base_(std::move(base)), n_(n) {}
   int64_t size() const override { return n_; }
   Shape example_shape() const override { return base_->example_shape(); }
-  void get(int64_t i, float* d, int64_t* t) const override { base_->get(i, d, t); }
+  DType data_dtype() const override { return base_->data_dtype(); }
+  Shape target_shape() const override { return base_->target_shape(); }
+  void get_example(int64_t i, void* d, int64_t* t) const override { base_->get_example(i, d, t); }
 
  private:
   std::shared_ptr<const nn::Dataset> base_;
@@ -118,8 +121,33 @@ std::string where_of(const TrainRun& r) {
                       " (DataParallel)");
 }
 
+// --model=gpt's text: a corpus split by documents (10 % for validation, seeded), its
+// characters as the vocabulary, and windows of --context tokens side by side.
+void load_text(const TrainOptions& o, TrainRun& r) {
+  const std::string path = user_path(o.data.empty() ? kDefaultTextData : o.data);
+  nn::TextCorpus corpus;
+  try {
+    corpus = nn::load_text_corpus(path, 0.1, o.seed);
+  } catch (const IOError& e) {
+    throw UsageError{absl::StrCat("--data=", path, ": ", e.what(),
+                                  o.data.empty() ? " (tools/bootstrap.sh installs Debian's "
+                                                   "fortunes package there)"
+                                                 : "")};
+  }
+  r.vocab = std::make_shared<nn::CharVocab>(nn::CharVocab::from_text(corpus.train + corpus.validation));
+  r.validation_text = corpus.validation;
+  const int64_t t = o.gpt.context;
+  auto windows = [&](const std::string& text) {
+    return std::make_shared<nn::TextDataset>(
+        std::make_shared<nn::TextWindows>(r.vocab->encode(text), t), /*stride=*/t);
+  };
+  r.train_data = first(windows(corpus.train), o.limit);
+  r.test_data = first(windows(corpus.validation), o.test_limit);
+}
+
 void load_data(const TrainOptions& o, TrainRun& r) {
-  const std::string dir = user_path(o.data);
+  if (o.model == "gpt") return load_text(o, r);
+  const std::string dir = user_path(o.data.empty() ? kDefaultImageData : o.data);
   try {
     r.train_data = first(nn::load_fashion_mnist(dir, /*train=*/true), o.limit);
     r.test_data = first(nn::load_fashion_mnist(dir, /*train=*/false), o.test_limit);
@@ -131,7 +159,9 @@ void load_data(const TrainOptions& o, TrainRun& r) {
 
 // The model, what runs it, and its mixed precision.
 void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
-  r.model = make_model(o.model);
+  GptConfig gpt = o.gpt;
+  if (r.vocab != nullptr) gpt.vocab = r.vocab->size();
+  r.model = make_model(o.model, gpt);
   r.model->to(r.device);
   r.amp = nn::amp_config(o.amp, r.device);
   if (r.amp.enabled && r.amp.dtype == DType::kFloat16) {
@@ -216,9 +246,10 @@ Evaluation evaluate(TrainRun& run) {
   sum_loss.reduction = Reduction::kSum;
   for (nn::Batch b; run.test_loader->next(&b);) {
     const Tensor logits = model.forward(b.data);
-    const Tensor l = cross_entropy(logits, b.target, sum_loss);
+    const Tensor l = nn::training_loss(logits, b.target, sum_loss);
     loss_sum = loss_sum.defined() ? add(loss_sum, l) : l;
-    const std::vector<int64_t> predicted = argmax(logits, 1).to_vector<int64_t>();
+    // The class of each example, or of each position of a sequence.
+    const std::vector<int64_t> predicted = argmax(logits, -1).to_vector<int64_t>();
     const std::vector<int64_t> truth = b.target.to_vector<int64_t>();
     for (size_t i = 0; i < truth.size(); ++i) correct += predicted[i] == truth[i];
     seen += static_cast<int64_t>(truth.size());

@@ -18,14 +18,20 @@
 
 #include "distributed/process_group.h"
 #include "nn/data/loader.h"
+#include "nn/data/text.h"
 #include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "nn/train_step.h"
 #include "tools/train_checkpoint.h"
+#include "tools/train_models_gpt.h"
 
 namespace streamgrad {
 
-// tools/train's flags, as values (tools/train.cc documents each).
+constexpr const char* kDefaultImageData = "/usr/share/datasets/fashion-mnist";
+constexpr const char* kDefaultTextData = "/usr/share/games/fortunes";
+
+// tools/train's flags, as values (tools/train.cc documents each). An empty `data` is the
+// model's default: kDefaultTextData for gpt, kDefaultImageData for the others.
 struct TrainOptions {
   std::string model = "cnn", device = "auto", data_parallel, optimizer = "adam";
   std::string schedule = "cosine", data, save, resume, trace, metrics, plot, amp = "off";
@@ -34,6 +40,9 @@ struct TrainOptions {
   int64_t epochs = 5, batch_size = 64, limit = 0, test_limit = 0, streams = 2;
   int64_t workers = 1, prefetch = 2;
   uint64_t seed = 0;
+  GptConfig gpt;  // --model=gpt's sizes (its vocab comes from the data)
+  int64_t sample_chars = 300, top_k = 40;
+  double temperature = 0.8;
 };
 
 struct TrainRun {
@@ -44,7 +53,9 @@ struct TrainRun {
   std::string where;  // the devices in words, for the report
   FILE* out = stderr;  // rank 0 reports; the others write to /dev/null
   std::shared_ptr<FILE> sink;
-  std::shared_ptr<const nn::Dataset> train_data, test_data;
+  std::shared_ptr<const nn::Dataset> train_data, test_data;  // gpt: validation as test
+  std::shared_ptr<const nn::CharVocab> vocab;                // gpt only
+  std::string validation_text;                               // gpt only
   RunIdentity identity;
   std::shared_ptr<nn::Module> model;   // what checkpoints hold
   std::shared_ptr<nn::Module> runner;  // what forward runs: the model or a parallel wrapper

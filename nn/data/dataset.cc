@@ -11,6 +11,11 @@
 namespace streamgrad {
 namespace nn {
 
+void Dataset::get(int64_t, float*, int64_t*) const {
+  throw ValueError(absl::StrCat("Dataset::get: this data set holds ", dtype_name(data_dtype()),
+                                " data; read its examples with get_example()"));
+}
+
 ImageDataset::ImageDataset(std::vector<uint8_t> pixels, std::vector<int64_t> labels,
                            int64_t height, int64_t width, float mean, float std)
     : pixels_(std::move(pixels)), labels_(std::move(labels)), height_(height), width_(width) {

@@ -30,10 +30,21 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
-  // The shape of one example's data (a batch is [B, *example_shape()], float32).
+  // The shape of one example's data (a batch is [B, *example_shape()] of data_dtype()).
   virtual Shape example_shape() const = 0;
-  // Writes example i's data (numel(example_shape()) floats) and its int64 target.
-  virtual void get(int64_t i, float* data, int64_t* target) const = 0;
+  // float32 (images), or int64 (token ids: nn/data/text.h).
+  virtual DType data_dtype() const { return DType::kFloat32; }
+  // The shape of one example's int64 target: {} for a class label (a batch's target is
+  // [B]), {T} for a sequence of next tokens ([B, T]).
+  virtual Shape target_shape() const { return {}; }
+  // Writes example i's data (numel(example_shape()) elements of data_dtype()) and its
+  // numel(target_shape()) int64 targets. By default get() for float32 data.
+  virtual void get_example(int64_t i, void* data, int64_t* target) const {
+    get(i, static_cast<float*>(data), target);
+  }
+  // Writes example i's data (numel(example_shape()) floats) and its int64 target: what a
+  // float32 data set with one label per example overrides.
+  virtual void get(int64_t i, float* data, int64_t* target) const;
 };
 
 // Images of one channel, stored as bytes: example i is [1, H, W] with values

@@ -80,14 +80,21 @@ DataLoader::Ready DataLoader::make_batch(int64_t index) const {
   Shape shape = dataset_->example_shape();
   const int64_t per = numel_of(shape);
   shape.insert(shape.begin(), count);
+  Shape target_shape = dataset_->target_shape();
+  const int64_t per_target = numel_of(target_shape);
+  target_shape.insert(target_shape.begin(), count);
   NoGradGuard no_grad;
   // Assembled in ordinary host memory; pin_memory then copies it into a pinned block with
   // a launch, so the stream sanitizer sees every write into memory a copy may have read.
-  Tensor data = empty(shape, TensorOptions().device("cpu"));
-  Tensor target = empty({count}, TensorOptions().dtype(DType::kInt64).device("cpu"));
-  float* d = static_cast<float*>(data.view().data);
+  const DType dt = dataset_->data_dtype();
+  Tensor data = empty(shape, TensorOptions().dtype(dt).device("cpu"));
+  Tensor target = empty(target_shape, TensorOptions().dtype(DType::kInt64).device("cpu"));
+  char* d = static_cast<char*>(data.view().data);
   int64_t* t = static_cast<int64_t*>(target.view().data);
-  for (int64_t i = 0; i < count; ++i) dataset_->get(order_[first + i], d + i * per, t + i);
+  const int64_t bytes = per * static_cast<int64_t>(element_size(dt));
+  for (int64_t i = 0; i < count; ++i) {
+    dataset_->get_example(order_[first + i], d + i * bytes, t + i * per_target);
+  }
   Ready r;
   if (copy_stream_.device().is_cpu()) {
     r.batch = {data, target};

@@ -151,17 +151,20 @@ TextWindows::TextWindows(std::vector<int64_t> tokens, int64_t context)
            " tokens (a window and its next token), got ", tokens_.size());
 }
 
+void TextWindows::copy_window(int64_t start, int64_t* x, int64_t* y) const {
+  SG_CHECK(start >= 0 && start < num_windows(), ValueError, "TextWindows: window start ", start,
+           " is outside [0, ", num_windows(), ")");
+  std::copy_n(tokens_.begin() + start, context_, x);
+  std::copy_n(tokens_.begin() + start + 1, context_, y);
+}
+
 std::pair<Tensor, Tensor> TextWindows::batch_at(const std::vector<int64_t>& starts,
                                                 Device device) const {
   SG_CHECK(!starts.empty(), ValueError, "TextWindows: a batch needs at least one window");
   const int64_t b = static_cast<int64_t>(starts.size()), t = context_;
   std::vector<int64_t> x(static_cast<size_t>(b * t)), y(static_cast<size_t>(b * t));
   for (int64_t i = 0; i < b; ++i) {
-    const int64_t s = starts[static_cast<size_t>(i)];
-    SG_CHECK(s >= 0 && s < num_windows(), ValueError, "TextWindows: window start ", s,
-             " is outside [0, ", num_windows(), ")");
-    std::copy_n(tokens_.begin() + s, t, x.begin() + i * t);
-    std::copy_n(tokens_.begin() + s + 1, t, y.begin() + i * t);
+    copy_window(starts[static_cast<size_t>(i)], x.data() + i * t, y.data() + i * t);
   }
   const TensorOptions o = TensorOptions().dtype(DType::kInt64).device(device);
   return {from_vector(x, {b, t}, o), from_vector(y, {b, t}, o)};
@@ -173,6 +176,20 @@ std::pair<Tensor, Tensor> TextWindows::sample(int64_t batch, std::mt19937_64& rn
   std::vector<int64_t> starts(static_cast<size_t>(batch));
   for (int64_t& s : starts) s = static_cast<int64_t>(rng() % static_cast<uint64_t>(num_windows()));
   return batch_at(starts, device);
+}
+
+TextDataset::TextDataset(std::shared_ptr<const TextWindows> windows, int64_t stride)
+    : windows_(std::move(windows)), stride_(stride) {
+  SG_CHECK(windows_ != nullptr, ValueError, "TextDataset: no windows given");
+  SG_CHECK(stride >= 1, ValueError, "TextDataset: stride must be at least 1, got ", stride);
+}
+
+int64_t TextDataset::size() const { return (windows_->num_windows() + stride_ - 1) / stride_; }
+
+void TextDataset::get_example(int64_t i, void* data, int64_t* target) const {
+  SG_CHECK(i >= 0 && i < size(), ValueError, "TextDataset: example ", i, " is outside [0, ",
+           size(), ")");
+  windows_->copy_window(i * stride_, static_cast<int64_t*>(data), target);
 }
 
 }  // namespace nn

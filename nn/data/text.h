@@ -9,6 +9,10 @@
 //   std::mt19937_64 rng(1);
 //   auto [x, y] = train.sample(/*batch=*/16, rng, Device("cpu"));   // int64 [16, 64] each
 //   std::string text = vocab.decode(x[0].to_vector<int64_t>());
+//   // Or as a data set for DataLoader: windows every `stride` tokens, int64 data [T] and
+//   // targets [T] (the next tokens) per example.
+//   auto data = std::make_shared<nn::TextDataset>(
+//       std::make_shared<nn::TextWindows>(vocab.encode(corpus.train), 64), /*stride=*/64);
 //
 // Documents: a folder's regular files in name order (fortune's ".dat" indexes and links
 // skipped), each split at lines holding only "%" (the fortune format); text without such
@@ -25,12 +29,14 @@
 #define STREAMGRAD_NN_DATA_TEXT_H_
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "nn/data/dataset.h"
 #include "runtime/base/device.h"
 
 namespace streamgrad {
@@ -65,12 +71,30 @@ class TextWindows {
   int64_t num_windows() const { return static_cast<int64_t>(tokens_.size()) - context_; }
   // x [B, T] of windows starting at `starts`, and y [B, T] the tokens one further on.
   std::pair<Tensor, Tensor> batch_at(const std::vector<int64_t>& starts, Device device) const;
+  // The window at `start` into x and the tokens one further on into y (context() each).
+  void copy_window(int64_t start, int64_t* x, int64_t* y) const;
   // `batch` windows at starts drawn uniformly from the generator.
   std::pair<Tensor, Tensor> sample(int64_t batch, std::mt19937_64& rng, Device device) const;
 
  private:
   std::vector<int64_t> tokens_;
   int64_t context_;
+};
+
+// The windows starting every `stride` tokens (0, stride, 2 stride, ...) as examples.
+class TextDataset : public Dataset {
+ public:
+  TextDataset(std::shared_ptr<const TextWindows> windows, int64_t stride);
+  int64_t size() const override;
+  Shape example_shape() const override { return {windows_->context()}; }
+  DType data_dtype() const override { return DType::kInt64; }
+  Shape target_shape() const override { return {windows_->context()}; }
+  void get_example(int64_t i, void* data, int64_t* target) const override;
+  const TextWindows& windows() const { return *windows_; }
+
+ private:
+  std::shared_ptr<const TextWindows> windows_;
+  int64_t stride_;
 };
 
 }  // namespace nn

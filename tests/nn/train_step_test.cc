@@ -80,3 +80,28 @@ TEST_CASE("amp_config refuses what the modes do not allow", "[nn][train][amp]") 
 
 }  // namespace
 }  // namespace streamgrad
+
+namespace streamgrad {
+namespace {
+
+TEST_CASE("training_loss scores a sequence target position by position", "[nn][train]") {
+  manual_seed(4);
+  const Tensor logits = randn({2, 3, 5});  // [B, T, classes]
+  const Tensor target =
+      from_vector<int64_t>({0, 4, 2, 1, 1, 3}, {2, 3}, TensorOptions().dtype(DType::kInt64));
+  const Tensor flat = cross_entropy(reshape(logits, {6, 5}), reshape(target, {6}));
+  CHECK(nn::training_loss(logits, target).item<float>() == flat.item<float>());
+  CrossEntropyOptions sum;
+  sum.reduction = Reduction::kSum;
+  CHECK(nn::training_loss(logits, target, sum).item<float>() ==
+        cross_entropy(reshape(logits, {6, 5}), reshape(target, {6}), sum).item<float>());
+  // A class target [B] against logits [B, C] is cross_entropy itself.
+  const Tensor labels = from_vector<int64_t>({1, 3}, {2}, TensorOptions().dtype(DType::kInt64));
+  const Tensor two = randn({2, 5});
+  CHECK(nn::training_loss(two, labels).item<float>() == cross_entropy(two, labels).item<float>());
+  REQUIRE_THROWS_WITH(nn::training_loss(randn({6, 5}), target),
+                      Catch::Contains("a sequence target [2, 3] needs logits with one more"));
+}
+
+}  // namespace
+}  // namespace streamgrad

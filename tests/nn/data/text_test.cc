@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "nn/data/loader.h"
 #include "nn/data/text.h"
 #include "runtime/runtime.h"
 #include "tests/device_names.h"
@@ -108,6 +109,43 @@ TEST_CASE("windows: the target is the input one token further on", "[nn][text]")
   REQUIRE_THROWS_AS(w.sample(0, a, d), ValueError);
   REQUIRE_THROWS_WITH(nn::TextWindows(std::vector<int64_t>(8, 0), 8),
                       Catch::Contains("needs at least 9 tokens"));
+}
+
+TEST_CASE("a text data set serves windows every stride tokens through the loader",
+          "[nn][text][loader]") {
+  const Device d(GENERATE(from_range(testing::device_names())));
+  std::vector<int64_t> tokens(50);
+  for (int64_t i = 0; i < 50; ++i) tokens[static_cast<size_t>(i)] = 100 + i;
+  auto windows = std::make_shared<nn::TextWindows>(tokens, 8);  // starts 0..41
+  auto data = std::make_shared<nn::TextDataset>(windows, 8);
+  CHECK(data->size() == 6);  // starts 0, 8, ..., 40
+  CHECK(nn::TextDataset(windows, 1).size() == 42);
+  CHECK(data->example_shape() == Shape({8}));
+  CHECK(data->target_shape() == Shape({8}));
+  CHECK(data->data_dtype() == DType::kInt64);
+  nn::DataLoader loader(data, nn::DataLoaderOptions().batch_size(4).shuffle(false).device(d));
+  loader.start_epoch(0);
+  nn::Batch b;
+  REQUIRE(loader.next(&b));
+  CHECK(b.data.sizes() == Shape({4, 8}));
+  CHECK(b.data.dtype() == DType::kInt64);
+  CHECK(b.target.sizes() == Shape({4, 8}));
+  CHECK(b.data.device() == d);
+  const std::vector<int64_t> x = b.data.to_vector<int64_t>(), y = b.target.to_vector<int64_t>();
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t t = 0; t < 8; ++t) {
+      CHECK(x[static_cast<size_t>(i * 8 + t)] == 100 + 8 * i + t);
+      CHECK(y[static_cast<size_t>(i * 8 + t)] == 101 + 8 * i + t);
+    }
+  }
+  REQUIRE(loader.next(&b));
+  CHECK(b.data.sizes() == Shape({2, 8}));  // the last, partial batch: starts 32 and 40
+  CHECK(b.target.to_vector<int64_t>().back() == 148);  // window 40: tokens 141..148
+  CHECK_FALSE(loader.next(&b));
+  REQUIRE_THROWS_WITH(nn::TextDataset(windows, 0), Catch::Contains("stride must be at least 1"));
+  float f = 0;
+  int64_t t = 0;
+  REQUIRE_THROWS_WITH(data->get(0, &f, &t), Catch::Contains("holds int64 data"));
 }
 
 TEST_CASE("the fortunes corpus, where installed", "[nn][text]") {

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tools/train's modern models on tiny slices (the full runs are in bench/RESULTS.md):
+# --model=gpt on a small text file: per-epoch validation loss in nats and bits per
+# character and tokens/s, a closing sample of the asked length, the --json line with the
+# loss; the same seed gives the same loss; saved after epoch 1 and resumed to epoch 2 it
+# ends exactly where the uninterrupted run ends; DataParallel over sim:0 and sim:1 and
+# --amp=bf16 train it; sizes that do not fit and missing text are one message and exit 2.
+# --model=resnet trains and reports an accuracy.
+set -euo pipefail
+bin="$1"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "train_gpt_test: $*"; exit 1; }
+field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" <<<"$2"; }
+
+for i in $(seq 1 40); do
+  echo "The quick brown fox jumps over the lazy dog, number $i."
+  echo "%"
+  echo "A stitch in time saves nine; look before you leap, says line $i."
+  echo "%"
+done >"$tmp/text.txt"
+gpt=(--model=gpt --data="$tmp/text.txt" --layers=1 --dim=32 --heads=2 --context=16
+     --batch-size=8 --limit=48 --lr=0.01 --device=sim:0 --sample-chars=40)
+
+full=$("$bin" "${gpt[@]}" --epochs=2 --json --save="$tmp/gpt.st" 2>"$tmp/gpt.err") ||
+  fail "gpt: $(cat "$tmp/gpt.err")"
+grep -qE "^epoch 2: train loss [0-9.]+, validation loss [0-9.]+ nats/char \([0-9.]+ bits/char\), next-char accuracy [0-9.]+%, [0-9]+ tokens/s" "$tmp/gpt.err" ||
+  fail "gpt's epoch line: $(grep '^epoch 2:' "$tmp/gpt.err")"
+grep -qF "sample (temperature 0.8, top-k 40):" "$tmp/gpt.err" || fail "no sample: $(cat "$tmp/gpt.err")"
+# The newline prompt, 40 characters and the closing newline.
+bytes=$(awk 'f { print } /^sample \(/ { f = 1 }' "$tmp/gpt.err" | wc -c)
+[ "$bytes" -eq 42 ] || fail "want the prompt and 40 characters: $(sed -n '/^sample (/,$p' "$tmp/gpt.err")"
+for want in '"test_loss":' '"model":"gpt"' '"epochs":2'; do
+  grep -qF "$want" <<<"$full" || fail "--json lacks $want: $full"
+done
+loss=$(field test_loss "$full")
+awk -v l="$loss" 'BEGIN { exit !(l > 0 && l < 3.4) }' || fail "gpt did not learn: loss $loss (uniform over the ~40 characters: 3.7)"
+
+again=$("$bin" "${gpt[@]}" --epochs=2 --json 2>/dev/null)
+[ "$(field test_loss "$again")" = "$loss" ] || fail "same seed, other loss: $full / $again"
+"$bin" "${gpt[@]}" --epochs=1 --save="$tmp/one.st" >/dev/null 2>&1
+resumed=$("$bin" "${gpt[@]}" --epochs=2 --json --resume="$tmp/one.st" 2>/dev/null)
+[ "$(field test_loss "$resumed")" = "$loss" ] || fail "resumed run differs: $full / $resumed"
+
+"$bin" "${gpt[@]}" --epochs=1 --data-parallel=sim:0,sim:1 >/dev/null 2>"$tmp/dp.err" ||
+  fail "gpt --data-parallel: $(cat "$tmp/dp.err")"
+"$bin" "${gpt[@]}" --epochs=1 --device=cpu --amp=bf16 >/dev/null 2>"$tmp/bf16.err" ||
+  fail "gpt --amp=bf16: $(cat "$tmp/bf16.err")"
+
+refused() {  # refused WANT ARGS...: exit 2 and one line naming WANT
+  local want=$1 err rc
+  shift
+  set +e
+  err=$("$bin" "$@" 2>&1 >/dev/null); rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || fail "$*: exit $rc, want 2: $err"
+  grep -qF -e "$want" <<<"$err" || fail "$*: message lacks '$want': $err"
+}
+refused "--dim=30 must be a multiple of --heads=4" "${gpt[@]}" --dim=30 --heads=4
+refused "--data=$tmp/nowhere" --model=gpt --data="$tmp/nowhere"
+refused "holds a gpt model, not --model=cnn" --model=cnn --limit=64 --resume="$tmp/gpt.st"
+
+resnet=$("$bin" --model=resnet --limit=128 --test-limit=64 --batch-size=32 --epochs=1 \
+         --device=cpu --json 2>"$tmp/resnet.err") || fail "resnet: $(cat "$tmp/resnet.err")"
+grep -qF '"model":"resnet"' <<<"$resnet" || fail "resnet --json: $resnet"
+echo "train_gpt_test: ok"

@@ -1,0 +1,153 @@
+#include "tools/train_models_gpt.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine/factories.h"
+#include "engine/grad_mode.h"
+#include "nn/init.h"
+#include "ops/ops.h"
+#include "runtime/base/error.h"
+
+namespace streamgrad {
+namespace {
+
+using Modules = std::vector<std::shared_ptr<nn::Module>>;
+
+Conv2dParams conv_params(int64_t stride, int64_t padding) {
+  Conv2dParams p;
+  p.stride = {stride, stride};
+  p.padding = {padding, padding};
+  return p;
+}
+
+std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k,
+                                 int64_t stride) {
+  auto c = std::make_shared<nn::Conv2d>(in, out, k, conv_params(stride, k / 2),
+                                        /*bias=*/false);
+  NoGradGuard no_grad;
+  nn::init::kaiming_normal_(c->weight, 0, nn::init::FanMode::kFanOut,
+                            nn::init::Nonlinearity::kRelu);
+  return c;
+}
+
+class BasicBlock : public nn::Module {
+public:
+  BasicBlock(int64_t in, int64_t out, int64_t stride)
+      : Module("BasicBlock"), in_(in), out_(out), stride_(stride) {
+    conv1_ = register_module("conv1", conv(in, out, 3, stride));
+    bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
+    conv2_ = register_module("conv2", conv(out, out, 3, 1));
+    bn2_ = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
+    if (stride != 1 || in != out) {
+      downsample_ = register_module(
+          "downsample", std::make_shared<nn::Sequential>(
+                            Modules{conv(in, out, 1, stride),
+                                    std::make_shared<nn::BatchNorm2d>(out)}));
+    }
+  }
+  Tensor forward(const Tensor &x) override {
+    const Tensor h = relu(bn1_->forward(conv1_->forward(x)));
+    const Tensor y = bn2_->forward(conv2_->forward(h));
+    return relu(add(y, downsample_ != nullptr ? downsample_->forward(x) : x));
+  }
+  std::shared_ptr<Module> blank_copy() const override {
+    nn::init::NoInitGuard no_init;
+    return std::make_shared<BasicBlock>(in_, out_, stride_);
+  }
+
+private:
+  int64_t in_, out_, stride_;
+  std::shared_ptr<nn::Conv2d> conv1_, conv2_;
+  std::shared_ptr<nn::BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<nn::Sequential> downsample_;
+};
+
+} // namespace
+
+Gpt::Gpt(const GptConfig &c) : Module("Gpt"), config_(c) {
+  SG_CHECK(c.vocab >= 1 && c.context >= 1 && c.layers >= 0, ValueError,
+           "Gpt: vocabulary ", c.vocab, ", context ", c.context, " and layers ",
+           c.layers, " must be positive");
+  SG_CHECK(c.heads >= 1 && c.dim % c.heads == 0, ValueError,
+           "Gpt: --dim=", c.dim, " must be a multiple of --heads=", c.heads);
+  wte_ =
+      register_module("wte", std::make_shared<nn::Embedding>(c.vocab, c.dim));
+  wpe_ =
+      register_module("wpe", std::make_shared<nn::Embedding>(c.context, c.dim));
+  {
+    NoGradGuard no_grad;
+    nn::init::normal_(wte_->weight, 0, 0.02);
+    nn::init::normal_(wpe_->weight, 0, 0.02);
+  }
+  blocks_ = register_module("blocks", std::make_shared<nn::ModuleList>());
+  const auto options = nn::TransformerOptions()
+                           .dim_feedforward(4 * c.dim)
+                           .dropout(c.dropout)
+                           .activation("gelu")
+                           .batch_first(true)
+                           .norm_first(true);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    blocks_->push_back(
+        std::make_shared<nn::TransformerEncoderLayer>(c.dim, c.heads, options));
+  }
+  ln_f_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.dim));
+}
+
+Tensor Gpt::forward(const Tensor &tokens) {
+  SG_CHECK(tokens.dim() == 2, ValueError,
+           "Gpt: expected token ids [batch, time], got ", tokens.dim(),
+           " dimensions");
+  const int64_t t = tokens.size(1);
+  SG_CHECK(t >= 1 && t <= config_.context, ValueError, "Gpt: a sequence of ", t,
+           " tokens does not fit the context of ", config_.context);
+  const Tensor positions =
+      arange(static_cast<double>(t),
+             TensorOptions().dtype(DType::kInt64).device(tokens.device()));
+  Tensor x = add(wte_->forward(tokens), wpe_->forward(positions));
+  for (const std::shared_ptr<nn::Module> &b : *blocks_) {
+    x = static_cast<nn::TransformerEncoderLayer &>(*b).forward(
+        x, Tensor(), Tensor(),
+        /*is_causal=*/true);
+  }
+  return linear(ln_f_->forward(x), wte_->weight); // tied: logits [B, T, vocab]
+}
+
+std::shared_ptr<nn::Module> Gpt::blank_copy() const {
+  nn::init::NoInitGuard no_init;
+  return std::make_shared<Gpt>(config_);
+}
+
+ResNet::ResNet(int64_t blocks) : Module("ResNet"), blocks_(blocks) {
+  SG_CHECK(blocks >= 1, ValueError,
+           "ResNet: blocks per stage must be at least 1, got ", blocks);
+  stem_ = register_module(
+      "stem", std::make_shared<nn::Sequential>(Modules{
+                  conv(1, 16, 3, 1), std::make_shared<nn::BatchNorm2d>(16),
+                  std::make_shared<nn::ReLU>()}));
+  Modules stages;
+  int64_t in = 16;
+  for (const int64_t out : {16, 32, 64}) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      stages.push_back(
+          std::make_shared<BasicBlock>(in, out, b == 0 && out != 16 ? 2 : 1));
+      in = out;
+    }
+  }
+  stages_ = register_module("stages", std::make_shared<nn::Sequential>(stages));
+  fc_ = register_module("fc", std::make_shared<nn::Linear>(64, 10));
+}
+
+Tensor ResNet::forward(const Tensor &images) {
+  const Tensor features =
+      stages_->forward(stem_->forward(images)); // [B, 64, 7, 7]
+  return fc_->forward(mean(features, {2, 3}));  // global average pooling
+}
+
+std::shared_ptr<nn::Module> ResNet::blank_copy() const {
+  nn::init::NoInitGuard no_init;
+  return std::make_shared<ResNet>(blocks_);
+}
+
+} // namespace streamgrad

@@ -1,0 +1,65 @@
+// The two modern models of tools/train (tools/train_models.h has the Fashion-MNIST ones):
+//
+//   Gpt     a decoder-only transformer on token ids [B, T] (int64), giving next-token
+//           logits [B, T, vocab]: token and position embeddings (N(0, 0.02)), `layers`
+//           pre-norm blocks of causal self-attention and a GELU MLP (4 x dim) with residual
+//           connections (nn::TransformerEncoderLayer, norm_first, batch_first, dropout),
+//           a final LayerNorm, and the output layer tied to the token embedding (its
+//           weight is the embedding's: one parameter, two uses).
+//   ResNet  a small residual network on [B, 1, 28, 28] images: a 3x3 stem (16 channels,
+//           batch norm, ReLU), three stages of `blocks` basic blocks each (16, 32, 64
+//           channels; stages 2 and 3 open with a stride-2 block whose shortcut is a 1x1
+//           strided convolution with batch norm), global average pooling, Linear 64-10.
+//           A basic block is relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), its
+//           convolutions 3x3 without bias; He (fan-out) initialisation of the
+//           convolutions, as torchvision's ResNets.
+//
+// Thread-safety and failure: as nn::Module; the constructors throw ValueError for sizes
+// that do not fit (dim not divisible by heads, a context or vocabulary below 1), and Gpt's
+// forward for token sequences longer than its context.
+#ifndef STREAMGRAD_TOOLS_TRAIN_MODELS_GPT_H_
+#define STREAMGRAD_TOOLS_TRAIN_MODELS_GPT_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "nn/containers.h"
+#include "nn/layers.h"
+#include "nn/transformer.h"
+
+namespace streamgrad {
+
+struct GptConfig {
+  int64_t vocab = 0, context = 128, dim = 128, heads = 4, layers = 4;
+  double dropout = 0.0;
+};
+
+class Gpt : public nn::Module {
+ public:
+  explicit Gpt(const GptConfig& config);
+  Tensor forward(const Tensor& tokens) override;
+  std::shared_ptr<Module> blank_copy() const override;
+  const GptConfig& config() const { return config_; }
+
+ private:
+  GptConfig config_;
+  std::shared_ptr<nn::Embedding> wte_, wpe_;
+  std::shared_ptr<nn::ModuleList> blocks_;
+  std::shared_ptr<nn::LayerNorm> ln_f_;
+};
+
+class ResNet : public nn::Module {
+ public:
+  explicit ResNet(int64_t blocks = 1);
+  Tensor forward(const Tensor& images) override;
+  std::shared_ptr<Module> blank_copy() const override;
+
+ private:
+  int64_t blocks_;
+  std::shared_ptr<nn::Sequential> stem_, stages_;
+  std::shared_ptr<nn::Linear> fc_;
+};
+
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_TOOLS_TRAIN_MODELS_GPT_H_
