@@ -76,7 +76,19 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     const Tensor b = in_proj_bias.defined() ? narrow(in_proj_bias, 0, part * e, e) : Tensor();
     return split_heads(linear(x, w, b), num_heads);
   };
-  const Tensor q = proj(q_in, 0), k = proj(k_in, 1), v = proj(v_in, 2);  // [N, H, T, Dh]
+  Tensor q, k, v;  // [N, H, T, Dh]
+  if (query.is_same(key) && key.is_same(value)) {
+    // Self-attention: one projection (as the reference's packed path), so the input gets
+    // one gradient from it rather than three to add up.
+    const std::vector<Tensor> qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias), 3, -1);
+    q = split_heads(qkv[0], num_heads);
+    k = split_heads(qkv[1], num_heads);
+    v = split_heads(qkv[2], num_heads);
+  } else {
+    q = proj(q_in, 0);
+    k = proj(k_in, 1);
+    v = proj(v_in, 2);
+  }
   Tensor mask;
   if (attn_mask.defined()) {
     mask = blocked_as_floats(attn_mask, q.dtype());

@@ -60,8 +60,8 @@ ABSL_FLAG(double, dist_timeout, 60,
           "--distributed: seconds a collective or the rendezvous waits for a peer");
 ABSL_FLAG(double, bucket_cap_mb, 25,
           "--distributed: MiB of gradients per all-reduce bucket (DDP's bucket_cap_mb)");
-ABSL_FLAG(int64_t, epochs, 5, "passes over the training set");
-ABSL_FLAG(int64_t, batch_size, 64, "examples per training batch");
+ABSL_FLAG(int64_t, epochs, 0, "passes over the training set (0: 5; gpt: 4)");
+ABSL_FLAG(int64_t, batch_size, 0, "examples per training batch (0: 64; gpt: 32 windows)");
 ABSL_FLAG(double, lr, 0, "learning rate (0: 1e-3 for adam/adamw, 0.05 for sgd)");
 ABSL_FLAG(std::string, optimizer, "adam", "sgd (momentum 0.9), adam or adamw");
 ABSL_FLAG(std::string, schedule, "cosine",
@@ -74,7 +74,7 @@ ABSL_FLAG(std::string, data, "",
 ABSL_FLAG(int64_t, layers, 4, "gpt: transformer blocks");
 ABSL_FLAG(int64_t, dim, 128, "gpt: embedding width (a multiple of --heads)");
 ABSL_FLAG(int64_t, heads, 4, "gpt: attention heads");
-ABSL_FLAG(int64_t, context, 128, "gpt: tokens (characters) per window");
+ABSL_FLAG(int64_t, context, 64, "gpt: tokens (characters) per window");
 ABSL_FLAG(double, dropout, 0.0, "gpt: dropout in the blocks");
 ABSL_FLAG(int64_t, sample_chars, 300, "gpt: characters generated at the end (0: none)");
 ABSL_FLAG(double, temperature, 0.8, "gpt: sampling temperature");
@@ -111,8 +111,11 @@ TrainOptions options_from_flags() {
   o.distributed = absl::GetFlag(FLAGS_distributed);
   o.dist_timeout = absl::GetFlag(FLAGS_dist_timeout);
   o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  const bool gpt = o.model == "gpt";
   o.epochs = absl::GetFlag(FLAGS_epochs);
+  if (o.epochs == 0) o.epochs = gpt ? 4 : 5;
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (o.batch_size == 0) o.batch_size = gpt ? 32 : 64;
   o.lr = absl::GetFlag(FLAGS_lr);
   o.optimizer = absl::GetFlag(FLAGS_optimizer);
   o.schedule = absl::GetFlag(FLAGS_schedule);
@@ -329,8 +332,8 @@ int main(int argc, char** argv) {
       "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--amp=off|bf16|fp16] "
       "[--epochs=N]",
       __FILE__,
-      {{"epochs", 1, 1000},
-       {"batch_size", 1, 65536},
+      {{"epochs", 0, 1000},
+       {"batch_size", 0, 65536},
        {"lr", 0, 10},
        {"seed", 0, 1e18},
        {"limit", 0, 1e9},

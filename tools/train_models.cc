@@ -61,21 +61,24 @@ std::shared_ptr<nn::Module> TwoBranch::blank_copy() const {
 void TwoBranch::use_streams(Device device, bool two_streams) {
   two_streams_ = two_streams && !device.is_cpu();
   if (!two_streams_) return;
-  const Stream main = current_stream(device);
-  NoGradGuard no_grad;
   for (int i = 0; i < 2; ++i) {
     side_[i] = Stream::create(device);
-    // Each branch's parameters are re-made on its stream: their gradients are produced
-    // there, and a leaf accumulates .grad on the stream it was created on (S5), so a
-    // parameter left on the caller's stream would cost a cross-stream wait per backward.
-    side_[i].wait_stream(main);
-    StreamGuard on_side(side_[i]);
-    for (const Tensor& p : (i == 0 ? dense_ : conv_)->parameters()) {
-      p.storage().record_stream(side_[i]);  // read there by the clone: not reused before (S8)
+    make_parameters_on((i == 0 ? dense_ : conv_)->parameters(), side_[i]);
+  }
+}
+
+void make_parameters_on(const std::vector<Tensor>& params, const Stream& side) {
+  const Stream main = current_stream(side.device());
+  NoGradGuard no_grad;
+  side.wait_stream(main);
+  {
+    StreamGuard on_side(side);
+    for (const Tensor& p : params) {
+      p.storage().record_stream(side);  // read there by the clone: not reused before (S8)
       p.set_data(streamgrad::clone(p.detach()));
     }
   }
-  for (const Stream& s : side_) main.wait_stream(s);  // the optimiser updates them on main
+  main.wait_stream(side);  // the optimiser updates them on main
 }
 
 Tensor TwoBranch::forward(const Tensor& images) {

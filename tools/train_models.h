@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/layers.h"
 #include "tools/train_models_gpt.h"
@@ -42,6 +43,12 @@ class TwoBranch : public nn::Module {
   bool two_streams_ = false;
   Stream side_[2] = {Stream::default_for(Device("cpu")), Stream::default_for(Device("cpu"))};
 };
+
+// Re-makes `params` on `side` (after it waits for the caller's stream, which waits for it
+// in turn, as the optimiser updates them there): a leaf accumulates .grad on the stream
+// it was created on (S5), so a branch's parameters left on the caller's stream would cost
+// a cross-stream wait per backward.
+void make_parameters_on(const std::vector<Tensor>& params, const Stream& side);
 
 // "mlp", "cnn", "twobranch", "resnet" or "gpt" (of `gpt`'s sizes: tools/train_models_gpt.h),
 // initialised from the current manual_seed.

@@ -5,7 +5,11 @@
 //           pre-norm blocks of causal self-attention and a GELU MLP (4 x dim) with residual
 //           connections (nn::TransformerEncoderLayer, norm_first, batch_first, dropout),
 //           a final LayerNorm, and the output layer tied to the token embedding (its
-//           weight is the embedding's: one parameter, two uses).
+//           weight is the embedding's: one parameter, two uses). With parallel_blocks each
+//           block is instead x + attention(ln(x)) + mlp(ln(x)) (one norm, as GPT-J's), so
+//           attention and MLP are independent, and use_streams runs them on two side
+//           streams of the device (as TwoBranch's branches: tools/train_models.h), which
+//           backward replays (S2).
 //   ResNet  a small residual network on [B, 1, 28, 28] images: a 3x3 stem (16 channels,
 //           batch norm, ReLU), three stages of `blocks` basic blocks each (16, 32, 64
 //           channels; stages 2 and 3 open with a stride-2 block whose shortcut is a 1x1
@@ -32,6 +36,7 @@ namespace streamgrad {
 struct GptConfig {
   int64_t vocab = 0, context = 128, dim = 128, heads = 4, layers = 4;
   double dropout = 0.0;
+  bool parallel_blocks = false;
 };
 
 class Gpt : public nn::Module {
@@ -40,9 +45,14 @@ class Gpt : public nn::Module {
   Tensor forward(const Tensor& tokens) override;
   std::shared_ptr<Module> blank_copy() const override;
   const GptConfig& config() const { return config_; }
+  // parallel_blocks only: attention on one side stream of `device` and the MLP on another
+  // (their parameters re-made there), or everything on the caller's stream.
+  void use_streams(Device device, bool two_streams);
 
  private:
   GptConfig config_;
+  bool two_streams_ = false;
+  Stream side_[2] = {Stream::default_for(Device("cpu")), Stream::default_for(Device("cpu"))};
   std::shared_ptr<nn::Embedding> wte_, wpe_;
   std::shared_ptr<nn::ModuleList> blocks_;
   std::shared_ptr<nn::LayerNorm> ln_f_;
