@@ -5,6 +5,8 @@
 // views: their entries weight each piece differently and concatenate them, so a piece in
 // the wrong place shows up too. maximum / minimum draw their operands separately, so ties
 // (where the gradient is split) have probability zero.
+#include <limits>
+
 #include "gradcheck/catalogue_internal.h"
 
 namespace streamgrad {
@@ -25,6 +27,17 @@ void statistics_and_masks(Catalogue& c) {
         unary([](T a) { return logsumexp(a, {0, 2}); }), cube);
   c.add("logsumexp_keepdim", "dim 1 of a every-other-column [3,4] leaf, keepdim",
         unary([](T a) { return logsumexp(a, {1}, true); }), {strided({3, 4})});
+  c.add("norm", "p 2 of all of [3,4]", unary([](T a) { return norm(a); }), grid);
+  c.add("norm_dims", "p 3 over dims {0, 2} of [2,3,2], keepdim",
+        unary([](T a) { return norm(a, 3, {0, 2}, true); }), cube);
+  c.add("norm_p1", "p 1 over dim 1 of a transposed [3,4] leaf",
+        unary([](T a) { return norm(a, 1, {1}); }), {transposed({3, 4})});
+  c.add("norm_inf", "p inf over dim -1 of [2,3,2]",
+        unary([](T a) { return norm(a, std::numeric_limits<double>::infinity(), {-1}); }),
+        cube);
+  c.add("baddbmm", "0.5 [2,1,2] + 2 ([2,2,3] x [2,3,2])",
+        [](const TensorList& x) { return TensorList{baddbmm(x[0], x[1], x[2], 0.5, 2.0)}; },
+        {dense({2, 1, 2}), dense({2, 2, 3}), dense({2, 3, 2})});
   c.add("maximum", "[2,3] against [3], broadcast", binary([](T a, T b) { return maximum(a, b); }),
         {dense({2, 3}), dense({3})});
   c.add("minimum", "[2,3] against a transposed [2,3] leaf",

@@ -130,6 +130,10 @@ Tensor std(const Tensor& a, const std::vector<int64_t>& dims, double correction 
            bool keepdim = false);
 // log(sum(exp(x))) over dims, shifted by the maximum (no overflow); gradient g softmax(x).
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// The p-norm of the elements (over `dims`, or all): p = 2, 1, inf, -inf, 0 (non-zeros)
+// or any other p, as the reference's torch.norm / linalg.vector_norm.
+Tensor norm(const Tensor& a, double p = 2);
+Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim = false);
 // Element-wise larger / smaller of a and b (maximum.cc), broadcast; NaN wins; equal
 // elements split the gradient half and half, as the reference.
 Tensor maximum(const Tensor& a, const Tensor& b);
@@ -157,6 +161,10 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // [B, M, K] x [B, K, N] -> [B, M, N], no broadcasting (ValueError otherwise).
 Tensor bmm(const Tensor& a, const Tensor& b);
+// beta * input + alpha * bmm(batch1, batch2); input broadcasts to [B, N, P] (beta 0:
+// input unread).
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2,
+               double beta = 1, double alpha = 1);
 
 // Gathering along a dim (PyTorch's gather / scatter_add, out of place): index is int64
 // with the result's shape (gather); on other dims it may be smaller than the indexed
