@@ -13,6 +13,9 @@
 //     "relu" | "gelu", layer_norm_eps, batch_first, norm_first)
 //     self_attn, linear1, linear2, norm1, norm2 and dropouts; norm_first is the pre-norm
 //     block (x + sa(norm1(x)), then x + ff(norm2(x))), else post-norm.
+//   TransformerDecoderLayer(d_model, nhead, options as the encoder's)
+//     self_attn, multihead_attn (to the memory), linear1, linear2, norm1..3, dropouts;
+//     pre-norm: x + sa(norm1(x)), x + mha(norm2(x), memory), x + ff(norm3(x)).
 //
 //   auto block = std::make_shared<nn::TransformerEncoderLayer>(
 //       128, 4, nn::TransformerOptions().dim_feedforward(512).activation("gelu")
@@ -75,6 +78,29 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  int64_t d_model, nhead;
+  TransformerOptions options;
+};
+
+// The decoder block (nn/transformer_decoder.cc): self-attention on tgt (causal with
+// tgt_is_causal or a tgt_mask), attention from tgt to memory, and the feed-forward, each
+// with a residual connection and LayerNorm (norm1..3), pre- or post-norm as the encoder.
+class TransformerDecoderLayer : public Module {
+ public:
+  TransformerDecoderLayer(int64_t d_model, int64_t nhead,
+                          const TransformerOptions& options = TransformerOptions());
+  // Self-attention only (memory = tgt), as a Module's one-input forward must be.
+  Tensor forward(const Tensor& tgt) override { return forward(tgt, tgt); }
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(),
+                 const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
+                 bool memory_is_causal = false);
+  std::shared_ptr<Module> blank_copy() const override;
+  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
   int64_t d_model, nhead;
   TransformerOptions options;
 };

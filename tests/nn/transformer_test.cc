@@ -1,4 +1,4 @@
-// MultiheadAttention and TransformerEncoderLayer against the reference's definitions,
+// MultiheadAttention, TransformerEncoderLayer and TransformerDecoderLayer against the reference's definitions,
 // written out here with ops: parameter names, shapes and initialisation, the output with
 // and without weights, masks (bool true = blocked, as the reference's MultiheadAttention),
 // causal, batch-first or not, pre- and post-norm blocks.
@@ -155,6 +155,63 @@ TEST_CASE("TransformerEncoderLayer: names, pre- and post-norm blocks, gradients"
   REQUIRE_THROWS_WITH(
       nn::TransformerEncoderLayer(8, 2, nn::TransformerOptions().activation("tanh")),
       Catch::Contains("\"relu\" or \"gelu\""));
+}
+
+
+TEST_CASE("TransformerDecoderLayer: names, causal self-attention, memory, pre and post norm",
+          "[nn][transformer]") {
+  manual_seed(5);
+  const bool norm_first = GENERATE(false, true);
+  INFO("norm_first " << norm_first);
+  nn::TransformerDecoderLayer layer(
+      8, 2, nn::TransformerOptions().dim_feedforward(16).batch_first(true).norm_first(norm_first));
+  CHECK(names(layer.named_parameters()) ==
+        std::vector<std::string>{
+            "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+            "self_attn.out_proj.bias", "multihead_attn.in_proj_weight",
+            "multihead_attn.in_proj_bias", "multihead_attn.out_proj.weight",
+            "multihead_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight",
+            "linear2.bias", "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias",
+            "norm3.weight", "norm3.bias"});
+  layer.eval();  // dropout off
+  const Tensor tgt = randn({2, 4, 8}), memory = randn({2, 6, 8});
+  std::vector<float> causal(16, 0.0f);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = i + 1; j < 4; ++j) causal[static_cast<size_t>(i * 4 + j)] = -INFINITY;
+  }
+  const Tensor mask = from_vector(causal, {4, 4});
+  const auto sa = [&](const Tensor& t) { return by_hand(*layer.self_attn, t, t, mask); };
+  const auto mha = [&](const Tensor& t) {
+    return by_hand(*layer.multihead_attn, t, memory, Tensor());
+  };
+  const auto ff = [&](const Tensor& t) {
+    return layer.linear2->forward(relu(layer.linear1->forward(t)));
+  };
+  Tensor want;
+  if (norm_first) {
+    Tensor h = add(tgt, sa(layer.norm1->forward(tgt)));
+    h = add(h, mha(layer.norm2->forward(h)));
+    want = add(h, ff(layer.norm3->forward(h)));
+  } else {
+    Tensor h = layer.norm1->forward(add(tgt, sa(tgt)));
+    h = layer.norm2->forward(add(h, mha(h)));
+    want = layer.norm3->forward(add(h, ff(h)));
+  }
+  const Tensor got = layer.forward(tgt, memory, Tensor(), Tensor(), Tensor(), Tensor(),
+                                   /*tgt_is_causal=*/true);
+  check_close(got, want);
+  // The same through a bool tgt_mask (true = blocked), as the reference's.
+  check_close(layer.forward(tgt, memory, lt(mask, 0.0)), want);
+  layer.train();
+  sum(layer.forward(tgt, memory)).backward();
+  for (const auto& [name, p] : layer.named_parameters()) {
+    INFO(name);
+    CHECK(p.grad().defined());
+  }
+  CHECK(layer.clone()->named_parameters().size() == 18);
+  REQUIRE_THROWS_WITH(
+      nn::TransformerDecoderLayer(8, 2, nn::TransformerOptions().activation("tanh")),
+      Catch::Contains("TransformerDecoderLayer: activation"));
 }
 
 }  // namespace
