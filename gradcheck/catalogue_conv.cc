@@ -72,6 +72,24 @@ void conv_pool_norm(Catalogue& c) {
           return conv2d_weight_grad(x, {4, 1, 1, 2}, g, p);
         }),
         {dense({1, 2, 2, 3}), dense({1, 4, 2, 1})});
+  c.add("conv_transpose2d", "[1,2,2,2] with weight [2,1,2,2] + bias, stride 2, padding 1, "
+        "output_padding 1",
+        Fn([](const TensorList& x) {
+          ConvTranspose2dParams p;
+          p.stride = {2, 2};
+          p.padding = {1, 1};
+          p.output_padding = {1, 1};
+          return TensorList{conv_transpose2d(x[0], x[1], x[2], p)};
+        }),
+        {dense({1, 2, 2, 2}), dense({2, 1, 2, 2}), dense({1})});
+  c.add("conv_transpose2d_groups", "unbatched [2,2,1], 2 groups, weight [2,1,1,2], dilation 2",
+        binary([](T x, T w) {
+          ConvTranspose2dParams p;
+          p.groups = 2;
+          p.dilation = {2, 2};
+          return conv_transpose2d(x, w, Tensor(), p);
+        }),
+        {dense({2, 2, 1}), dense({2, 1, 1, 2})});
   c.add("unfold", "[1,1,3,4] 2x2 windows, padding 1, stride 2",
         unary([](T x) {
           Conv2dParams p;

@@ -60,6 +60,31 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
 
 Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, params); }
 
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                 const ConvTranspose2dParams& p, bool with_bias)
+    : Module("ConvTranspose2d"), params(p) {
+  check_positive("ConvTranspose2d", "in_channels", in_channels);
+  check_positive("ConvTranspose2d", "out_channels", out_channels);
+  check_positive("ConvTranspose2d", "kernel_size", kernel_size);
+  SG_CHECK(p.groups > 0 && in_channels % p.groups == 0 && out_channels % p.groups == 0,
+           ValueError, "ConvTranspose2d: groups ", p.groups, " must divide in_channels ",
+           in_channels, " and out_channels ", out_channels);
+  weight = register_parameter(
+      "weight", empty({in_channels, out_channels / p.groups, kernel_size, kernel_size}));
+  if (with_bias) bias = register_parameter("bias", empty({out_channels}));
+  default_init(weight, bias);
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& input) {
+  return conv_transpose2d(input, weight, bias, params);
+}
+
+std::shared_ptr<Module> ConvTranspose2d::blank_copy() const {
+  init::NoInitGuard no_init;
+  return std::make_shared<ConvTranspose2d>(weight.size(0), weight.size(1) * params.groups,
+                                           weight.size(2), params, bias.defined());
+}
+
 std::shared_ptr<Module> Conv2d::blank_copy() const {
   init::NoInitGuard no_init;
   return std::make_shared<Conv2d>(weight.size(1) * params.groups, weight.size(0), weight.size(2),

@@ -46,6 +46,18 @@ class Conv2d : public Module {
   Conv2dParams params;
 };
 
+// The transposed convolution (conv_transpose2d), initialised as the reference's (fan-in
+// of the weight [in, out / groups, k, k] read from its dim 1).
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                  const ConvTranspose2dParams& params = {}, bool bias = true);
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
+  Tensor weight, bias;  // [in, out / groups, k, k], [out]
+  ConvTranspose2dParams params;
+};
+
 class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,

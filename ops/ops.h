@@ -198,6 +198,18 @@ Tensor conv2d_input_grad(const Shape& input_size, const Tensor& weight,
                          const Tensor& grad_output, const Conv2dParams& params = {});
 Tensor conv2d_weight_grad(const Tensor& input, const Shape& weight_size,
                           const Tensor& grad_output, const Conv2dParams& params = {});
+// The transposed convolution (conv_transpose.cc): weight [C_in, C_out / groups, kH, kW],
+// bias [C_out]; output (in - 1) * stride - 2 * padding + dilation * (k - 1) +
+// output_padding + 1 per spatial dim, output_padding below stride or dilation.
+struct ConvTranspose2dParams {
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> output_padding{0, 0};
+  int64_t groups = 1;
+  std::array<int64_t, 2> dilation{1, 1};
+};
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose2dParams& params = {});
 struct Pool2dParams {
   std::array<int64_t, 2> kernel_size{1, 1};
   std::array<int64_t, 2> stride{0, 0};  // {0, 0}: the kernel size (PyTorch's default)

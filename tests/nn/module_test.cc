@@ -79,6 +79,28 @@ TEST_CASE("Linear and Conv2d initialise as PyTorch: kaiming uniform bounds", "[n
   CHECK(nn::init::calculate_fan_in_and_fan_out(conv.weight) == std::pair<int64_t, int64_t>{27, 72});
 }
 
+TEST_CASE("ConvTranspose2d: the reference's weight layout, initialisation and output size",
+          "[nn][init]") {
+  manual_seed(1);
+  ConvTranspose2dParams p;
+  p.stride = {2, 2};
+  p.padding = {1, 1};
+  p.output_padding = {1, 1};
+  p.groups = 2;
+  nn::ConvTranspose2d up(4, 6, 3, p);
+  CHECK(up.weight.sizes() == Shape({4, 3, 3, 3}));
+  CHECK(up.bias.sizes() == Shape({6}));
+  const double bound = 1 / std::sqrt(27.0);  // fan-in from dim 1: 3 * 3 * 3
+  for (float v : up.bias.to_vector<float>()) CHECK(std::abs(v) <= bound);
+  double max_w = 0;
+  for (float v : up.weight.to_vector<float>()) max_w = std::max(max_w, std::abs(double(v)));
+  CHECK(max_w <= bound);
+  CHECK(max_w > 0.8 * bound);
+  CHECK(up.forward(randn({2, 4, 5, 5})).sizes() == Shape({2, 6, 10, 10}));  // doubles H, W
+  CHECK(up.blank_copy()->named_parameters().size() == 2);
+  CHECK_THROWS_WITH(nn::ConvTranspose2d(3, 4, 3, p), Catch::Contains("ConvTranspose2d: groups 2"));
+}
+
 TEST_CASE("to(device) moves parameters in place: handles and optimisers follow", "[nn][module]") {
   Net net;
   nn::SGD opt(net.parameters(), nn::SGDOptions(0.1));
