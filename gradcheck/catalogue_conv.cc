@@ -90,6 +90,21 @@ void conv_pool_norm(Catalogue& c) {
           return conv_transpose2d(x, w, Tensor(), p);
         }),
         {dense({2, 2, 1}), dense({2, 1, 1, 2})});
+  c.add("interpolate_nearest", "[1,2,2,3] to 3x2 (rows repeated, columns dropped)",
+        unary([](T x) {
+          InterpolateOptions o;
+          o.size = {3, 2};
+          return interpolate(x, o);
+        }),
+        {dense({1, 2, 2, 3})});
+  c.add("interpolate_bilinear", "[1,1,2,3] by factor 1.5, align_corners false",
+        unary([](T x) {
+          InterpolateOptions o;
+          o.scale_factor = {1.5};
+          o.mode = "bilinear";
+          return interpolate(x, o);
+        }),
+        {dense({1, 1, 2, 3})});
   c.add("unfold", "[1,1,3,4] 2x2 windows, padding 1, stride 2",
         unary([](T x) {
           Conv2dParams p;

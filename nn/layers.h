@@ -46,6 +46,17 @@ class Conv2d : public Module {
   Conv2dParams params;
 };
 
+// interpolate as a module (no parameters): Upsample(InterpolateOptions().scale_factor...).
+class Upsample : public Module {
+ public:
+  explicit Upsample(InterpolateOptions options) : Module("Upsample"), options(std::move(options)) {}
+  Tensor forward(const Tensor& input) override { return interpolate(input, options); }
+  std::shared_ptr<Module> blank_copy() const override {
+    return std::make_shared<Upsample>(options);
+  }
+  InterpolateOptions options;
+};
+
 // The transposed convolution (conv_transpose2d), initialised as the reference's (fan-in
 // of the weight [in, out / groups, k, k] read from its dim 1).
 class ConvTranspose2d : public Module {

@@ -210,6 +210,16 @@ struct ConvTranspose2dParams {
 };
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
                         const ConvTranspose2dParams& params = {});
+// Resizing [N, C, H, W] images (interpolate.cc), as torch.nn.functional.interpolate: to
+// `size` {H, W} or by `scale_factor` (one for both dims, or {h, w}); mode "nearest" or
+// "bilinear" (align_corners only there; unset is false).
+struct InterpolateOptions {
+  std::vector<int64_t> size;
+  std::vector<double> scale_factor;
+  std::string mode = "nearest";
+  std::optional<bool> align_corners;
+};
+Tensor interpolate(const Tensor& input, const InterpolateOptions& options);
 struct Pool2dParams {
   std::array<int64_t, 2> kernel_size{1, 1};
   std::array<int64_t, 2> stride{0, 0};  // {0, 0}: the kernel size (PyTorch's default)

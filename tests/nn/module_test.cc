@@ -101,6 +101,17 @@ TEST_CASE("ConvTranspose2d: the reference's weight layout, initialisation and ou
   CHECK_THROWS_WITH(nn::ConvTranspose2d(3, 4, 3, p), Catch::Contains("ConvTranspose2d: groups 2"));
 }
 
+TEST_CASE("Upsample is interpolate with its options", "[nn][layers]") {
+  InterpolateOptions o;
+  o.scale_factor = {2};
+  o.mode = "bilinear";
+  nn::Upsample up(o);
+  const Tensor x = randn({1, 2, 3, 3});
+  CHECK(up.forward(x).to_vector<float>() == interpolate(x, o).to_vector<float>());
+  CHECK(up.forward(x).sizes() == Shape({1, 2, 6, 6}));
+  CHECK(up.parameters().empty());
+}
+
 TEST_CASE("to(device) moves parameters in place: handles and optimisers follow", "[nn][module]") {
   Net net;
   nn::SGD opt(net.parameters(), nn::SGDOptions(0.1));
