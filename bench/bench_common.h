@@ -125,6 +125,7 @@ inline std::vector<std::string> case_list() {
       "--case=math --op=sigmoid --numel=262144",    "--case=math --op=gelu --numel=262144",
       "--case=math --op=gelu_tanh --numel=262144",  "--case=math --op=silu --numel=262144",
       "--case=layer_norm --numel=262144",           "--case=gpt",
+      "--case=resnet --batch=64",
   };
 }
 
@@ -165,7 +166,7 @@ inline Flags parse_flags(int argc, char** argv) {
   const std::string& c = f.case_name;
   if (c != "chain" && c != "fanin" && c != "dag" && c != "retain" && c != "mlp" &&
       c != "mlp_hand" && c != "cnn" && c != "overlap" && c != "math" && c != "layer_norm" &&
-      c != "gpt") {
+      c != "gpt" && c != "resnet") {
     flag_error("unknown or missing --case '" + c + "'");
   }
   if (c == "math") {
@@ -186,10 +187,12 @@ inline Flags parse_flags(int argc, char** argv) {
   const bool big = (c == "chain" || c == "retain") && f.n >= 10000;
   if (f.reps == 0) {
     const bool mlp = c == "mlp" || c == "mlp_hand";
-    f.reps = c == "overlap" ? 10 : c == "cnn" || c == "gpt" ? 15 : mlp ? 200
+    f.reps = c == "overlap" ? 10 : c == "cnn" || c == "gpt" || c == "resnet" ? 15 : mlp ? 200
              : big || c == "dag" ? 20 : 100;
   }
-  if (f.warmup < 0) f.warmup = c == "cnn" || c == "overlap" || c == "gpt" ? 2 : 3;
+  if (f.warmup < 0) {
+    f.warmup = c == "cnn" || c == "overlap" || c == "gpt" || c == "resnet" ? 2 : 3;
+  }
   return f;
 }
 
@@ -207,6 +210,7 @@ inline std::string config_name(const Flags& f) {
   if (c == "mlp") return "mlp 784-256-256-10 batch=" + s(f.batch);
   if (c == "mlp_hand") return "mlp by hand 784-256-256-10 batch=" + s(f.batch);
   if (c == "cnn") return "cnn (tools/train) batch=" + s(f.batch);
+  if (c == "resnet") return "resnet (tools/train) batch=" + s(f.batch);
   if (c == "gpt") return "gpt 2 blocks dim=128 heads=4 context=64 batch=16 (AdamW)";
   if (c == "math") return "math op=" + f.op + " numel=" + s(f.numel);
   if (c == "layer_norm") {

@@ -227,6 +227,7 @@ int main(int argc, char** argv) {
     else if (c == "mlp") run_mlp(f, r);
     else if (c == "mlp_hand") run_mlp_hand(f, r);
     else if (c == "cnn") run_cnn(f, r);
+    else if (c == "resnet") run_resnet(f, r);
     else if (c == "math") run_math(f, r);
     else if (c == "gpt") run_gpt(f, r);
     else if (c == "layer_norm") run_layer_norm(f, r);

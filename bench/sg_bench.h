@@ -30,6 +30,7 @@ void run_retain(const Flags& f, Report& r);
 void run_mlp(const Flags& f, Report& r);
 void run_mlp_hand(const Flags& f, Report& r);
 void run_cnn(const Flags& f, Report& r);
+void run_resnet(const Flags& f, Report& r);
 void run_overlap(const Flags& f, Report& r);
 void run_math(const Flags& f, Report& r);
 void run_gpt(const Flags& f, Report& r);  // sg_bench_gpt.cc

@@ -1,4 +1,4 @@
-// sg_bench's model steps (mlp, cnn), the stream-overlap graph and the layer_norm case
+// sg_bench's model steps (mlp, cnn, resnet), the stream-overlap graph and the layer_norm case
 // (sg_bench.h).
 //
 // Both model steps keep streamgrad's own defaults: zero_grad() sets the gradients to none,
@@ -142,6 +142,12 @@ void run_mlp_hand(const Flags& f, Report& r) {
 void run_cnn(const Flags& f, Report& r) {
   SG_CHECK(Device(f.device).is_cpu(), ValueError, "sg_bench --case=cnn runs on cpu only");
   std::shared_ptr<nn::Module> model = make_model("cnn");
+  model_loop(f, r, module_step(*model), {f.batch, 1, 28, 28});
+}
+
+void run_resnet(const Flags& f, Report& r) {
+  SG_CHECK(Device(f.device).is_cpu(), ValueError, "sg_bench --case=resnet runs on cpu only");
+  std::shared_ptr<nn::Module> model = make_model("resnet");
   model_loop(f, r, module_step(*model), {f.batch, 1, 28, 28});
 }
 

@@ -276,6 +276,44 @@ void run_cnn(const Flags& f, Report& r) {
 }
 
 
+// tools/train's resnet (tools/train_models_gpt.cc): its basic block, modules registered in
+// the same order so that named_parameters() lists the same shapes in the same order.
+struct BasicBlockImpl : torch::nn::Module {
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
+    namespace nn = torch::nn;
+    conv1 = register_module(
+        "conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+    bn1 = register_module("bn1", nn::BatchNorm2d(out));
+    conv2 = register_module("conv2",
+                            nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
+    bn2 = register_module("bn2", nn::BatchNorm2d(out));
+    if (stride != 1 || in != out) {
+      downsample = register_module(
+          "downsample",
+          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                         nn::BatchNorm2d(out)));
+    }
+  }
+  Tensor forward(const Tensor& x) {
+    const Tensor h = torch::relu(bn1->forward(conv1->forward(x)));
+    const Tensor y = bn2->forward(conv2->forward(h));
+    return torch::relu(y + (downsample.is_empty() ? x : downsample->forward(x)));
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+void run_resnet(const Flags& f, Report& r) {
+  namespace nn = torch::nn;
+  nn::Sequential model(
+      nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)), nn::BatchNorm2d(16),
+      nn::ReLU(), BasicBlock(16, 16, 1), BasicBlock(16, 32, 2), BasicBlock(32, 64, 2),
+      nn::Functional([](const Tensor& x) { return x.mean({2, 3}); }), nn::Linear(64, 10));
+  model_loop(f, r, module_step(model), {f.batch, 1, 28, 28});
+}
+
 // bench_common.h's --case=math, as sg_bench's run_math.
 void run_math(const Flags& f, Report& r) {
   const std::string& op = f.op;
@@ -376,6 +414,7 @@ int main(int argc, char** argv) {
     else if (c == "math") run_math(f, r);
     else if (c == "gpt") run_gpt(f, r);
     else if (c == "layer_norm") run_layer_norm(f, r);
+    else if (c == "resnet") run_resnet(f, r);
     else run_cnn(f, r);
   } catch (const std::exception& e) {
     std::cerr << "torch_bench: " << config_name(f) << ": " << e.what() << "\n";

@@ -53,6 +53,7 @@ for j in lines:
         "mlp": ["fwd", "bwd", "optim", "teardown", "total"],
         "mlp_hand": ["fwd", "bwd", "optim", "teardown", "total"],
         "cnn": ["fwd", "bwd", "optim", "teardown", "total"],
+        "resnet": ["fwd", "bwd", "optim", "teardown", "total"],
         "overlap": ["bwd_forked", "bwd_longest_branch", "bwd_one_stream"],
         "math": ["fwd", "fwd_bwd"],
         "layer_norm": ["fwd", "fwd_bwd"],
@@ -104,7 +105,7 @@ for j in lines:
             for j, v in enumerate(row):
                 want += ((v - mu) * rstd * (0.5 + j / width) + 0.25 - j / (2 * width)) ** 2
         ok = abs(check - want) <= 1e-5 * want
-    elif case in ("mlp", "mlp_hand", "cnn"):
+    elif case in ("mlp", "mlp_hand", "cnn", "resnet"):
         want = "about ln 10"  # cross-entropy of 10 classes before training
         ok = 1.5 < check < 3.5
     elif case == "gpt":
@@ -123,7 +124,7 @@ for j in lines:
     if not ok:
         fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
 missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap", "math",
-           "layer_norm", "gpt"} - seen
+           "layer_norm", "gpt", "resnet"} - seen
 if missing:
     fail.append(f"cases never run: {sorted(missing)}")
 if fail:
