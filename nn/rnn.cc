@@ -210,8 +210,11 @@ std::pair<Tensor, LSTMState> LSTM::forward(const Tensor& input,
 
 std::shared_ptr<Module> LSTM::blank_copy() const {
   init::NoInitGuard no_init;
-  return std::make_shared<LSTM>(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                                bidirectional);
+  // Built without dropout, set afterwards: a copy repeats no construction warning.
+  auto copy = std::make_shared<LSTM>(input_size, hidden_size, num_layers, bias, batch_first, 0.0,
+                                     bidirectional);
+  copy->dropout = dropout;
+  return copy;
 }
 
 }  // namespace nn

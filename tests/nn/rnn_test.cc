@@ -269,6 +269,10 @@ TEST_CASE("LSTM drops out between layers, in training only", "[nn][rnn]") {
   nn::LSTM single(3, 4, 1, true, false, 0.5);
   REQUIRE(warnings.warnings().size() == 1);
   CHECK(warnings.warnings()[0].message.find("LSTM: dropout 0.5") != std::string::npos);
+  // A copy keeps the dropout without warning again.
+  const auto copy = std::dynamic_pointer_cast<nn::LSTM>(single.clone());
+  CHECK(copy->dropout == 0.5);
+  CHECK(warnings.warnings().size() == 1);
 }
 
 TEST_CASE("LSTM and LSTMCell gradients pass gradcheck in float64", "[nn][rnn][grad]") {

@@ -28,11 +28,6 @@ Tensor composite_group_norm(const Tensor& x, int64_t groups, const Tensor& w, co
   return y;
 }
 
-void check_same(const Tensor& got, const Tensor& want, double tol = 1e-12) {
-  REQUIRE(got.sizes() == want.sizes());
-  check_values(got, values(want), tol);
-}
-
 TEST_CASE("group_norm equals its composite formula", "[ops][norm]") {
   const Device d = test_device();
   const Tensor x = random_input({2, 6, 3, 2}, d, 1, -2, 3);
