@@ -37,6 +37,7 @@
 #include "nn/parallel/data_parallel.h"
 #include "nn/parallel/parallel.h"
 #include "nn/parallel/replicate.h"
+#include "nn/rnn.h"
 #include "nn/train_step.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"

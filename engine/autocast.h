@@ -10,7 +10,7 @@
 // a fixed policy (ops/autocast_policy.h lists the ops of each class):
 //   lower precision   matmul, linear, conv2d: to the guard's dtype;
 //   float32           exp, log, pow, sum, mean, softmax, log_softmax, layer_norm,
-//                     rms_norm and the losses: to float32, so that long sums and
+//                     rms_norm, group_norm and the losses: to float32, so that long sums and
 //                     exponentials keep range;
 //   promote           element-wise ops with several tensor inputs (where, cat, stack,
 //                     scatter_add; add/sub/mul/div and comparisons always promote): to

@@ -194,6 +194,17 @@ void conv_pool_norm(Catalogue& c) {
           return batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/false);
         }),
         {dense({2, 2, 3})});
+  c.add("group_norm", "[1,4,3] in 2 groups, weight and bias [4]",
+        Fn([](const TensorList& x) { return TensorList{group_norm(x[0], 2, x[1], x[2])}; }),
+        {dense({1, 4, 3}), dense({4}), dense({4})});
+  c.add("group_norm_4d", "[1,3,2,2] in 3 groups (one channel each), weight [3], eps 1e-3",
+        binary([](T x, T w) { return group_norm(x, 3, w, Tensor(), 1e-3); }),
+        {dense({1, 3, 2, 2}), dense({3})});
+  c.add("group_norm_plain", "[3,4] in 1 group, no affine",
+        unary([](T x) { return group_norm(x, 1); }), {dense({3, 4})});
+  c.add("group_norm_noncontig", "transposed [2,6] leaf in 2 groups, bias [6] only",
+        binary([](T x, T b) { return group_norm(x, 2, Tensor(), b); }),
+        {transposed({2, 6}), dense({6})});
   c.add("layer_norm", "[3,4] over the last dim, weight and bias [4]",
         Fn([](const TensorList& x) { return TensorList{layer_norm(x[0], {4}, x[1], x[2])}; }),
         {dense({3, 4}), dense({4}), dense({4})});

@@ -157,6 +157,31 @@ std::shared_ptr<Module> LayerNorm::blank_copy() const {
   return std::make_shared<LayerNorm>(normalized_shape, eps, elementwise_affine, bias.defined());
 }
 
+GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps_, bool affine_)
+    : Module("GroupNorm"), num_groups(groups), num_channels(channels), eps(eps_),
+      affine(affine_) {
+  check_positive("GroupNorm", "num_groups", num_groups);
+  check_positive("GroupNorm", "num_channels", num_channels);
+  SG_CHECK(num_channels % num_groups == 0, ValueError, "GroupNorm: num_channels ", num_channels,
+           " must be divisible by num_groups ", num_groups);
+  if (affine) {
+    weight = register_parameter("weight", ones({num_channels}));
+    bias = register_parameter("bias", zeros({num_channels}));
+  }
+}
+
+Tensor GroupNorm::forward(const Tensor& input) {
+  // Without affine any channel count divisible by num_groups passes, as in the reference.
+  SG_CHECK(!affine || input.dim() < 2 || input.size(1) == num_channels, ValueError,
+           "GroupNorm: input ", input.describe(), " must have num_channels ", num_channels,
+           " in dim 1 ([N, ", num_channels, ", *])");
+  return group_norm(input, num_groups, weight, bias, eps);
+}
+
+std::shared_ptr<Module> GroupNorm::blank_copy() const {
+  return std::make_shared<GroupNorm>(num_groups, num_channels, eps, affine);
+}
+
 RMSNorm::RMSNorm(Shape shape, std::optional<double> eps_, bool affine)
     : Module("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
   check_normalized_shape("RMSNorm", normalized_shape);

@@ -1,8 +1,8 @@
 // The layers of torch::nn that training code uses most, each a Module with PyTorch's
 // parameter names, shapes and default initialisation (so state dicts line up):
-// Linear, Conv2d, BatchNorm2d, LayerNorm, RMSNorm, Embedding, ReLU, GELU, SiLU, Identity,
-// MaxPool2d, AvgPool2d, Flatten, Dropout, and the Sequential container (nn/containers.h:
-// ModuleList, ModuleDict).
+// Linear, Conv2d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm, Embedding, ReLU, GELU, SiLU,
+// Identity, MaxPool2d, AvgPool2d, Flatten, Dropout, and the Sequential container
+// (nn/containers.h: ModuleList, ModuleDict; nn/rnn.h: LSTMCell, LSTM).
 //
 //   auto net = std::make_shared<nn::Sequential>();
 //   net->push_back(std::make_shared<nn::Conv2d>(1, 16, 3, Conv2dParams{{1, 1}, {1, 1}}));
@@ -102,6 +102,20 @@ class LayerNorm : public Module {
   Shape normalized_shape;
   double eps;
   bool elementwise_affine;
+};
+
+// Group normalisation (ops.h's group_norm), as torch.nn.GroupNorm: num_channels split into
+// num_groups groups (ValueError unless it divides num_channels); with affine, a weight of
+// ones and a bias of zeros of [num_channels], registered as "weight" and "bias".
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Module> blank_copy() const override;
+  Tensor weight, bias;  // [num_channels], or undefined
+  int64_t num_groups, num_channels;
+  double eps;
+  bool affine;
 };
 
 // RMS normalisation (ops.h's rms_norm), as torch.nn.RMSNorm: a weight of ones of

@@ -16,7 +16,7 @@
 // The ops of each class:
 //   kLowerPrecision  matmul, linear, conv2d
 //   kFloat32         exp, log, log1p, rsqrt, pow, sum, mean, softmax, log_softmax,
-//                    layer_norm, rms_norm, nll_loss, cross_entropy, mse_loss
+//                    layer_norm, rms_norm, group_norm, nll_loss, cross_entropy, mse_loss
 // (batch_norm is in no class: it runs in its input's dtype with float32 parameters and
 // statistics, engine/autocast.h)
 //   kPromote         where, cat, stack, scatter_add (add, sub, mul, div and the

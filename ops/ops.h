@@ -242,6 +242,14 @@ Tensor avg_pool2d(const Tensor& input, const Pool2dParams& params);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum = 0.1, double eps = 1e-5);
+// Group normalisation (group_norm.cc), as torch.nn.functional.group_norm: the C channels
+// of an [N, C, *] input (at least 2 dims) form num_groups consecutive groups (C must be
+// divisible by it), each (sample, group) normalised by its mean and biased variance, then
+// weight [C] and bias [C] (each may be undefined) per channel. Parameters have the input's
+// dtype, or float32 beside a float16 / bfloat16 input; the result has the input's dtype.
+// Runs in float32 under autocast.
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 // Layer and RMS normalisation (layer_norm.cc), as torch.nn.functional's: each normalises
 // over the trailing dims that normalized_shape names (which must equal them), every
 // leading index on its own. layer_norm: (x - mean) / sqrt(biased var + eps) * weight +

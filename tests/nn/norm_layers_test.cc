@@ -1,6 +1,6 @@
-// nn::LayerNorm and nn::RMSNorm (nn/layers.h): parameters as the reference registers and
-// initialises them, forward through the ops, training, clones and moves, checkpoints, and
-// the errors of a bad configuration.
+// nn::LayerNorm, nn::RMSNorm and nn::GroupNorm (nn/layers.h): parameters as the reference
+// registers and initialises them, forward through the ops, training, clones and moves,
+// checkpoints, and the errors of a bad configuration.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
@@ -109,6 +109,49 @@ TEST_CASE("LayerNorm and RMSNorm refuse bad configurations and inputs", "[nn][no
                     Catch::Contains("layer_norm: normalized_shape [4]"));
   CHECK_THROWS_WITH(nn::RMSNorm(Shape{2, 4}).forward(zeros({4, 2})),
                     Catch::Contains("rms_norm: normalized_shape [2, 4]"));
+}
+
+TEST_CASE("GroupNorm registers the reference's parameters and forwards through group_norm",
+          "[nn][norm]") {
+  nn::GroupNorm gn(2, 6);
+  CHECK(names(gn.named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(floats(gn.weight) == std::vector<float>(6, 1.0f));
+  CHECK(floats(gn.bias) == std::vector<float>(6, 0.0f));
+  CHECK(gn.eps == 1e-5);
+  CHECK(gn.type_name() == "GroupNorm");
+  CHECK(gn.named_buffers().empty());
+  CHECK(nn::GroupNorm(3, 6, 1e-5, /*affine=*/false).named_parameters().empty());
+
+  const Device d(GENERATE(from_range(testing::device_names())));
+  manual_seed(5);
+  auto m = std::make_shared<nn::GroupNorm>(3, 6, 1e-3);
+  {
+    NoGradGuard no_grad;
+    for (Tensor& p : m->parameters()) copy_(p, randn(p.sizes()));
+  }
+  m->to(d);
+  const Tensor x = randn({2, 6, 2, 3}, TensorOptions().device(d)).requires_grad_(true);
+  const Tensor y = m->forward(x);
+  CHECK(floats(y) == floats(group_norm(x, 3, m->weight, m->bias, 1e-3)));
+  sum(mul(y, y)).backward();
+  CHECK(m->weight.grad().defined());
+  CHECK(m->bias.grad().defined());
+  CHECK(x.grad().defined());
+  CHECK(floats(m->clone()->forward(x)) == floats(y));
+  // Without affine: the op alone, on any channel count num_groups divides.
+  CHECK(floats(nn::GroupNorm(3, 6, 1e-5, false).forward(to(x, Device("cpu")))) ==
+        floats(group_norm(to(x, Device("cpu")), 3)));
+}
+
+TEST_CASE("GroupNorm refuses bad configurations and inputs", "[nn][norm][errors]") {
+  CHECK_THROWS_WITH(nn::GroupNorm(4, 6),
+                    Catch::Contains("GroupNorm: num_channels 6 must be divisible by num_groups 4"));
+  CHECK_THROWS_WITH(nn::GroupNorm(0, 6), Catch::Contains("GroupNorm: num_groups"));
+  CHECK_THROWS_WITH(nn::GroupNorm(2, 4).forward(zeros({2, 6, 3})),
+                    Catch::Contains("GroupNorm: input float32[2, 6, 3]") &&
+                        Catch::Contains("num_channels 4"));
+  CHECK_THROWS_WITH(nn::GroupNorm(2, 4).forward(zeros({4})),
+                    Catch::Contains("group_norm: expected an [N, C]"));
 }
 
 }  // namespace

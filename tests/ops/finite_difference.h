@@ -15,6 +15,8 @@
 //                        gradients taken with create_graph) against central differences
 //                        of that same scalar.
 //   values(t)            a float64 tensor's values on the host.
+//   check_values(t, want, tol), check_same(got, want, tol)   values within a relative
+//                        tolerance of a list / of another tensor of the same shape.
 //   KernelNames          the names of the kernels launched while it lives (fusion tests).
 //
 // Thread-safety: test thread only. Failure: Catch2 assertions naming the input, element,
@@ -193,6 +195,12 @@ inline void check_values(const Tensor& t, const std::vector<double>& want, doubl
     INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
     CHECK(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])));
   }
+}
+
+// check_values against another float64 tensor, which must have got's shape.
+inline void check_same(const Tensor& got, const Tensor& want, double tol = 1e-12) {
+  REQUIRE(got.sizes() == want.sizes());
+  check_values(got, values(want), tol);
 }
 
 // Records the names of the kernels launched while it lives.

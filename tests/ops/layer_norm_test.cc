@@ -38,11 +38,6 @@ Tensor composite_rms_norm(const Tensor& x, int64_t k, const Tensor& w, double ep
   return w.defined() ? mul(y, w) : y;
 }
 
-void check_same(const Tensor& got, const Tensor& want, double tol = 1e-12) {
-  REQUIRE(got.sizes() == want.sizes());
-  check_values(got, values(want), tol);
-}
-
 TEST_CASE("layer_norm and rms_norm equal their composite formulas", "[ops][norm]") {
   const Device d = test_device();
   const Tensor x = random_input({2, 3, 4, 5}, d, 1, -2, 3);
