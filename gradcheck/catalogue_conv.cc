@@ -28,6 +28,14 @@ void conv_pool_norm(Catalogue& c) {
           return TensorList{scatter_add(x[0], 1, index2d(x[2], {2, 2}), x[1])};
         }),
         {dense({2, 4}), dense({3, 3}), indices({3, 0, 1, 3})});
+  c.add("scatter", "self [2,4], src [2,3] written along dim 1 (distinct indices)",
+        Fn([](const TensorList& x) {
+          return TensorList{scatter(x[0], 1, index2d(x[2], {2, 3}), x[1])};
+        }),
+        {dense({2, 4}), dense({2, 3}), indices({0, 3, 1, 2, 1, 0})});
+  c.add("scatter_value", "[3,4] with 0.5 written at a [2,4] index along dim 0",
+        binary([](T a, T i) { return scatter(a, 0, index2d(i, {2, 4}), 0.5); }),
+        {dense({3, 4}), indices({2, 0, 1, 1, 0, 2, 2, 0})});
   const Maker conv_in = {dense({1, 2, 2, 3}), dense({2, 2, 1, 2}), dense({2})};
   c.add("conv2d", "[1,2,2,3] * [2,2,1,2] + bias",
         Fn([](const TensorList& x) { return TensorList{conv2d(x[0], x[1], x[2])}; }), conv_in);

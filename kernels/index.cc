@@ -155,9 +155,11 @@ void index_add(const Stream& stream, const View& out, int64_t dim, const View& i
               });
 }
 
-void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
-                 const View& src) {
-  const char* name = "scatter_add";
+namespace {
+
+// scatter_add's checks and walk, for scatter_add (assign false) and scatter (true).
+void scatter_into(const char* name, bool assign, const Stream& stream, const View& out,
+                  int64_t dim, const View& index, const View& src) {
   const auto impl = dispatch::resolve<KernelId::kIndexAccumulate>(name, stream);
   front::call(impl, stream, name, front::kAccumulate, Operands<1>{out}, Operands<1>{src},
               [&](const Operands<1>& o, const Operands<1>& i, bool) {
@@ -170,8 +172,21 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
                 const std::vector<int64_t> out_strides = without_dim(out, dim);
                 a.walk = cpu::make_layout<3>(
                     src.sizes, {out_strides.data(), src.strides.data(), index.strides.data()});
+                a.assign = assign;
                 accumulate_indexed(impl, stream, name, out, src, index, dim, a);
               });
+}
+
+}  // namespace
+
+void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
+                 const View& src) {
+  scatter_into("scatter_add", false, stream, out, dim, index, src);
+}
+
+void scatter(const Stream& stream, const View& out, int64_t dim, const View& index,
+             const View& src) {
+  scatter_into("scatter", true, stream, out, dim, index, src);
 }
 
 void gather(const Stream& stream, const View& out, const View& in, int64_t dim,

@@ -44,7 +44,7 @@
 // empty).
 // Launch names, which observers, traces and error messages show, are the op's own:
 // exp, add_scalar, add, axpy, fill, copy, cat, stack, arange, uniform, normal, sum,
-// argmax, matmul, index_select, index_add, scatter_add, gt, gt_scalar, where, ...
+// argmax, matmul, index_select, index_add, scatter_add, scatter, gt, gt_scalar, where, ...
 #ifndef STREAMGRAD_KERNELS_KERNELS_H_
 #define STREAMGRAD_KERNELS_KERNELS_H_
 
@@ -149,6 +149,11 @@ void index_add(const Stream& stream, const View& out, int64_t dim, const View& i
 // than out. Floating only; bad indices are reported as for index_select.
 void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                  const View& src);
+// The same positions, assigned: out[..., index[j], ...] = src[..., j, ...]. Among
+// duplicate indices the last in src's row-major order wins on the host; on cuda one of
+// them, in no fixed order (as the reference's scatter). Floating only.
+void scatter(const Stream& stream, const View& out, int64_t dim, const View& index,
+             const View& src);
 
 // out[..., j, ...] = in[..., index[..., j, ...], ...] along dim, where index has out's
 // sizes (PyTorch's gather). On dims other than `dim`, out may be smaller than in. Any

@@ -174,6 +174,11 @@ Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2,
 // input / self and src.
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// self with src (or value) written at the positions index names along dim, as the
+// reference's scatter (duplicates: one of them wins; src's gradient reaches all of them).
+// Floating dtypes.
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value);
 
 // Convolution, pooling and normalisation (conv.cc, pool.cc, norm.cc), on [N, C, H, W]
 // inputs (or unbatched [C, H, W]), as PyTorch's.

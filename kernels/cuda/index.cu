@@ -57,8 +57,11 @@ void check_indices(const Stream& stream, const IndexArgs& a) {
 }
 
 // out[off0] = in[off1 + index[off2] * step] (read), or out[off0 + index[off2] * step] +=
-// src[off1] (accumulate).
-template <typename T, bool kAccumulate>
+// src[off1] (accumulate), or = src[off1] (assign: among duplicates one write wins, in no
+// fixed order, as in the reference's scatter on cuda).
+enum class Mode { kRead, kAccumulate, kAssign };
+
+template <typename T, Mode kMode>
 __global__ void __launch_bounds__(kThreads)
     indexed_kernel(Indexer<3, int64_t> ix, int64_t numel, T* out, const T* other,
                    const int64_t* index, int64_t step) {
@@ -66,20 +69,21 @@ __global__ void __launch_bounds__(kThreads)
     int64_t off[3];
     ix.offsets(i, off);
     const int64_t at = index[off[2]] * step;
-    if constexpr (kAccumulate) {
+    if constexpr (kMode == Mode::kAccumulate) {
       atomicAdd(out + off[0] + at, other[off[1]]);
+    } else if constexpr (kMode == Mode::kAssign) {
+      out[off[0] + at] = other[off[1]];
     } else {
       out[off[0]] = other[off[1] + at];
     }
   }
 }
 
-template <bool kAccumulate, typename T>
+template <Mode kMode, typename T>
 void run(const Stream& stream, const IndexArgs& a) {
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(a.walk);
   const int64_t n = a.walk.numel;
-  indexed_kernel<T, kAccumulate><<<blocks_for(n), kThreads, 0,
-                                   raw_cuda_stream(stream)>>>(
+  indexed_kernel<T, kMode><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
       ix, n, static_cast<T*>(a.out), static_cast<const T*>(a.other), a.index, a.step);
   check_cuda(cudaGetLastError(), a.name);
 }
@@ -111,18 +115,22 @@ void index_read(const Stream& stream, DType dt, const IndexArgs& a) {
   if (a.walk.numel == 0) return;
   check_indices(stream, a);
   switch (dt) {
-    case DType::kFloat32: return run<false, float>(stream, a);
-    case DType::kFloat64: return run<false, double>(stream, a);
-    case DType::kInt64: return run<false, int64_t>(stream, a);
-    case DType::kBool: return run<false, uint8_t>(stream, a);
+    case DType::kFloat32: return run<Mode::kRead, float>(stream, a);
+    case DType::kFloat64: return run<Mode::kRead, double>(stream, a);
+    case DType::kInt64: return run<Mode::kRead, int64_t>(stream, a);
+    case DType::kBool: return run<Mode::kRead, uint8_t>(stream, a);
   }
 }
 
 void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a) {
   if (a.walk.numel == 0) return;
   check_indices(stream, a);
-  if (dt == DType::kFloat32) return run<true, float>(stream, a);
-  run<true, double>(stream, a);
+  if (a.assign) {
+    if (dt == DType::kFloat32) return run<Mode::kAssign, float>(stream, a);
+    return run<Mode::kAssign, double>(stream, a);
+  }
+  if (dt == DType::kFloat32) return run<Mode::kAccumulate, float>(stream, a);
+  run<Mode::kAccumulate, double>(stream, a);
 }
 
 }  // namespace cuda

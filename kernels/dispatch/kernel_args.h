@@ -27,6 +27,8 @@ struct IndexArgs {
   int64_t step;
   cpu::Layout<1> index_layout;
   int64_t dim, limit;
+  // Accumulating kernels only: out[...] = src (scatter) instead of out[...] += src.
+  bool assign = false;
 };
 
 // check_index_range's message for the first bad index (the same from every device).

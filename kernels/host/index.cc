@@ -1,4 +1,5 @@
-// index_select and gather (index_read), index_add and scatter_add (index_accumulate), and
+// index_select and gather (index_read), index_add, scatter_add and scatter
+// (index_accumulate), and
 // check_index_range on the host.
 //
 // Indices are validated in full before the first element is touched, so a bad index
@@ -93,9 +94,15 @@ void index_accumulate(const Stream& stream, const LaunchSpec& spec, DType dt,
           T* o0 = static_cast<T*>(a.out);
           const T* s0 = static_cast<const T*>(a.other);
           const int64_t sd = a.step;
-          // One thread in a fixed order: duplicates accumulate deterministically.
-          indexed_walk(a.walk, a.index,
-                       [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] += s0[so]; });
+          // One thread in a fixed order: duplicates accumulate deterministically (assigned:
+          // the last in row-major order of src wins).
+          if (a.assign) {
+            indexed_walk(a.walk, a.index,
+                         [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] = s0[so]; });
+          } else {
+            indexed_walk(a.walk, a.index,
+                         [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] += s0[so]; });
+          }
         });
       },
       args);
