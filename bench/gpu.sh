@@ -3,7 +3,7 @@
 # test suite (the device-parameterised tests then include cuda:0, tests/kernels/cuda
 # compares every cuda kernel with the cpu's, tests/ops/conv_grad_test checks cuDNN's
 # convolution against the composed path), tools/devices, the gradcheck catalogue on
-# cuda:0, the stream_race catalogue on sim and on cuda, a short tools/train run on cuda:0,
+# cuda:0, the stream_race catalogue on sim and on cuda, one epoch of tools/train's cnn, resnet and gpt on cuda:0,
 # the GPU figures (bench/gpu_bench.cc) and the engine's chain benchmark on cuda:0, and
 # writes everything to one folder with a summary table.
 #
@@ -41,6 +41,7 @@ step() {  # step NAME COMMAND...: runs it, keeps its output, records pass/fail
 if [[ -z "$bundle" ]]; then
   bin=bazel-bin
   data=/usr/share/datasets/fashion-mnist
+  text=/usr/share/games/fortunes
   step build bazel build -c opt //... //bench:gpu_bench //bench:sg_bench
   step tests bazel test -c opt --test_output=errors //...
   step cuda_kernels bazel test -c opt --test_output=all //tests/kernels/cuda/...
@@ -48,6 +49,7 @@ if [[ -z "$bundle" ]]; then
 else
   bin="$bundle/bin"
   data="$bundle/data/fashion-mnist"
+  text="$bundle/data/fortunes"
   echo "bundle:  $(cat "$bundle/commit") (packed), $(wc -l < "$bundle/tests.env") tests" | tee -a "$out/summary.txt"
   # cuBLAS, cuDNN and NCCL are the machine's own; the rest comes with the bundle.
   cuda_dirs="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' -o -name 'libcudnn.so.9' \
@@ -62,6 +64,8 @@ step gradcheck "$bin/tools/gradcheck" --devices=cuda:0 --json
 step race_sim "$bin/tools/stream_race" --json
 step race_cuda "$bin/tools/stream_race" --device=cuda --json
 step train "$bin/tools/train" --model=cnn --device=cuda:0 --epochs=1 --json --data="$data"
+step train_resnet "$bin/tools/train" --model=resnet --device=cuda:0 --epochs=1 --json --data="$data"
+step train_gpt "$bin/tools/train" --model=gpt --device=cuda:0 --epochs=1 --json --data="$text"
 step gpu_bench "$bin/bench/gpu_bench" --device=cuda:0
 step chain "$bin/bench/sg_bench" --case=chain --n=1000 --numel=1 --op=mul --device=cuda:0
 echo >> "$out/summary.txt"

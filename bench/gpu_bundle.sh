@@ -5,7 +5,8 @@
 # stream_race,train} and bench/{gpu_bench,sg_bench} (-c opt), every shared library they load
 # that such a machine may lack (abseil, OpenBLAS, SLEEF, gloo and theirs; cudart, so that the
 # runtime is the one we compiled against), a manifest of each test's environment from its
-# BUILD target, and a small Fashion-MNIST (the test set, also as the training set).
+# BUILD target, a small Fashion-MNIST (the test set, also as the training set) and Debian's
+# fortunes (the GPT's text).
 # cuBLAS, cuDNN and NCCL are not packed (hundreds of MB): bench/gpu.sh --bundle finds the
 # machine's own. Unpack there and run `bench/gpu.sh --bundle=DIR`.
 #
@@ -68,6 +69,8 @@ printf '%s\0' "${built[@]}" | xargs -0 -n1 ldd | awk '/=>/ {print $1, $3}' |
     cp -L "$path" "$stage/lib/$name"
   done
 
+mkdir -p "$stage/data/fortunes"  # --model=gpt's text: the regular files, not the .dat indexes
+find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' -exec cp {} "$stage/data/fortunes/" \;
 d=/usr/share/datasets/fashion-mnist
 cp "$d/t10k-images-idx3-ubyte.gz" "$d/t10k-labels-idx1-ubyte.gz" "$stage/data/fashion-mnist/"
 cp "$d/t10k-images-idx3-ubyte.gz" "$stage/data/fashion-mnist/train-images-idx3-ubyte.gz"
