@@ -3,9 +3,9 @@
 # test suite (the device-parameterised tests then include cuda:0, tests/kernels/cuda
 # compares every cuda kernel with the cpu's, tests/ops/conv_grad_test checks cuDNN's
 # convolution against the composed path), tools/devices, the gradcheck catalogue on
-# cuda:0, the stream_race catalogue on sim and on cuda, one epoch of tools/train's cnn, resnet and gpt on cuda:0,
-# the GPU figures (bench/gpu_bench.cc) and the engine's chain benchmark on cuda:0, and
-# writes everything to one folder with a summary table.
+# cuda:0, the stream_race catalogue on sim and on cuda, one epoch of tools/train's cnn,
+# resnet and gpt on cuda:0, the GPU figures (bench/gpu_bench.cc) and the engine's chain
+# benchmark on cuda:0, and writes everything to one folder with a summary table.
 #
 #   bench/gpu.sh [OUT_DIR]                  (default: gpu-results-<date>)
 #   bench/gpu.sh --bundle=DIR [OUT_DIR]     runs the binaries that bench/gpu_bundle.sh packed
