@@ -4,7 +4,8 @@
 //
 // A composite: the average is separable, out = A_h x A_w^T with A_h [oh, H] holding
 // 1 / (window height) on each row's window and zero elsewhere (A_w likewise), so two
-// matmuls of small host-built matrices give it, O(H W (oh + ow)) work per plane in gemm.
+// matmuls of small host-built matrices give it, O(H W (oh + ow)) work per plane, each
+// product one gemm over all planes (rather than a batch of one tiny gemm per plane).
 // The gradient and its gradient come from matmul's (the op is linear, its backward the
 // transpose: A_h^T g A_w). Each cell is scaled by the window's height and width in turn,
 // rather than the reference's one division of the sum, so results agree within rounding.
@@ -52,7 +53,11 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   const Tensor x = compute == input.dtype() ? input : to(input, compute);
   const Tensor ah = window_matrix(output_size[0], input.size(-2), compute, input.device());
   const Tensor aw = window_matrix(output_size[1], input.size(-1), compute, input.device());
-  const Tensor out = matmul(ah, matmul(x, transpose(aw, 0, 1)));
+  // Both products fold every plane into the rows of one gemm: columns first ([..., H, ow]),
+  // then rows on the transposed result ([..., ow, oh]), transposed back.
+  const Tensor cols = matmul(x, transpose(aw, 0, 1));
+  const Tensor rows = matmul(transpose(cols, -1, -2), transpose(ah, 0, 1));
+  const Tensor out = contiguous(transpose(rows, -1, -2));
   return compute == input.dtype() ? out : to(out, input.dtype());
 }
 

@@ -12,6 +12,8 @@
 // the positive ones. With replacement one kernel (kernels::multinomial) inverts each
 // row's running sums. Not differentiable: the result is int64.
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "engine/grad_mode.h"
 #include "ops/op_utils.h"

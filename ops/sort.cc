@@ -6,6 +6,7 @@
 // The backward puts each incoming gradient element at the position its value came from
 // and zero elsewhere: scatter_add into zeros, whose own backward is a gather, so the
 // result is differentiable again. The node saves only the indices.
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -26,8 +27,8 @@ struct SortBackward final : Node {
     if (!g.defined()) return {Tensor()};
     const Tensor idx = indices.unpack(op_name);
     const TensorOptions o = TensorOptions().dtype(g.dtype()).device(g.device());
-    // A 0-dim input was sorted as [1]: its gradient is the one element of g.
-    if (input.sizes.empty()) return {reshape(g, {})};
+    // A 0-dim input was sorted as [1]: its gradient is g's one element (none for k = 0).
+    if (input.sizes.empty()) return {g.numel() == 1 ? reshape(g, {}) : zeros({}, o)};
     return {scatter_add(zeros(input.sizes, o), dim, idx, g)};
   }
   void release_variables() override { indices.reset(); }
@@ -60,7 +61,7 @@ std::tuple<Tensor, Tensor> sorted_slices(const Tensor& x, int64_t k, int64_t dim
     in.strides = {1};
   }
   kernels::sort(stream_of(values), values.view(), indices.view(), in, d, descending, op);
-  if (x.dim() == 0) {
+  if (x.dim() == 0 && k == 1) {  // k = 0 leaves [0], as no 0-dim tensor is empty
     values = reshape(values, {});
     indices = reshape(indices, {});
   }
@@ -102,7 +103,8 @@ std::tuple<Tensor, Tensor> sort(const Tensor& input, std::optional<bool> /*stabl
 
 Tensor argsort(const Tensor& input, int64_t dim, bool descending) {
   NoGradGuard no_grad;  // the indices have no gradient: record no node for the values
-  return std::get<1>(sort(input, dim, descending));
+  return std::get<1>(sorted_slices(input, size_along(input, dim, "argsort"), dim, descending,
+                                   "argsort", "ArgsortBackward"));
 }
 
 Tensor argsort(const Tensor& input, std::optional<bool> /*stable*/, int64_t dim,

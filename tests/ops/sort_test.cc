@@ -139,6 +139,12 @@ TEST_CASE("the gradient of topk and sort goes to the selected positions", "[ops]
   const Tensor s = input({1.5}, {}, d);
   std::get<0>(topk(s, 1)).backward();
   check_values(s.grad(), {1});
+  // k = 0 of a 0-dim input: an empty result, a zero gradient.
+  const Tensor s0 = input({1.5}, {}, d);
+  const Tensor none = std::get<0>(topk(s0, 0));
+  CHECK(none.sizes() == Shape{0});
+  sum(none).backward();
+  check_values(s0.grad(), {0});
   auto distinct = [&](uint64_t seed) { return random_input({3, 4}, d, seed, -2, 2, 0.05); };
   check_gradients([](const TensorList& t) { return std::get<0>(topk(t[0], 2, 0)); },
                   {distinct(1)});
@@ -158,7 +164,7 @@ TEST_CASE("topk and sort reject bad k, dims and dtypes", "[ops][sort]") {
   expect_error<ValueError>([&] { topk(x, 4); }, {"topk", "k = 4", "0..3"});
   expect_error<ValueError>([&] { topk(x, -1, 0); }, {"topk", "k = -1", "0..2"});
   expect_error<ValueError>([&] { sort(x, 2); }, {"sort", "2"});
-  expect_error<ValueError>([&] { argsort(x, -3); }, {"sort", "-3"});
+  expect_error<ValueError>([&] { argsort(x, -3); }, {"argsort", "-3"});
   const Tensor b =
       from_vector<bool>({true, false}, {2}, TensorOptions().dtype(DType::kBool).device(d));
   expect_error<ValueError>([&] { sort(b); }, {"sort", "bool", "int64"});
