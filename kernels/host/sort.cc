@@ -1,11 +1,12 @@
-// sort / topk and multinomial sampling on the host. sort: each slice's positions are
-// ordered with SortOrder (kernels/functors/sort_ops.h), a strict total order, so
+// sort / topk and multinomial sampling on the host. sort: each slice's (value, position)
+// pairs are ordered with SortOrder (kernels/functors/sort_ops.h), a strict total order, so
 // std::partial_sort (k < n) and std::sort give the one stable result; slices are split
 // over threads. multinomial: each row's running sums in double, then a binary search per
 // draw for the first sum above u * total, which is the category multinomial_pick (the
 // cuda kernel's linear scan) returns.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/functors/random_ops.h"
@@ -18,30 +19,31 @@ namespace kernels {
 namespace cpu {
 namespace {
 
+// Each slice is copied into (value, position) pairs first: the sort then compares
+// contiguous pairs rather than loading strided elements through an index.
 template <typename T>
 void sort_slices(const SortArgs& a, T* values, int64_t* indices, const T* in, int64_t begin,
                  int64_t end) {
   const SortOrder<T> order{a.descending};
-  std::vector<int64_t> pos(static_cast<size_t>(a.n));
+  auto before = [&](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) {
+    return order(p.first, p.second, q.first, q.second);
+  };
+  std::vector<std::pair<T, int64_t>> slice(static_cast<size_t>(a.n));
   for_each_row_range(a.walk, begin, end, [&](const int64_t* off, int64_t rows,
                                              const int64_t* step) {
     for (int64_t r = 0; r < rows; ++r) {
       const T* x = in + off[2] + r * step[2];
-      for (int64_t i = 0; i < a.n; ++i) pos[static_cast<size_t>(i)] = i;
-      auto before = [&](int64_t i, int64_t j) {
-        return order(x[i * a.in_step], i, x[j * a.in_step], j);
-      };
+      for (int64_t i = 0; i < a.n; ++i) slice[static_cast<size_t>(i)] = {x[i * a.in_step], i};
       if (a.k < a.n) {
-        std::partial_sort(pos.begin(), pos.begin() + a.k, pos.end(), before);
+        std::partial_sort(slice.begin(), slice.begin() + a.k, slice.end(), before);
       } else {
-        std::sort(pos.begin(), pos.end(), before);
+        std::sort(slice.begin(), slice.end(), before);
       }
       T* v = values + off[0] + r * step[0];
       int64_t* ix = indices + off[1] + r * step[1];
       for (int64_t j = 0; j < a.k; ++j) {
-        const int64_t p = pos[static_cast<size_t>(j)];
-        v[j * a.values_step] = x[p * a.in_step];
-        ix[j * a.indices_step] = p;
+        v[j * a.values_step] = slice[static_cast<size_t>(j)].first;
+        ix[j * a.indices_step] = slice[static_cast<size_t>(j)].second;
       }
     }
   });
