@@ -75,6 +75,8 @@ Tensor pad(const Tensor& input, const std::vector<int64_t>& pad, const std::stri
            mode, "\" is not one of \"constant\", \"reflect\", \"replicate\"");
   SG_CHECK(constant || !value.has_value(), ValueError, op, ": a fill value applies to mode "
            "\"constant\" only, not \"", mode, "\"");
+  // The value must fit the dtype exactly (an int64 tensor takes integers, bool 0 or 1).
+  if (constant) check_fill_value(value.value_or(0.0), input.dtype(), op);
   if (!constant) {
     SG_CHECK(pairs >= 1 && pairs <= 3 && (input.dim() == pairs + 1 || input.dim() == pairs + 2),
              ValueError, op, ": mode \"", mode, "\" pads the last 1, 2 or 3 dims of an input "

@@ -79,6 +79,11 @@ TEST_CASE("pad rejects what the reference rejects", "[ops][pad]") {
   expect_error<ValueError>([&] { pad(x, {1, 1, 1, 1, 1, 1}, "replicate"); },
                            {"pad", "replicate", "last 1, 2 or 3 dims"});
   expect_error<ValueError>([&] { pad(x, {-2, -2}); }, {"pad", "negative size -1"});
+  const TensorOptions i64 = TensorOptions().dtype(DType::kInt64).device(d);
+  expect_error<ValueError>([&] { pad(zeros({2}, i64), {1, 1}, "constant", 2.5); },
+                           {"pad", "2.5", "int64"});
+  expect_error<ValueError>([&] { pad(zeros({2}, i64), {1, 1}, "constant", 1e300); },
+                           {"pad", "int64"});
 }
 
 }  // namespace
