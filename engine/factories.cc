@@ -171,6 +171,11 @@ void manual_seed(uint64_t seed) { set_rng_state({seed, 0}); }
 
 RngState rng_state() { return {g_seed.load(), g_offset.load()}; }
 
+RngState reserve_rng_counters(uint64_t count) {
+  const uint64_t seed = g_seed.load();
+  return {seed, g_offset.fetch_add(count)};
+}
+
 void set_rng_state(const RngState& state) {
   g_seed.store(state.seed);
   g_offset.store(state.offset);

@@ -91,6 +91,10 @@ struct RngState {
   uint64_t offset = 0;  // counter values drawn since the seed was set
 };
 RngState rng_state();
+// Internal, for ops whose kernels draw from the generator themselves (multinomial):
+// reserves `count` counters, returning the state they start at (one atomic step, so
+// concurrent callers never share counters).
+RngState reserve_rng_counters(uint64_t count);
 void set_rng_state(const RngState& state);
 
 // Internal: a tensor viewing `impl`'s storage with other sizes/strides/offset (shares the

@@ -312,6 +312,7 @@ std::vector<OpSpec> build() {
   conv_pool_norm(c);
   losses_activations(c);
   statistics_and_masks(c);
+  sort_sample_pad(c);
   return c.take();
 }
 

@@ -155,6 +155,7 @@ void in_place(Catalogue& c);               // catalogue.cc
 void conv_pool_norm(Catalogue& c);         // catalogue_conv.cc
 void losses_activations(Catalogue& c);     // catalogue_losses.cc
 void statistics_and_masks(Catalogue& c);   // catalogue_modern.cc
+void sort_sample_pad(Catalogue& c);        // catalogue_sort.cc
 
 }  // namespace catalogue_internal
 }  // namespace streamgrad

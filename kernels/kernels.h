@@ -123,6 +123,22 @@ void reduce(const Stream& stream, Reduce op, const View& out, const View& in);
 void arg_reduce(const Stream& stream, bool is_max, const View& values, const View& indices,
                 const View& in, int64_t dim);
 
+// The first k elements of each slice of `in` along `dim` (0 <= dim < rank) in sort order,
+// ascending or descending, with NaN counting as larger than every number and equal values
+// in index order (stable, kernels/functors/sort_ops.h): values (in's dtype) and their
+// int64 positions along dim, both with in's sizes except k (<= in's size) along dim; k
+// equal to the size is a full sort. float32, float64 and int64 (float16 and bfloat16
+// through float32, exactly). Launch name: `name`, the op ("sort", "topk"), a literal.
+void sort(const Stream& stream, const View& values, const View& indices, const View& in,
+          int64_t dim, bool descending, const char* name);
+// Draws with replacement from each row of `probs` ([rows, categories], floating weights
+// that the caller has checked: non-negative, finite, a positive sum per row) into `out`
+// (int64 [rows, samples], contiguous): draw j of row r picks category i with probability
+// p[r][i] / sum(p[r]) from counter offset + r * samples + j (random_ops.h), the same
+// category on every device. Callers advance offset by rows * samples.
+void multinomial(const Stream& stream, const View& out, const View& probs, uint64_t seed,
+                 uint64_t offset);
+
 // out[b] = a[b] @ b_[b]: 2-D ([M,K] x [K,N] -> [M,N]) or 3-D with a batch dim (batch
 // strides may be 0 for broadcasting). Uses OpenBLAS gemm (any strides: non-BLAS-able
 // layouts are copied to contiguous scratch first). M, N and K must fit in int (BLAS);

@@ -1,8 +1,9 @@
 // The layers of torch::nn that training code uses most, each a Module with PyTorch's
 // parameter names, shapes and default initialisation (so state dicts line up):
-// Linear, Conv2d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm, Embedding, ReLU, GELU, SiLU,
-// Identity, MaxPool2d, AvgPool2d, Flatten, Dropout, and the Sequential container
-// (nn/containers.h: ModuleList, ModuleDict; nn/rnn.h: LSTMCell, LSTM).
+// Linear, Conv2d, ConvTranspose2d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm, Embedding,
+// ReLU, GELU, SiLU, Identity, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Upsample, Flatten,
+// Dropout, and the Sequential container (nn/containers.h: ModuleList, ModuleDict;
+// nn/rnn.h: LSTMCell, LSTM).
 //
 //   auto net = std::make_shared<nn::Sequential>();
 //   net->push_back(std::make_shared<nn::Conv2d>(1, 16, 3, Conv2dParams{{1, 1}, {1, 1}}));
@@ -17,6 +18,7 @@
 #ifndef STREAMGRAD_NN_LAYERS_H_
 #define STREAMGRAD_NN_LAYERS_H_
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -198,6 +200,23 @@ class AvgPool2d : public Module {
     return std::make_shared<AvgPool2d>(params);
   }
   Pool2dParams params;
+};
+
+// The reference's nn::AdaptiveAvgPool2d: adaptive_avg_pool2d to a fixed [oh, ow] grid
+// (one size for a square grid), whatever the input's height and width.
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(int64_t output_size)
+      : AdaptiveAvgPool2d(std::array<int64_t, 2>{output_size, output_size}) {}
+  explicit AdaptiveAvgPool2d(std::array<int64_t, 2> output_size)
+      : Module("AdaptiveAvgPool2d"), output_size(output_size) {}
+  Tensor forward(const Tensor& input) override {
+    return adaptive_avg_pool2d(input, output_size);
+  }
+  std::shared_ptr<Module> blank_copy() const override {
+    return std::make_shared<AdaptiveAvgPool2d>(output_size);
+  }
+  std::array<int64_t, 2> output_size;
 };
 
 class Flatten : public Module {

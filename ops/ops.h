@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -154,6 +155,22 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // inputs. The gradient is the reverse running sum of the incoming gradient.
 Tensor cumsum(const Tensor& x, int64_t dim);
 
+// Sorting along a dim (sort.cc), as the reference's: values and int64 positions along
+// dim. NaN counts as larger than every number and equal values keep their index order
+// (every sort here is stable). Floating and int64 inputs; a 0-dim input acts as [1]. The
+// gradient goes to the positions the values came from. topk: the k largest (smallest)
+// in that order, k in 0..size; `sorted` = false sorts too (the reference leaves it open).
+std::tuple<Tensor, Tensor> topk(const Tensor& input, int64_t k, int64_t dim = -1,
+                                bool largest = true, bool sorted = true);
+// As in libtorch, the stable forms take `stable` first, as std::optional<bool>: a plain
+// bool converts to dim (sort(x, true) sorts along dim 1). argsort has no gradient.
+std::tuple<Tensor, Tensor> sort(const Tensor& input, int64_t dim = -1, bool descending = false);
+std::tuple<Tensor, Tensor> sort(const Tensor& input, std::optional<bool> stable,
+                                int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& input, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& input, std::optional<bool> stable, int64_t dim = -1,
+               bool descending = false);
+
 // The reference's matmul for every rank: 1-D x 1-D a dot product (0-dim), a 1-D operand a
 // row (first) or column (second) that the result drops, 2-D [M,K]x[K,N], and batches
 // ([..., M, K] x [..., K, N]) whose batch dims broadcast; N-D x 2-D folds the batch into
@@ -241,6 +258,11 @@ struct Pool2dParams {
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& params);
 Tensor max_pool2d(const Tensor& input, const Pool2dParams& params);
 Tensor avg_pool2d(const Tensor& input, const Pool2dParams& params);
+// The average of each cell of an [oh, ow] grid laid over the last two dims
+// (adaptive_pool.cc), as the reference's: output row i covers input rows
+// floor(i H / oh) .. ceil((i + 1) H / oh) - 1, columns alike. [N, C, H, W] or [C, H, W]
+// with H, W > 0; differentiable to any order.
+Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_size);
 // Normalises over every dim but 1 of [N, C] or [N, C, *]. Training: batch statistics,
 // and running_mean / running_var (when defined) updated in place, without grad, with
 // the unbiased variance. Eval: the running statistics. weight / bias may be undefined.
@@ -301,6 +323,14 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats);
 Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 
+// torch.nn.functional.pad (pad.cc): (before, after) for the last dim, then the one before
+// it, ...; negative amounts crop. "constant" fills with value (0), any dims and dtype;
+// "reflect" mirrors about the edge (amounts below the size), "replicate" repeats it, both
+// for floating inputs, the last 1-3 dims of an input with 1 or 2 more. Gradients sum the
+// copies.
+Tensor pad(const Tensor& input, const std::vector<int64_t>& pad,
+           const std::string& mode = "constant", std::optional<double> value = std::nullopt);
+
 // Devices and dtypes. to(device) is a copy ordered against both devices' current streams
 // (runtime/memory/copy.h); its backward copies the gradient back (S7).
 Tensor to(const Tensor& a, Device device, bool non_blocking = false);
@@ -338,6 +368,13 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false,
                                     std::optional<double> scale = std::nullopt);
+// Category indices (int64) drawn from rows of non-negative weights (multinomial.cc), as
+// torch.multinomial: [categories] -> [num_samples], [rows, categories] -> [rows,
+// num_samples]; weights need not sum to 1. Seeded (manual_seed), the same on every device;
+// without replacement zero-weight categories come after every positive one. ValueError
+// (weights read on the host) for num_samples <= 0 or > categories without replacement,
+// negative, infinite or NaN weights, a zero row. No gradient.
+Tensor multinomial(const Tensor& input, int64_t num_samples, bool replacement = false);
 Tensor flatten(const Tensor& input, int64_t start_dim = 0, int64_t end_dim = -1);
 // Index of the largest element along dim (ties: the first), int64, no gradient.
 Tensor argmax(const Tensor& input, int64_t dim, bool keepdim = false);

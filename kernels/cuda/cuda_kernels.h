@@ -70,6 +70,14 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
 void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3>& l,
                 int64_t n, int64_t stride, void* values, int64_t* indices, const void* in);
 
+// sort / topk (kernels.h) of each slice of a.walk, float32, float64 or int64: a thread per
+// element, placed by counting the elements before it (kernels/cuda/sort.cu). multinomial:
+// a thread per draw (float32 / float64 weights). Both equal the host's results exactly.
+void sort(const Stream& stream, DType dt, const SortArgs& a, void* values, int64_t* indices,
+          const void* in);
+void multinomial(const Stream& stream, DType dt, const MultinomialArgs& a, int64_t* out,
+                 const void* probs);
+
 // The first element (row-major position in `layout`) of `index` outside [0, limit) and
 // its value, found on the device and read back after synchronising `stream`; false when
 // every index is in range. check_index_range's cuda path (defined in index.cu; adapted to

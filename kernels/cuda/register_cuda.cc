@@ -58,6 +58,8 @@ bool register_cuda() {
   register_impl<KernelId::kWhere>(kCuda, SG_AS_TASK(where));
   register_impl<KernelId::kReduce>(kCuda, SG_AS_TASK(reduce));
   register_impl<KernelId::kArgReduce>(kCuda, SG_AS_TASK(arg_reduce));
+  register_impl<KernelId::kSort>(kCuda, SG_AS_TASK(sort));
+  register_impl<KernelId::kMultinomial>(kCuda, SG_AS_TASK(multinomial));
   register_impl<KernelId::kIndexRead>(kCuda, SG_AS_TASK(index_read));
   register_impl<KernelId::kIndexAccumulate>(kCuda, SG_AS_TASK(index_accumulate));
   register_impl<KernelId::kCheckIndexRange>(kCuda, SG_AS_TASK(check_index_range));

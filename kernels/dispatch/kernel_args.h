@@ -71,6 +71,25 @@ struct UnscaleItem {
   void* grad;
 };
 
+// sort and topk along one dim (kernels.h): `walk` runs over the slices (operands values,
+// indices, in; the sorted dim at size 1), each slice n elements of `in` `in_step` apart,
+// of which the first k in sort order land `values_step` / `indices_step` apart.
+struct SortArgs {
+  cpu::Layout<3> walk;
+  int64_t n, k;
+  int64_t in_step, values_step, indices_step;
+  bool descending;
+};
+
+// multinomial sampling with replacement: `rows` rows of `categories` weights
+// (`row_stride` / `category_stride` apart in `probs`), `samples` draws per row into a
+// contiguous int64 [rows, samples] out; draw s of row r uses counter offset + r * samples + s.
+struct MultinomialArgs {
+  int64_t rows, categories, samples;
+  int64_t row_stride, category_stride;
+  uint64_t seed, offset;
+};
+
 // The kernels of kernels/nn_kernels.h, on checked (contiguous) views. ImageShape: images
 // [batch, channels, height, width] with oh x ow window positions (max pooling: channels is
 // the plane count P, batch unused).

@@ -51,6 +51,12 @@ void reduce(const Stream& stream, const LaunchSpec& spec, Reduce op, DType dt,
 void arg_reduce(const Stream& stream, const LaunchSpec& spec, bool is_max, DType dt,
                 const Layout<3>& l, int64_t n, int64_t stride, void* values, int64_t* indices,
                 const void* in);
+// sort / topk along a dim (float32, float64, int64) and multinomial draws (floating
+// weights), split over threads by slice / row.
+void sort(const Stream& stream, const LaunchSpec& spec, DType dt, const SortArgs& a,
+          void* values, int64_t* indices, const void* in);
+void multinomial(const Stream& stream, const LaunchSpec& spec, DType dt,
+                 const MultinomialArgs& a, int64_t* out, const void* probs);
 // index_select and gather (any dtype), index_add and scatter_add (floating): every index
 // is checked before an element moves, on the host for cpu streams (before the launch), in
 // the task for sim ones.

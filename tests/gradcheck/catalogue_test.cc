@@ -42,10 +42,11 @@ std::string read_ops_header() {
 }
 
 // The free functions ops.h declares, with how many overloads each has: lines that start
-// with a return type of Tensor, Tensor& or std::pair<Tensor, Tensor>. The inline
+// with a return type of Tensor, Tensor&, std::pair<Tensor, Tensor> or
+// std::tuple<Tensor, Tensor>. The inline
 // operators start with "inline" and are sugar over these, so they are not collected.
 std::map<std::string, int> declared_ops(const std::string& header) {
-  static const std::regex decl(R"(^(Tensor|Tensor&|std::pair<Tensor, Tensor>) (\w+)\()");
+  static const std::regex decl(R"(^(Tensor|Tensor&|std::(?:pair|tuple)<Tensor, Tensor>) (\w+)\()");
   std::map<std::string, int> names;
   std::istringstream lines(header);
   std::string line;
@@ -77,7 +78,7 @@ TEST_CASE("every operator declared in ops.h has a catalogue entry", "[catalogue]
   const std::map<std::string, int> ops = declared_ops(read_ops_header());
   // A parser that silently matched nothing would make this test vacuous.
   REQUIRE(ops.size() >= 30);
-  for (const char* expected : {"add", "add_", "max", "index_select", "to", "copy_"}) {
+  for (const char* expected : {"add", "add_", "max", "index_select", "to", "copy_", "topk"}) {
     CHECK(ops.count(expected) == 1);
   }
   CHECK(ops.at("sub") == 3);  // tensor, scalar and scalar-first forms

@@ -10,6 +10,7 @@
 //                      device's current stream). bool data uses uint8_t host values.
 //   gather(host, shape)    a view's elements in row-major order from host values.
 //   random_values<T>(n, lo, hi, seed), check_close(got, want)   inputs and comparisons.
+//   expect_value_error(fn, part)   fn throws a ValueError whose message contains part.
 //   LaunchLog          a launch observer that records kernel launches; expect_ranges()
 //                      checks that the last one declared ranges covering each view it
 //                      reads and writes, and writes nothing else.
@@ -211,6 +212,18 @@ class LaunchLog : public LaunchObserver {
   mutable std::mutex mu_;
   std::vector<Seen> seen_;
 };
+
+// `fn` throws a ValueError whose message contains `part`.
+template <typename F>
+void expect_value_error(F fn, const char* part) {
+  try {
+    fn();
+    FAIL("expected a ValueError");
+  } catch (const ValueError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(part) != std::string::npos);
+  }
+}
 
 // n values uniform in [lo, hi), reproducible from `seed`.
 template <typename T>
