@@ -15,17 +15,16 @@
 #include "runtime/observe/stream_sanitizer.h"
 #include "runtime/runtime.h"
 #include "runtime/sim/sim.h"
+#include "tests/tools/run_bits.h"
 #include "tools/train_models_gpt.h"
 
 namespace streamgrad {
 namespace {
 
-struct Run {
-  std::vector<float> losses;
-  std::vector<std::vector<float>> grads, params;
-};
+using testing::check_same_bits;
+using testing::RunBits;
 
-Run train(bool two_streams, int steps = 3) {
+RunBits train(bool two_streams, int steps = 3) {
   const Device d("sim:0");
   GptConfig c;
   c.vocab = 13;
@@ -50,28 +49,12 @@ Run train(bool two_streams, int steps = 3) {
     nn::Batch b{from_vector(x, {4, 8}, ids), from_vector(y, {4, 8}, ids)};
     losses.push_back(nn::train_step(model, opt, b).loss);
   }
-  Run r;
-  for (const Tensor& l : losses) r.losses.push_back(l.item<float>());
-  for (const Tensor& p : model.parameters()) {
-    r.grads.push_back(p.grad().to_vector<float>());
-    r.params.push_back(p.to_vector<float>());
-  }
-  return r;
-}
-
-void check_same_bits(const Run& a, const Run& b) {
-  REQUIRE(a.grads.size() == b.grads.size());
-  CHECK(a.losses == b.losses);
-  for (size_t i = 0; i < a.grads.size(); ++i) {
-    INFO("parameter " << i);
-    CHECK(a.grads[i] == b.grads[i]);
-    CHECK(a.params[i] == b.params[i]);
-  }
+  return testing::record(losses, model);
 }
 
 TEST_CASE("gpt with attention and MLP on two streams trains bit for bit as on one",
           "[train][gpt][S2][S4]") {
-  const Run reference = [] {
+  const RunBits reference = [] {
     SimSchedulerScope one({SimSchedulerKind::kDeterministic, SimPolicy::kRoundRobin, 0, 0});
     return train(/*two_streams=*/false);
   }();

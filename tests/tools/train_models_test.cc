@@ -16,21 +16,19 @@
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "nn/train_step.h"
+#include "tests/tools/run_bits.h"
 #include "tools/train_models.h"
 
 namespace streamgrad {
 namespace {
 
-struct Run {
-  std::vector<float> losses;
-  std::vector<std::vector<float>> grads;  // after the last step, per parameter
-  std::vector<std::vector<float>> params;
-};
+using testing::check_same_bits;
+using testing::RunBits;
 
 // `steps` training steps on real batches (the installed Fashion-MNIST) from the data
 // loader, whose hand-off to the caller's stream is device-side only, and no host read
 // until the end: a stream that fails to wait for another sees unwritten memory.
-Run train(const std::string& model_name, Device d, int steps, bool two_streams = false) {
+RunBits train(const std::string& model_name, Device d, int steps, bool two_streams = false) {
   auto data = nn::load_fashion_mnist("/usr/share/datasets/fashion-mnist", /*train=*/true);
   nn::DataLoader loader(data, nn::DataLoaderOptions().batch_size(32).seed(5).device(d));
   manual_seed(3);
@@ -43,27 +41,11 @@ Run train(const std::string& model_name, Device d, int steps, bool two_streams =
   for (nn::Batch b; static_cast<int>(losses.size()) < steps && loader.next(&b);) {
     losses.push_back(nn::train_step(*model, opt, b).loss);
   }
-  Run r;
-  for (const Tensor& l : losses) r.losses.push_back(l.item<float>());
-  for (const Tensor& p : model->parameters()) {
-    r.grads.push_back(p.grad().to_vector<float>());
-    r.params.push_back(p.to_vector<float>());
-  }
-  return r;
-}
-
-void check_same_bits(const Run& a, const Run& b) {
-  REQUIRE(a.grads.size() == b.grads.size());
-  CHECK(a.losses == b.losses);
-  for (size_t i = 0; i < a.grads.size(); ++i) {
-    INFO("parameter " << i);
-    CHECK(a.grads[i] == b.grads[i]);
-    CHECK(a.params[i] == b.params[i]);
-  }
+  return testing::record(losses, *model);
 }
 
 TEST_CASE("twobranch on two streams trains bit for bit as on one stream", "[train][S2][S4]") {
-  const Run reference = [] {
+  const RunBits reference = [] {
     SimSchedulerScope one_at_a_time({SimSchedulerKind::kDeterministic, SimPolicy::kRoundRobin, 0, 0});
     return train("twobranch", Device("sim:0"), 3, /*two_streams=*/false);
   }();
