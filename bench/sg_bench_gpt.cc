@@ -1,7 +1,7 @@
 // sg_bench's GPT training step (bench/gpt_common.h, bench/gpt_step.h), written as a
 // streamgrad user writes it: raw parameters, layer_norm, linear,
-// scaled_dot_product_attention (causal), gelu, cross_entropy and AdamW. Phases as the model steps': fwd, bwd, optim, total; the check is
-// the loss before training.
+// scaled_dot_product_attention (causal), gelu, cross_entropy and AdamW. Phases as the
+// model steps': fwd, bwd, optim, total; the check is the loss before training.
 #include <vector>
 
 #include "bench/gpt_step.h"

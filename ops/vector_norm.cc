@@ -12,7 +12,6 @@
 // broadcast to [B, N, P]; with beta 0 the input is not read at all (its NaN and inf do
 // not propagate), as in the reference.
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -25,8 +24,6 @@ namespace streamgrad {
 namespace {
 
 using namespace ops_internal;  // NOLINT: the helpers every op uses
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Tensor sign_of(const Tensor& a) {
   const Tensor one = ones({}, TensorOptions().dtype(a.dtype()).device(a.device()));

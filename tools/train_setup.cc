@@ -134,8 +134,8 @@ void load_text(const TrainOptions& o, TrainRun& r) {
                                                    "fortunes package there)"
                                                  : "")};
   }
-  r.vocab = std::make_shared<nn::CharVocab>(nn::CharVocab::from_text(corpus.train + corpus.validation));
-  r.validation_text = corpus.validation;
+  r.vocab =
+      std::make_shared<nn::CharVocab>(nn::CharVocab::from_text(corpus.train + corpus.validation));
   const int64_t t = o.gpt.context;
   auto windows = [&](const std::string& text) {
     return std::make_shared<nn::TextDataset>(

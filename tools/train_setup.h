@@ -55,7 +55,6 @@ struct TrainRun {
   std::shared_ptr<FILE> sink;
   std::shared_ptr<const nn::Dataset> train_data, test_data;  // gpt: validation as test
   std::shared_ptr<const nn::CharVocab> vocab;                // gpt only
-  std::string validation_text;                               // gpt only
   RunIdentity identity;
   std::shared_ptr<nn::Module> model;   // what checkpoints hold
   std::shared_ptr<nn::Module> runner;  // what forward runs: the model or a parallel wrapper

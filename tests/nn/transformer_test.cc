@@ -1,5 +1,5 @@
-// MultiheadAttention, TransformerEncoderLayer and TransformerDecoderLayer against the reference's definitions,
-// written out here with ops: parameter names, shapes and initialisation, the output with
+// MultiheadAttention, TransformerEncoderLayer and TransformerDecoderLayer against the
+// reference's definitions, written out here with ops: parameter names, shapes and initialisation, the output with
 // and without weights, masks (bool true = blocked, as the reference's MultiheadAttention),
 // causal, batch-first or not, pre- and post-norm blocks.
 #include <catch2/catch.hpp>

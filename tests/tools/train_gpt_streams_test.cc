@@ -61,7 +61,8 @@ TEST_CASE("gpt with attention and MLP on two streams trains bit for bit as on on
   CHECK(reference.losses.back() < reference.losses.front());  // it does learn
   for (uint64_t seed : {1, 2, 3}) {
     INFO("adversarial seed " << seed);
-    SimSchedulerScope adversarial({SimSchedulerKind::kDeterministic, SimPolicy::kAdversarial, seed, 0});
+    SimSchedulerScope adversarial(
+        {SimSchedulerKind::kDeterministic, SimPolicy::kAdversarial, seed, 0});
     check_same_bits(train(true), reference);
   }
   for (uint64_t seed : {1, 2, 3}) {
