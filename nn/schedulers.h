@@ -17,8 +17,10 @@
 //
 // state_dict() / load_state_dict(): the scheduler's counters as named numbers (write
 // them into checkpoint metadata with nn::metadata_number); loading changes no lr (the
-// optimiser's own state holds those), as in PyTorch. tools/train instead replays step()
-// for the epochs done, which gives the same lrs for the closed-form schedulers.
+// optimiser's own state holds those), as in PyTorch. restore_lrs() then sets every group's
+// lr to the schedule's value at last_epoch(): for a schedule made with other settings than
+// the saved one (a longer T_max or total_steps when a resumed run trains longer), or an
+// optimiser whose lrs were not loaded.
 //
 // Thread-safety: as the optimiser's. Failure: ValueError for out-of-range arguments
 // (messages name the scheduler), for a step past OneCycleLR's total_steps, for groups
@@ -55,6 +57,7 @@ class LRScheduler {
   // "last_epoch" and "base_lr.<group>".
   SchedulerState state_dict() const;
   void load_state_dict(const SchedulerState& state);
+  void restore_lrs() { apply(); }
 
  protected:
   friend class SequentialLR;

@@ -64,10 +64,14 @@ ABSL_FLAG(int64_t, epochs, 0, "passes over the training set (0: 5; gpt: 4)");
 ABSL_FLAG(int64_t, batch_size, 0, "examples per training batch (0: 64; gpt: 32 windows)");
 ABSL_FLAG(double, lr, 0,
           "learning rate (0: 1e-3 for adam/adamw, 3e-3 for them with resnet, 0.05 for sgd)");
-ABSL_FLAG(std::string, optimizer, "adam", "sgd (momentum 0.9), adam or adamw");
+ABSL_FLAG(std::string, optimizer, "adam",
+          "sgd (momentum 0.9), adam or adamw (weight decay 0.01 on weights of dim >= 2, none "
+          "on biases and norm weights: two parameter groups)");
 ABSL_FLAG(std::string, schedule, "cosine",
-          "learning-rate schedule over the epochs: cosine (to 0), step (halved every 2 epochs) "
-          "or none");
+          "learning-rate schedule: cosine (to 0 over the epochs), step (halved every 2 epochs), "
+          "warmup (linear warm-up over the first epoch's batches, then cosine per batch), "
+          "onecycle (per batch), plateau (halved after an epoch without a better validation "
+          "loss) or none; checkpoints store its state");
 ABSL_FLAG(uint64_t, seed, 0, "seed of initialisation, shuffling and dropout");
 ABSL_FLAG(std::string, data, "",
           "folder of the IDX files (default /usr/share/datasets/fashion-mnist); gpt: a text "
@@ -182,6 +186,7 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   int64_t examples = 0, interval = 0;
   for (nn::Batch b; loader.next(&b);) {
     const nn::StepResult step = nn::train_step(*run.runner, *run.optimizer, b, run.amp);
+    if (run.schedule != nullptr) run.schedule->after_batch();
     e.skipped += step.skipped ? 1 : 0;
     interval_sum = interval_sum.defined() ? add(interval_sum, step.loss) : step.loss;
     ++e.steps;
@@ -198,7 +203,6 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
     bar.update(e.steps, examples, running);
   }
   bar.finish();
-  if (run.schedule != nullptr) run.schedule->step();
   if (run.parallel_devices.empty()) synchronize(run.device);
   for (const Device& d : run.parallel_devices) synchronize(d);
   const double train_s =
@@ -208,6 +212,7 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   // The training steps' peak, before evaluation's larger batches allocate theirs.
   const int64_t train_peak = memory_stats(run.device).allocated_bytes.peak;
   const Evaluation ev = evaluate(run);
+  if (run.schedule != nullptr) run.schedule->after_epoch(ev.loss);
   EpochRecord& r = e.record;
   r.epoch = static_cast<int>(epoch);
   r.train_loss = epoch_loss / std::max<int64_t>(e.steps, 1);
@@ -216,6 +221,7 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   r.examples_per_s = static_cast<double>(examples) * run.world / train_s;  // all processes
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.peak_memory_bytes = train_peak;
+  r.lr = run.optimizer->lr();
   return e;
 }
 
@@ -295,7 +301,7 @@ int train(const TrainOptions& o) {
     if (reports.metrics.is_open()) reports.metrics << epoch_json(e.record) << "\n" << std::flush;
     if (!o.save.empty() && rank0) {
       save(user_path(o.save), run.identity, epoch, *run.model, run.optimizer.get(),
-           run.scaler.get());
+           run.scaler.get(), run.schedule.get());
     }
   }
   if (reports.trace != nullptr) reports.trace->save(user_path(o.trace));

@@ -10,7 +10,8 @@
 
 namespace streamgrad {
 
-nn::Metadata run_metadata(const RunIdentity& run, int64_t epoch, const nn::GradScaler* scaler) {
+nn::Metadata run_metadata(const RunIdentity& run, int64_t epoch, const nn::GradScaler* scaler,
+                          const TrainSchedule* schedule) {
   const RngState rng = rng_state();
   nn::Metadata md = {{"model", run.model},
                      {"epoch", std::to_string(epoch)},
@@ -21,20 +22,22 @@ nn::Metadata run_metadata(const RunIdentity& run, int64_t epoch, const nn::GradS
   if (scaler != nullptr) {  // --amp=fp16: the loss scale continues on --resume
     for (const auto& [key, value] : scaler->state_dict()) md[key] = value;
   }
+  if (schedule != nullptr) schedule->save(md);
   return md;
 }
 
 void save(const std::string& path, const RunIdentity& run, int64_t epoch, const nn::Module& model,
-          const nn::Optimizer* opt, const nn::GradScaler* scaler) {
+          const nn::Optimizer* opt, const nn::GradScaler* scaler, const TrainSchedule* schedule) {
   try {
-    nn::save_checkpoint(path, model, opt, run_metadata(run, epoch, scaler));
+    nn::save_checkpoint(path, model, opt, run_metadata(run, epoch, scaler, schedule));
   } catch (const Error& e) {
     throw UsageError{absl::StrCat("--save: ", e.what())};
   }
 }
 
 int64_t resume(const std::string& path, const RunIdentity& run, nn::Module& model,
-               nn::Optimizer* opt, nn::GradScaler* scaler) {
+               nn::Optimizer* opt, nn::GradScaler* scaler, TrainSchedule* schedule,
+               int64_t batches) {
   const std::string& model_name = run.model;
   // What the file holds is checked first, so that a mismatch reads as one.
   nn::Metadata md;
@@ -84,6 +87,12 @@ int64_t resume(const std::string& path, const RunIdentity& run, nn::Module& mode
     } catch (const ValueError& e) {
       throw UsageError{absl::StrCat("--resume=", path, ": ", e.what())};
     }
+  }
+  // The schedule continues where it was: from its stored state, or (a checkpoint written
+  // before schedules stored one) by replaying the steps of the epochs done.
+  if (schedule != nullptr && !schedule->load(loaded, path) && !schedule->replay(epoch, batches)) {
+    throw UsageError{absl::StrCat("--resume=", path, " holds no state of --schedule=",
+                                  run.schedule, "; resume it with --schedule=none")};
   }
   set_rng_state(rng);
   return epoch;

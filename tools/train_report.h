@@ -33,6 +33,7 @@ struct EpochRecord {
   double examples_per_s = 0;   // training examples over the epoch's training wall time
   double seconds = 0;          // the epoch's wall time, evaluation included
   int64_t peak_memory_bytes = 0;  // peak allocated bytes of the epoch's training steps
+  double lr = 0;  // group 0's lr after the epoch's schedule step (get_last_lr())
 };
 
 class Progress {

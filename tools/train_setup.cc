@@ -65,18 +65,17 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& name,
     return std::make_unique<nn::Adam>(params, nn::AdamOptions(lr > 0 ? lr : 1e-3));
   }
   if (name == "adamw") {
-    return std::make_unique<nn::AdamW>(params,
-                                       nn::AdamOptions(lr > 0 ? lr : 1e-3).weight_decay(0.01));
+    // Two parameter groups, as transformer recipes split them: decay on the matrices and
+    // kernels (dim >= 2), none on biases and norm weights.
+    std::vector<Tensor> decay, no_decay;
+    for (const Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    const nn::AdamOptions options = nn::AdamOptions(lr > 0 ? lr : 1e-3).weight_decay(0.01);
+    std::vector<nn::OptimizerParamGroup> groups;
+    if (!decay.empty()) groups.emplace_back(decay);
+    if (!no_decay.empty()) groups.emplace_back(no_decay, nn::AdamOptions(options).weight_decay(0));
+    return std::make_unique<nn::AdamW>(groups, options);
   }
   throw UsageError{absl::StrCat("unknown --optimizer=", name, "; expected sgd, adam or adamw")};
-}
-
-std::unique_ptr<nn::LRScheduler> make_schedule(const std::string& name, nn::Optimizer& opt,
-                                               int64_t epochs) {
-  if (name == "cosine") return std::make_unique<nn::CosineAnnealingLR>(opt, epochs);
-  if (name == "step") return std::make_unique<nn::StepLR>(opt, 2, 0.5);
-  if (name == "none") return nullptr;
-  throw UsageError{absl::StrCat("unknown --schedule=", name, "; expected cosine, step or none")};
 }
 
 // --distributed: the process group from tools/launch's variables, or null without it.
@@ -223,14 +222,14 @@ TrainRun setup(const TrainOptions& o) {
   r.identity = RunIdentity{o.model, o.optimizer, o.schedule};
   make_model_and_runner(o, r);
   r.optimizer = make_optimizer(o.optimizer, r.model->parameters(), o.lr);
-  r.schedule = make_schedule(o.schedule, *r.optimizer, o.epochs);
+  make_loaders(o, r);
+  r.schedule =
+      make_schedule(o.schedule, *r.optimizer, o.epochs, r.train_loader->batches_per_epoch());
   if (!o.resume.empty()) {
     r.done = resume(user_path(o.resume), r.identity, *r.model,
-                    o.eval_only ? nullptr : r.optimizer.get(), r.scaler.get());
-    // The schedule continues where it was: lr as after `done` epochs.
-    for (int64_t e = 0; r.schedule != nullptr && e < r.done; ++e) r.schedule->step();
+                    o.eval_only ? nullptr : r.optimizer.get(), r.scaler.get(),
+                    o.eval_only ? nullptr : r.schedule.get(), r.train_loader->batches_per_epoch());
   }
-  make_loaders(o, r);
   return r;
 }
 

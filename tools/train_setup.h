@@ -24,6 +24,7 @@
 #include "nn/train_step.h"
 #include "tools/train_checkpoint.h"
 #include "tools/train_models_gpt.h"
+#include "tools/train_schedule.h"
 
 namespace streamgrad {
 
@@ -61,7 +62,7 @@ struct TrainRun {
   nn::AmpConfig amp;
   std::unique_ptr<nn::GradScaler> scaler;  // --amp=fp16 only
   std::unique_ptr<nn::Optimizer> optimizer;
-  std::unique_ptr<nn::LRScheduler> schedule;
+  std::unique_ptr<TrainSchedule> schedule;  // null for --schedule=none
   int64_t done = 0;  // epochs completed before this run (--resume)
   std::unique_ptr<nn::DataLoader> train_loader, test_loader;
 };

@@ -204,6 +204,13 @@ TEST_CASE("scheduler state dicts resume exactly", "[nn][sched]") {
   train(o2, s2, b, 3);
   CHECK(a.to_vector<double>() == b.to_vector<double>());
   CHECK(o1.lr() == o2.lr());
+  // A longer schedule resumed from a shorter one's state: lr as the longer one's at epoch 6.
+  nn::CosineAnnealingLR longer(o2, 20, 0.01);
+  longer.load_state_dict(s1.state_dict());
+  CHECK(o2.lr() != Approx(0.01 + (0.4 - 0.01) * (1 + std::cos(M_PI * 6 / 20)) / 2));
+  longer.restore_lrs();
+  CHECK(o2.lr() == Approx(0.01 + (0.4 - 0.01) * (1 + std::cos(M_PI * 6 / 20)) / 2));
+  o2.set_lr(o1.lr());
 
   nn::ReduceLROnPlateau p1(o1, nn::ReduceLROnPlateauOptions().patience(2).cooldown(2));
   for (double m : {5.0, 4.0, 4.0, 4.0, 4.0}) p1.step(m);  // reduced at the 5th, cooling down

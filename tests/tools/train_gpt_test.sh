@@ -3,7 +3,8 @@
 # --model=gpt on a small text file: per-epoch validation loss in nats and bits per
 # character and tokens/s, a closing sample of the asked length, the --json line with the
 # loss; the same seed gives the same loss; saved after epoch 1 and resumed to epoch 2 it
-# ends exactly where the uninterrupted run ends; DataParallel over sim:0 and sim:1 and
+# ends exactly where the uninterrupted run ends, with every --schedule and AdamW's two
+# parameter groups too (their state is in the checkpoint); DataParallel over sim:0 and sim:1 and
 # --amp=bf16 train it; sizes that do not fit and missing text are one message and exit 2.
 # --model=resnet trains and reports an accuracy.
 set -euo pipefail
@@ -40,6 +41,37 @@ again=$("$bin" "${gpt[@]}" --epochs=2 --json 2>/dev/null)
 "$bin" "${gpt[@]}" --epochs=1 --save="$tmp/one.st" >/dev/null 2>&1
 resumed=$("$bin" "${gpt[@]}" --epochs=2 --json --resume="$tmp/one.st" 2>/dev/null)
 [ "$(field test_loss "$resumed")" = "$loss" ] || fail "resumed run differs: $full / $resumed"
+
+# The epochs after a resume are the uninterrupted run's, lr included. The schedule's state
+# comes from the checkpoint: plateau's best loss and counters cannot be replayed.
+# keep FILE [lr]: the metrics lines without their timings, or only their lrs.
+keep() {
+  if [ "${2:-}" = lr ]; then sed -E 's/.*("lr":[^,}]*).*/\1/' "$1"
+  else sed -E 's/,"(examples_per_s|seconds|peak_memory_bytes)":[^,}]*//g' "$1"; fi
+}
+for sched in warmup onecycle plateau; do
+  # plateau: a step too large, so that epoch 2, after the resume, is worse than epoch 1.
+  lr=0.05; [ "$sched" = plateau ] && lr=0.5
+  run=("${gpt[@]}" --optimizer=adamw --schedule="$sched" --lr=$lr --sample-chars=0)
+  "$bin" "${run[@]}" --epochs=3 --metrics="$tmp/$sched.full" >/dev/null 2>"$tmp/$sched.err" ||
+    fail "--schedule=$sched: $(cat "$tmp/$sched.err")"
+  "$bin" "${run[@]}" --epochs=1 --save="$tmp/$sched.st" >/dev/null 2>&1
+  head -c 4096 "$tmp/$sched.st" | grep -qF '"optimizer.group.1.weight_decay":"0"' ||
+    fail "--optimizer=adamw: no second parameter group without decay in the checkpoint"
+  head -c 4096 "$tmp/$sched.st" | grep -qF '"schedule.last_epoch":' ||
+    fail "--schedule=$sched: no schedule state in the checkpoint"
+  "$bin" "${run[@]}" --epochs=3 --resume="$tmp/$sched.st" --metrics="$tmp/$sched.resumed" \
+    >/dev/null 2>&1
+  # onecycle's first epoch depends on the run's length (its peak is at 30 % of it), so a
+  # run saved with --epochs=1 trained otherwise; resumed, it follows the longer run's lrs.
+  only=; [ "$sched" = onecycle ] && only=lr
+  [ "$(keep "$tmp/$sched.resumed" $only)" = "$(tail -n 2 "$tmp/$sched.full" | keep /dev/stdin $only)" ] ||
+    fail "--schedule=$sched resumed differs: $(cat "$tmp/$sched.full") / $(cat "$tmp/$sched.resumed")"
+done
+# plateau halved the lr after epoch 2, worse than the best (epoch 1's) that the
+# checkpoint carried.
+grep -qF '"epoch":2,' "$tmp/plateau.resumed" && grep -qF '"lr":0.25}' "$tmp/plateau.resumed" ||
+  fail "plateau did not halve after the resume: $(cat "$tmp/plateau.resumed")"
 
 "$bin" "${gpt[@]}" --epochs=1 --data-parallel=sim:0,sim:1 >/dev/null 2>"$tmp/dp.err" ||
   fail "gpt --data-parallel: $(cat "$tmp/dp.err")"
