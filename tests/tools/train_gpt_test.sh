@@ -90,6 +90,10 @@ refused() {  # refused WANT ARGS...: exit 2 and one line naming WANT
 refused "--dim=30 must be a multiple of --heads=4" "${gpt[@]}" --dim=30 --heads=4
 refused "--data=$tmp/nowhere" --model=gpt --data="$tmp/nowhere"
 refused "holds a gpt model, not --model=cnn" --model=cnn --limit=64 --resume="$tmp/gpt.st"
+refused "unknown --schedule=cyclic; expected cosine, step, warmup, onecycle, plateau or none" \
+  "${gpt[@]}" --schedule=cyclic
+refused "was trained with --schedule=plateau, not cosine" "${gpt[@]}" --optimizer=adamw \
+  --resume="$tmp/plateau.st"
 
 resnet=$("$bin" --model=resnet --limit=128 --test-limit=64 --batch-size=32 --epochs=1 \
          --device=cpu --json 2>"$tmp/resnet.err") || fail "resnet: $(cat "$tmp/resnet.err")"
