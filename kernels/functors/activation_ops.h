@@ -8,6 +8,7 @@
 #ifndef STREAMGRAD_KERNELS_FUNCTORS_ACTIVATION_OPS_H_
 #define STREAMGRAD_KERNELS_FUNCTORS_ACTIVATION_OPS_H_
 
+#include "kernels/functors/gelu_float.h"
 #include "kernels/functors/math_fns.h"
 #include "runtime/base/host_device.h"
 
@@ -56,16 +57,24 @@ constexpr double kGeluPdf = 0.39894228040143267794;
 constexpr double kGeluBeta = 0.79788456080286535588;
 constexpr double kGeluKappa = 0.044715;
 
-// x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2))).
+// x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2))); in float (16-bit types too, widened) Phi
+// comes from one exp instead (gelu_float.h): kFnFloat.
 struct GeluOp {
   static constexpr MathFn kFn = MathFn::kErf;
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T arg(T x) const { return x * T(kGeluAlpha); }
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T finish(T x, T t, T) const { return x * T(0.5) * (T(1) + t); }
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T operator()(T x) const {
-    return math::quiet_nan_if_nan(finish(x, math::erf(arg(x)), T(0)));
+  static constexpr MathFn kFnFloat = MathFn::kExp;
+  SG_HOST_DEVICE SG_INLINE float arg(float x) const { return gelu_float::exponent(x).hi; }
+  SG_HOST_DEVICE SG_INLINE double arg(double x) const { return x * kGeluAlpha; }
+  SG_HOST_DEVICE SG_INLINE float finish(float x, float e, float) const {
+    return x * gelu_float::cdf(x, e);
+  }
+  SG_HOST_DEVICE SG_INLINE double finish(double x, double t, double) const {
+    return x * 0.5 * (1 + t);
+  }
+  SG_HOST_DEVICE SG_INLINE float operator()(float x) const {
+    return math::quiet_nan_if_nan(finish(x, math::exp(arg(x)), 0.0f));
+  }
+  SG_HOST_DEVICE SG_INLINE double operator()(double x) const {
+    return math::quiet_nan_if_nan(finish(x, math::erf(arg(x)), 0.0));
   }
 };
 // x / 2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
@@ -82,22 +91,29 @@ struct GeluTanhOp {
     return math::quiet_nan_if_nan(finish(x, math::tanh(arg(x)), T(0)));
   }
 };
-// g * d/dx gelu(x) = g * (Phi(x) + x phi(x)): erf for Phi, exp (the second function) for phi.
+// g * d/dx gelu(x) = g * (Phi(x) + x phi(x)): erf for Phi (in float: exp, as GeluOp), exp
+// (the second function) for phi.
 struct GeluBackwardOp {
   static constexpr MathFn kFn = MathFn::kErf;
+  static constexpr MathFn kFnFloat = MathFn::kExp;
   static constexpr MathFn kFn2 = MathFn::kExp;
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T arg(T, T x) const { return x * T(kGeluAlpha); }
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T arg2(T, T x) const { return T(-0.5) * x * x; }
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T finish(T g, T x, T t, T u) const {
-    const T cdf = T(0.5) * (T(1) + t);
-    const T pdf = u * T(kGeluPdf);
-    return g * (cdf + x * pdf);
+  SG_HOST_DEVICE SG_INLINE float arg(float, float x) const {
+    return gelu_float::exponent(x).hi;
   }
-  template <typename T>
-  SG_HOST_DEVICE SG_INLINE T operator()(T g, T x) const {
+  SG_HOST_DEVICE SG_INLINE double arg(double, double x) const { return x * kGeluAlpha; }
+  SG_HOST_DEVICE SG_INLINE float arg2(float, float x) const { return gelu_float::gauss_arg(x); }
+  SG_HOST_DEVICE SG_INLINE double arg2(double, double x) const { return -0.5 * x * x; }
+  SG_HOST_DEVICE SG_INLINE float finish(float g, float x, float e, float e2) const {
+    const float pdf = gelu_float::gauss(x, e2) * static_cast<float>(kGeluPdf);
+    return g * (gelu_float::cdf(x, e) + x * pdf);
+  }
+  SG_HOST_DEVICE SG_INLINE double finish(double g, double x, double t, double u) const {
+    return g * (0.5 * (1 + t) + x * (u * kGeluPdf));
+  }
+  SG_HOST_DEVICE SG_INLINE float operator()(float g, float x) const {
+    return math::quiet_nan_if_nan(finish(g, x, math::exp(arg(g, x)), math::exp(arg2(g, x))));
+  }
+  SG_HOST_DEVICE SG_INLINE double operator()(double g, double x) const {
     return math::quiet_nan_if_nan(finish(g, x, math::erf(arg(g, x)), math::exp(arg2(g, x))));
   }
 };

@@ -230,6 +230,17 @@ struct Math2Of<Op, VoidOf<decltype(Op::kFn2)>> {
   static constexpr MathFn kFn = Op::kFn2;
 };
 
+// The function for elements of type T: a functor may name another one for float
+// (kFnFloat: GELU's erf-free float form, gelu_float.h).
+template <typename Op, typename T, typename = void>
+struct MathFor {
+  static constexpr MathFn kFn = MathOf<Op>::kFn;
+};
+template <typename Op>
+struct MathFor<Op, float, VoidOf<decltype(Op::kFnFloat)>> {
+  static constexpr MathFn kFn = Op::kFnFloat;
+};
+
 template <typename Op>
 constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
 // Whether the split form has arg2: pow's exponent, or the second function's argument.

@@ -12,7 +12,8 @@
 // STREAMGRAD_CPU_MATH=portable asks every machine for the functions without FMA.
 // Device code (nvcc's device pass): CUDA's functions. nvcc's host pass never runs the
 // functors, and gets the C library so that it need not parse sleef.h.
-// Functions without rounding questions (sqrt, fabs) are the C library's everywhere.
+// Functions without rounding questions (sqrt, fabs, fma: IEEE rounds it once) are the C
+// library's everywhere.
 //
 // Thread-safety: pure functions. Failure: none; IEEE rules for NaN and infinities.
 #ifndef STREAMGRAD_KERNELS_FUNCTORS_MATH_FNS_H_
@@ -60,6 +61,9 @@ SG_HOST_DEVICE SG_INLINE float sqrt(float x) { return ::sqrtf(x); }
 SG_HOST_DEVICE SG_INLINE double sqrt(double x) { return ::sqrt(x); }
 SG_HOST_DEVICE SG_INLINE float abs(float x) { return ::fabsf(x); }
 SG_HOST_DEVICE SG_INLINE double abs(double x) { return ::fabs(x); }
+// a * b + c rounded once: one instruction where the level has FMA, else the C library's
+// exact emulation, so the bits are the same either way.
+SG_HOST_DEVICE SG_INLINE float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
 
 #if defined(SG_MATH_SLEEF)
 // Whether this process's transcendental functions are SLEEF's FMA ones (math_fns.cc):

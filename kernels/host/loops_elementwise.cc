@@ -45,7 +45,7 @@ constexpr int64_t kMathBlock = 256;
 // The functions of one block: t = F(t) (pow: t ^ u), then u = F2(u) if there is one.
 template <typename Op, typename T>
 SG_INLINE void block_math(T* t, T* u, int64_t m) {
-  apply_math<MathOf<Op>::kFn>(t, u, m);
+  apply_math<MathFor<Op, T>::kFn>(t, u, m);
   if constexpr (Math2Of<Op>::kFn != MathFn::kNone) apply_math<Math2Of<Op>::kFn>(u, u, m);
 }
 

@@ -233,6 +233,65 @@ TEST_CASE("NaN propagates through relu, sign and abs", "[elementwise]") {
   testing::check_close(out.read(), {nan, 1.5, 0, 2});
 }
 
+// Float GELU comes from one exp, not erf (kernels/functors/gelu_float.h): its error over a
+// dense sweep of [-16, 16] (through the vector loops), in ulp of the float nearest the
+// double-precision value. Backward's is in ulp of |Phi| + |x phi|, its terms' size: their
+// difference crosses 0 near x = -0.75, where no float form keeps relative accuracy.
+double float_ulp(double v) {
+  const float f = std::abs(static_cast<float>(v));
+  int e = 0;
+  std::frexp(f, &e);
+  return f == 0 ? std::ldexp(1.0, -149) : std::max(std::ldexp(1.0, e - 24), std::ldexp(1.0, -149));
+}
+
+TEST_CASE("float gelu and its backward are within a few ulp from -16 to 16", "[elementwise]") {
+  const Device dev = testing::test_device();
+  const Stream s = current_stream(dev);
+  std::vector<float> xs;
+  for (int i = 0; i <= 320000; ++i) xs.push_back(-16.0f + static_cast<float>(i) * 1e-4f);
+  for (int k = 1; k <= 38; ++k) {
+    xs.push_back(std::ldexp(1.0f, -k));
+    xs.push_back(-std::ldexp(1.0f, -k));
+  }
+  Buffer<float> in(dev, xs), ones(dev, xs.size(), 1.0f), out(dev, xs.size(), 0.0f);
+  kernels::unary(s, Unary::kGelu, out.view(), in.view());
+  const std::vector<float> y = out.read();
+  kernels::binary(s, Binary::kGeluBackward, out.view(), ones.view(), in.view());
+  const std::vector<float> dy = out.read();
+  double worst_above = 0, worst_below = 0, worst_grad = 0, worst_grad_below = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], want = ref(Unary::kGelu, x);
+    const double err = std::abs(y[i] - want) / float_ulp(want);
+    (x >= -8 ? worst_above : worst_below) = std::max(x >= -8 ? worst_above : worst_below, err);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    const double xpdf = x * std::exp(-x * x / 2) / std::sqrt(2 * M_PI);
+    const double scale = float_ulp(std::abs(cdf) + std::abs(xpdf));
+    const double ge = std::abs(dy[i] - ref(Binary::kGeluBackward, 1, x)) / scale;
+    (x >= -8 ? worst_grad : worst_grad_below) =
+        std::max(x >= -8 ? worst_grad : worst_grad_below, ge);
+  }
+  INFO("worst ulp for x >= -8 and below: forward " << worst_above << ", " << worst_below
+                                                    << "; backward " << worst_grad << ", "
+                                                    << worst_grad_below);
+  CHECK(worst_above <= 6);
+  CHECK(worst_grad <= 6);
+  // Below -8 the values fall towards float's smallest normal numbers (1e-38 at -13).
+  CHECK(worst_below <= 16);
+  CHECK(worst_grad_below <= 16);
+
+  // inf, -inf (x * Phi = -inf * 0, as the reference's x / 2 * (1 + erf)), NaN, and far
+  // out on both sides.
+  Buffer<float> special(dev, {INFINITY, -INFINITY, NAN, -30.0f, 30.0f});
+  Buffer<float> sout(dev, 5, 0.0f);
+  kernels::unary(s, Unary::kGelu, sout.view(), special.view());
+  const std::vector<float> v = sout.read();
+  CHECK(v[0] == INFINITY);
+  CHECK(std::isnan(v[1]));
+  CHECK(std::isnan(v[2]));
+  CHECK(v[3] == 0.0f);
+  CHECK(v[4] == 30.0f);
+}
+
 TEST_CASE("0-d views compute one element; empty views launch nothing", "[elementwise]") {
   const Device dev = testing::test_device();
   const Stream s = current_stream(dev);
