@@ -31,7 +31,7 @@ namespace bench {
 
 struct Flags {
   std::string case_name;   // chain, fanin, dag, retain, mlp, mlp_hand, cnn, overlap, math,
-                           // layer_norm
+                           // layer_norm, attention
   std::string device = "cpu";
   int64_t n = 1000;        // chain / retain length, dag size
   std::string op = "mul";  // chain: mul (y * 1.0001) or add (y + 1e-4); math: kMathOps
@@ -41,7 +41,7 @@ struct Flags {
   uint64_t seed = 42;      // dag
   int64_t window = 32;     // dag
   int64_t mid = -1;        // retain: the intermediate of grad_mid (-1: n / 2)
-  int64_t batch = 64;      // mlp, cnn
+  int64_t batch = 64;      // mlp, cnn; attention: batch of [batch, 4, n, 32]
   int branches = 4;        // overlap: K branches on K streams
   int length = 4;          // overlap: fixed-time ops per branch
   double kernel_us = 2000; // overlap: time of each fixed-time kernel
@@ -64,6 +64,9 @@ inline const std::vector<std::string>& math_ops() {
 // normalised over the last dim, with weight 0.5 + j / W and bias 0.25 - j / (2 W) for
 // column j (exact in float32).
 constexpr int64_t kLayerNormWidth = 256;
+// --case=attention: causal self-attention of q, k, v [--batch, 4 heads, --n positions, 32]
+// (the GPT step's heads), each from math_input scaled by 1/4, seeds apart.
+constexpr int64_t kAttentionHeads = 4, kAttentionDim = 32;
 inline std::vector<float> layer_norm_weight() {
   std::vector<float> w(kLayerNormWidth);
   for (int64_t j = 0; j < kLayerNormWidth; ++j) w[j] = 0.5f + static_cast<float>(j) / kLayerNormWidth;
@@ -79,7 +82,8 @@ inline std::vector<float> layer_norm_bias() {
 
 [[noreturn]] inline void flag_error(const std::string& what) {
   std::cerr << "bench: " << what << "\n"
-            << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap|math|layer_norm "
+            << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap|math|layer_norm|"
+               "attention "
                "[--n=N] "
                "[--op=mul|add|exp|tanh|sigmoid|gelu|gelu_tanh|silu] "
                "[--numel=N] [--k=N] [--reduce=stack|add] [--seed=S] [--window=W] [--mid=M] "
@@ -126,6 +130,7 @@ inline std::vector<std::string> case_list() {
       "--case=math --op=gelu_tanh --numel=262144",  "--case=math --op=silu --numel=262144",
       "--case=layer_norm --numel=262144",           "--case=gpt",
       "--case=resnet --batch=64",
+      "--case=attention --batch=16 --n=64",         "--case=attention --batch=4 --n=256",
   };
 }
 
@@ -166,7 +171,7 @@ inline Flags parse_flags(int argc, char** argv) {
   const std::string& c = f.case_name;
   if (c != "chain" && c != "fanin" && c != "dag" && c != "retain" && c != "mlp" &&
       c != "mlp_hand" && c != "cnn" && c != "overlap" && c != "math" && c != "layer_norm" &&
-      c != "gpt" && c != "resnet") {
+      c != "gpt" && c != "resnet" && c != "attention") {
     flag_error("unknown or missing --case '" + c + "'");
   }
   if (c == "math") {
@@ -216,6 +221,10 @@ inline std::string config_name(const Flags& f) {
   if (c == "layer_norm") {
     return "layer_norm [" + s(f.numel / kLayerNormWidth) + ", " + s(kLayerNormWidth) +
            "] numel=" + s(f.numel);
+  }
+  if (c == "attention") {
+    return "attention causal [" + s(f.batch) + ", " + s(kAttentionHeads) + ", " + s(f.n) + ", " +
+           s(kAttentionDim) + "]";
   }
   return "overlap K=" + s(f.branches) + " L=" + s(f.length) + " kernel=" +
          s(static_cast<int64_t>(f.kernel_us)) + "us";
@@ -329,6 +338,13 @@ inline std::vector<float> math_input(int64_t numel) {
   SplitMix64 rng(11);
   std::vector<float> v(static_cast<size_t>(numel));
   for (float& x : v) x = 8 * rng.uniform() - 4;
+  return v;
+}
+
+// --case=attention's q, k and v one after the other: math_input / 4, in [-1, 1).
+inline std::vector<float> attention_input(const Flags& f) {
+  std::vector<float> v = math_input(3 * f.batch * kAttentionHeads * f.n * kAttentionDim);
+  for (float& x : v) x *= 0.25f;
   return v;
 }
 

@@ -33,7 +33,8 @@ void run_cnn(const Flags& f, Report& r);
 void run_resnet(const Flags& f, Report& r);
 void run_overlap(const Flags& f, Report& r);
 void run_math(const Flags& f, Report& r);
-void run_gpt(const Flags& f, Report& r);  // sg_bench_gpt.cc
+void run_gpt(const Flags& f, Report& r);        // sg_bench_gpt.cc
+void run_attention(const Flags& f, Report& r);  // sg_bench_gpt.cc
 void run_layer_norm(const Flags& f, Report& r);
 
 }  // namespace bench

@@ -41,3 +41,44 @@ void run_gpt(const Flags& f, Report& r) {
 
 }  // namespace bench
 }  // namespace streamgrad
+
+namespace streamgrad {
+namespace bench {
+
+// --case=attention: the fused causal scaled_dot_product_attention without history ("fwd")
+// and forward plus backward to q, k and v ("fwd_bwd"). Check: the sum of the output's
+// squares.
+void run_attention(const Flags& f, Report& r) {
+  const Shape shape = {f.batch, kAttentionHeads, f.n, kAttentionDim};
+  const int64_t numel = f.batch * kAttentionHeads * f.n * kAttentionDim;
+  const Tensor all = from_vector(attention_input(f), {3 * numel});
+  const auto part = [&](int64_t i) {
+    return reshape(narrow(all, 0, i * numel, numel), shape).detach().requires_grad_();
+  };
+  const Tensor q = part(0), k = part(1), v = part(2);
+  const Tensor g = ones(shape);
+  const auto attend = [&]() { return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true); };
+  {
+    NoGradGuard no_grad;
+    const Tensor y = attend();
+    r.set_check(sum(mul(y, y)).item<double>(), 0);
+  }
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    double t0, t1;
+    {
+      NoGradGuard no_grad;
+      t0 = now_ms();
+      Tensor y = attend();
+      t1 = now_ms();
+    }
+    Tensor y = attend();
+    TensorList grads = grad({y}, {q, k, v}, {g});
+    const double t2 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("fwd_bwd", t2 - t1, 0);
+  }
+}
+
+}  // namespace bench
+}  // namespace streamgrad

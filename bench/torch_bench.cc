@@ -383,7 +383,8 @@ void run_layer_norm(const Flags& f, Report& r) {
 
 namespace streamgrad {
 namespace bench {
-void run_gpt(const Flags& f, Report& r);  // torch_bench_gpt.cc
+void run_gpt(const Flags& f, Report& r);        // torch_bench_gpt.cc
+void run_attention(const Flags& f, Report& r);  // torch_bench_gpt.cc
 }  // namespace bench
 }  // namespace streamgrad
 
@@ -414,6 +415,7 @@ int main(int argc, char** argv) {
     else if (c == "math") run_math(f, r);
     else if (c == "gpt") run_gpt(f, r);
     else if (c == "layer_norm") run_layer_norm(f, r);
+    else if (c == "attention") run_attention(f, r);
     else if (c == "resnet") run_resnet(f, r);
     else run_cnn(f, r);
   } catch (const std::exception& e) {

@@ -79,3 +79,51 @@ void run_gpt(const Flags& f, Report& r) {
 
 }  // namespace bench
 }  // namespace streamgrad
+
+namespace streamgrad {
+namespace bench {
+
+// --case=attention, as sg_bench's run_attention, written as a libtorch 1.13 user writes
+// causal attention (its C++ API has no fused one): matmul, scale, masked_fill, softmax,
+// matmul.
+void run_attention(const Flags& f, Report& r) {
+  using torch::Tensor;
+  const std::vector<int64_t> shape = {f.batch, kAttentionHeads, f.n, kAttentionDim};
+  const int64_t numel = f.batch * kAttentionHeads * f.n * kAttentionDim;
+  std::vector<float> values = attention_input(f);
+  const Tensor all = torch::from_blob(values.data(), {3 * numel}).clone();
+  const auto part = [&](int64_t i) {
+    return all.narrow(0, i * numel, numel).reshape(shape).detach().requires_grad_();
+  };
+  const Tensor q = part(0), k = part(1), v = part(2);
+  const Tensor g = torch::ones(shape);
+  const Tensor hidden = torch::ones({f.n, f.n}, torch::kBool).tril().logical_not();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kAttentionDim));
+  const auto attend = [&]() {
+    const Tensor att = (q.matmul(k.transpose(-2, -1)) * scale).masked_fill(hidden, -INFINITY);
+    return att.softmax(-1).matmul(v);
+  };
+  {
+    torch::NoGradGuard no_grad;
+    const Tensor y = attend();
+    r.set_check((y * y).sum().item<double>(), 0);
+  }
+  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
+    double t0, t1;
+    {
+      torch::NoGradGuard no_grad;
+      t0 = now_ms();
+      Tensor y = attend();
+      t1 = now_ms();
+    }
+    Tensor y = attend();
+    auto grads = torch::autograd::grad({y}, {q, k, v}, {g});
+    const double t2 = now_ms();
+    if (rep < f.warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("fwd_bwd", t2 - t1, 0);
+  }
+}
+
+}  // namespace bench
+}  // namespace streamgrad
