@@ -16,6 +16,7 @@
 
 #include <cmath>
 
+#include "kernels/functors/math_fns.h"
 #include "runtime/base/host_device.h"
 
 namespace streamgrad {
@@ -84,8 +85,7 @@ struct AdamUpdate {
     const T v_kept = v * beta2;
     const T g2 = g * g;
     v = v_kept + one_minus_beta2 * g2;
-    using std::sqrt;
-    const T scaled = sqrt(v) * inv_sqrt_bias2;
+    const T scaled = math::sqrt(v) * inv_sqrt_bias2;
     const T denom = scaled + eps;
     const T ratio = m / denom;
     return p + neg_step * ratio;

@@ -2,11 +2,13 @@
 // list in one task, element by element with the functors of kernels/functors/optim_ops.h.
 // Each item's layout merges its operands' strides as far as they allow, so a contiguous
 // parameter is one row that the loops vectorise.
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/functors/optim_ops.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/loops.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -74,8 +76,18 @@ void run_sgd(const SgdUpdate<T>& op, const SgdItem& it) {
 }
 
 
+// Whether n elements at p and at q share no byte.
+template <typename T, typename U>
+bool apart(const T* p, const U* q, int64_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
+  const auto bytes = static_cast<uintptr_t>(n) * sizeof(T);
+  return a + bytes <= b || b + bytes <= a;
+}
+
+// Contiguous, pairwise disjoint rows go to the level's vector loop (`nl`, the level of
+// the launch); others run here element by element, in order.
 template <typename T, bool kDecay, bool kDecoupled>
-void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
+void adam_rows(AdamUpdate<T> op, const AdamItem& it, const NnLoops& nl) {
   op.decay = kDecay;
   op.decoupled = kDecoupled;
   T* p0 = static_cast<T*>(it.param);
@@ -100,7 +112,12 @@ void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
     const T* g = g0 + off[1];
     T* m = m0 + off[2];
     T* v = v0 + off[3];
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+    const bool disjoint = apart(p, g, n) && apart(p, m, n) && apart(p, v, n) &&
+                          apart(g, m, n) && apart(g, v, n) && apart(m, v, n);
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1 && disjoint) {
+      nl.adam_row(std::is_same<T, float>::value ? DType::kFloat32 : DType::kFloat64, &f, p, g, m,
+                  v, n, it.inv_sqrt_bias2, it.neg_step);
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
       for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i], m[i], v[i], inv, step);
     } else {
       for (int64_t i = 0; i < n; ++i) {
@@ -111,10 +128,10 @@ void adam_rows(AdamUpdate<T> op, const AdamItem& it) {
 }
 
 template <typename T>
-void run_adam(const AdamUpdate<T>& op, const AdamItem& it) {
+void run_adam(const AdamUpdate<T>& op, const AdamItem& it, const NnLoops& nl) {
   with_flag(op.decay, [&](auto decay) {
     with_flag(op.decoupled, [&](auto decoupled) {
-      adam_rows<T, decltype(decay)::value, decltype(decoupled)::value>(op, it);
+      adam_rows<T, decltype(decay)::value, decltype(decoupled)::value>(op, it, nl);
     });
   });
 }
@@ -158,11 +175,11 @@ void adam_update(const Stream& stream, const LaunchSpec& spec, DType dtype, cons
                  const std::vector<AdamItem>& items) {
   dispatch::enqueue(
       stream, spec,
-      [dtype](const AdamHyper& hyper, const std::vector<AdamItem>& list) {
+      [dtype, nl = &nn_loops()](const AdamHyper& hyper, const std::vector<AdamItem>& list) {
         dispatch_floating(dtype, [&](auto t) {
           using T = decltype(t);
           const AdamUpdate<T> op = make_adam_update<T>(hyper);
-          for (const AdamItem& it : list) run_adam(op, it);
+          for (const AdamItem& it : list) run_adam(op, it, *nl);
         });
       },
       h, items);

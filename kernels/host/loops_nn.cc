@@ -7,6 +7,7 @@
 // gives the same bits.
 #include "kernels/host/loops.h"
 #include "kernels/functors/norm_ops.h"
+#include "kernels/functors/optim_ops.h"
 
 #if defined(SG_CPU_LEVEL_AVX512) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -329,12 +330,47 @@ void layer_norm_param_sums(DType dt, double* acc_w, double* acc_b, const void* g
   }
 }
 
+// The flags made constants, so that each loop has no branch and vectorises.
+template <typename T, bool kDecay, bool kDecoupled>
+void adam_loop(AdamUpdate<T> f, T* __restrict p, const T* __restrict g, T* __restrict m,
+               T* __restrict v, int64_t n, T inv, T step) {
+  f.decay = kDecay;
+  f.decoupled = kDecoupled;
+  for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], g[i], m[i], v[i], inv, step);
+}
+
+template <typename T>
+void adam_typed(const AdamUpdate<T>& f, T* p, const T* g, T* m, T* v, int64_t n, T inv,
+                T step) {
+  if (!f.decay) {
+    adam_loop<T, false, false>(f, p, g, m, v, n, inv, step);
+  } else if (f.decoupled) {
+    adam_loop<T, true, true>(f, p, g, m, v, n, inv, step);
+  } else {
+    adam_loop<T, true, false>(f, p, g, m, v, n, inv, step);
+  }
+}
+
+void adam_row(DType dt, const void* op, void* p, const void* g, void* m, void* v, int64_t n,
+              double inv_sqrt_bias2, double neg_step) {
+  if (dt == DType::kFloat32) {
+    adam_typed(*static_cast<const AdamUpdate<float>*>(op), static_cast<float*>(p),
+               static_cast<const float*>(g), static_cast<float*>(m), static_cast<float*>(v), n,
+               static_cast<float>(inv_sqrt_bias2), static_cast<float>(neg_step));
+  } else {
+    adam_typed(*static_cast<const AdamUpdate<double>*>(op), static_cast<double*>(p),
+               static_cast<const double*>(g), static_cast<double*>(m), static_cast<double*>(v),
+               n, inv_sqrt_bias2, neg_step);
+  }
+}
+
 }  // namespace
 
 extern const NnLoops kNnLoops = {
     max_pool_2x2,          centred_squares,    grad_sums,
     batch_norm_apply,      batch_norm_input_grad, layer_norm_apply,
     scaled_grad,           layer_norm_input_grad, layer_norm_param_sums,
+    adam_row,
 };
 
 }  // namespace SG_CPU_LEVEL
