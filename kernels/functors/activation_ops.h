@@ -62,10 +62,10 @@ constexpr double kGeluKappa = 0.044715;
 struct GeluOp {
   static constexpr MathFn kFn = MathFn::kErf;
   static constexpr MathFn kFnFloat = MathFn::kExp;
-  SG_HOST_DEVICE SG_INLINE float arg(float x) const { return gelu_float::exponent(x).hi; }
+  SG_HOST_DEVICE SG_INLINE float arg(float x) const { return gelu_float::gauss_arg(x); }
   SG_HOST_DEVICE SG_INLINE double arg(double x) const { return x * kGeluAlpha; }
   SG_HOST_DEVICE SG_INLINE float finish(float x, float e, float) const {
-    return x * gelu_float::cdf(x, e);
+    return x * gelu_float::cdf(x, gelu_float::gauss(x, e));
   }
   SG_HOST_DEVICE SG_INLINE double finish(double x, double t, double) const {
     return x * 0.5 * (1 + t);
@@ -91,27 +91,26 @@ struct GeluTanhOp {
     return math::quiet_nan_if_nan(finish(x, math::tanh(arg(x)), T(0)));
   }
 };
-// g * d/dx gelu(x) = g * (Phi(x) + x phi(x)): erf for Phi (in float: exp, as GeluOp), exp
-// (the second function) for phi.
+// g * d/dx gelu(x) = g * (Phi(x) + x phi(x)): erf for Phi, exp (the second function) for
+// phi; in float one exp serves both (gelu_float.h), the second function then unused.
 struct GeluBackwardOp {
   static constexpr MathFn kFn = MathFn::kErf;
   static constexpr MathFn kFnFloat = MathFn::kExp;
   static constexpr MathFn kFn2 = MathFn::kExp;
-  SG_HOST_DEVICE SG_INLINE float arg(float, float x) const {
-    return gelu_float::exponent(x).hi;
-  }
+  static constexpr MathFn kFn2Float = MathFn::kNone;
+  SG_HOST_DEVICE SG_INLINE float arg(float, float x) const { return gelu_float::gauss_arg(x); }
   SG_HOST_DEVICE SG_INLINE double arg(double, double x) const { return x * kGeluAlpha; }
-  SG_HOST_DEVICE SG_INLINE float arg2(float, float x) const { return gelu_float::gauss_arg(x); }
+  SG_HOST_DEVICE SG_INLINE float arg2(float, float) const { return 0.0f; }
   SG_HOST_DEVICE SG_INLINE double arg2(double, double x) const { return -0.5 * x * x; }
-  SG_HOST_DEVICE SG_INLINE float finish(float g, float x, float e, float e2) const {
-    const float pdf = gelu_float::gauss(x, e2) * static_cast<float>(kGeluPdf);
-    return g * (gelu_float::cdf(x, e) + x * pdf);
+  SG_HOST_DEVICE SG_INLINE float finish(float g, float x, float e, float) const {
+    const float gs = gelu_float::gauss(x, e);
+    return g * (gelu_float::cdf(x, gs) + x * (gs * static_cast<float>(kGeluPdf)));
   }
   SG_HOST_DEVICE SG_INLINE double finish(double g, double x, double t, double u) const {
     return g * (0.5 * (1 + t) + x * (u * kGeluPdf));
   }
   SG_HOST_DEVICE SG_INLINE float operator()(float g, float x) const {
-    return math::quiet_nan_if_nan(finish(g, x, math::exp(arg(g, x)), math::exp(arg2(g, x))));
+    return math::quiet_nan_if_nan(finish(g, x, math::exp(arg(g, x)), 0.0f));
   }
   SG_HOST_DEVICE SG_INLINE double operator()(double g, double x) const {
     return math::quiet_nan_if_nan(finish(g, x, math::erf(arg(g, x)), math::exp(arg2(g, x))));

@@ -231,7 +231,7 @@ struct Math2Of<Op, VoidOf<decltype(Op::kFn2)>> {
 };
 
 // The function for elements of type T: a functor may name another one for float
-// (kFnFloat: GELU's erf-free float form, gelu_float.h).
+// (kFnFloat, kFn2Float: GELU's erf-free float form, gelu_float.h).
 template <typename Op, typename T, typename = void>
 struct MathFor {
   static constexpr MathFn kFn = MathOf<Op>::kFn;
@@ -239,6 +239,15 @@ struct MathFor {
 template <typename Op>
 struct MathFor<Op, float, VoidOf<decltype(Op::kFnFloat)>> {
   static constexpr MathFn kFn = Op::kFnFloat;
+};
+// The same for the second function (kFn2Float).
+template <typename Op, typename T, typename = void>
+struct Math2For {
+  static constexpr MathFn kFn = Math2Of<Op>::kFn;
+};
+template <typename Op>
+struct Math2For<Op, float, VoidOf<decltype(Op::kFn2Float)>> {
+  static constexpr MathFn kFn = Op::kFn2Float;
 };
 
 template <typename Op>

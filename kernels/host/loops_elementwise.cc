@@ -46,7 +46,9 @@ constexpr int64_t kMathBlock = 256;
 template <typename Op, typename T>
 SG_INLINE void block_math(T* t, T* u, int64_t m) {
   apply_math<MathFor<Op, T>::kFn>(t, u, m);
-  if constexpr (Math2Of<Op>::kFn != MathFn::kNone) apply_math<Math2Of<Op>::kFn>(u, u, m);
+  if constexpr (Math2For<Op, T>::kFn != MathFn::kNone) {
+    apply_math<Math2For<Op, T>::kFn>(u, u, m);
+  }
 }
 
 // ---- one input ----
