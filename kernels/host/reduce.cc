@@ -1,5 +1,5 @@
-// reduce (sum / max / min over the dims out keeps at size 1) and arg_reduce along a dim,
-// on the host.
+// reduce (sum / max / min over the dims out keeps at size 1), arg_reduce and cumsum along
+// a dim, on the host. cumsum sums each line left to right in double, one line per thread.
 //
 // Each output element owns its accumulator, so sums stay in double for float32 and the
 // order of accumulation is fixed: rows of the reduced dims in row-major order, contiguous
@@ -216,6 +216,37 @@ void arg_reduce(const Stream& stream, const LaunchSpec& spec, bool is_max, DType
               v0[off[0] + j * step[0]] = best;
               i0[off[1] + j * step[1]] = at;
             }
+          });
+        });
+      },
+      layout);
+}
+
+void cumsum(const Stream& stream, const LaunchSpec& spec, DType dt, const Layout<2>& layout,
+            int64_t n, int64_t out_step, int64_t in_step, void* po, const void* px) {
+  dispatch::enqueue(
+      stream, spec,
+      [n, out_step, in_step, po, px, dt](const Layout<2>& lines) {
+        dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(po);
+          const T* x0 = static_cast<const T*>(px);
+          // Lines per chunk such that a chunk reads about kParallelGrain elements; each
+          // line is summed whole by one thread, so the split never changes a bit.
+          const int64_t grain = std::max<int64_t>(1, kParallelGrain / n);
+          auto scan = [&](T* o, const T* x) {
+            double acc = 0;
+            for (int64_t k = 0; k < n; ++k) {
+              acc += static_cast<double>(x[k * in_step]);
+              o[k * out_step] = static_cast<T>(acc);
+            }
+          };
+          parallel_for(0, lines.numel, grain, [&](int64_t b, int64_t e) {
+            for_each_row_range(lines, b, e, [&](const int64_t* off, int64_t m, const int64_t* st) {
+              for (int64_t j = 0; j < m; ++j) {
+                scan(o0 + off[0] + j * st[0], x0 + off[1] + j * st[1]);
+              }
+            });
           });
         });
       },
