@@ -1,5 +1,8 @@
 // The catalogue's entries for gathering, convolution, pooling and normalisation
 // (gradcheck/catalogue.h). Inputs stay at most 12 elements (float64) so Jacobians stay small.
+#include <string>
+#include <vector>
+
 #include "gradcheck/catalogue_internal.h"
 
 namespace streamgrad {
@@ -8,6 +11,49 @@ namespace catalogue_internal {
 namespace {
 
 Tensor index2d(const Tensor& flat, Shape shape) { return reshape(flat, std::move(shape)); }
+
+// scatter_reduce: every reduce with and without self, duplicates in the index (position
+// [0,0] gets two values, [0,1] one, [1,2] three; the other five keep self's value).
+// amax / amin draw pairwise distinct values within each input (ties between self and src
+// have probability zero); prod keeps its values away from 0 (the zero cases are tested by
+// hand in tests/ops/scatter_reduce_test.cc).
+void scatter_reductions(Catalogue& c) {
+  const std::vector<int64_t> dup = {0, 0, 1, 2, 2, 2};
+  struct Variant {
+    const char* name;
+    const char* reduce;
+    bool include_self;
+    Domain dom;
+  };
+  const Variant variants[] = {
+      {"scatter_reduce", "sum", true, kAny},
+      {"scatter_reduce_sum_exclude", "sum", false, kAny},
+      {"scatter_reduce_prod", "prod", true, kNonzero},
+      {"scatter_reduce_prod_exclude", "prod", false, kNonzero},
+      {"scatter_reduce_mean", "mean", true, kAny},
+      {"scatter_reduce_mean_exclude", "mean", false, kAny},
+      {"scatter_reduce_amax", "amax", true, kDistinct},
+      {"scatter_reduce_amax_exclude", "amax", false, kDistinct},
+      {"scatter_reduce_amin", "amin", true, kDistinct},
+      {"scatter_reduce_amin_exclude", "amin", false, kDistinct},
+  };
+  for (const Variant& v : variants) {
+    const std::string reduce = v.reduce;
+    const bool self = v.include_self;
+    c.add(v.name,
+          std::string("self [2,4], src [2,3] along dim 1, reduce ") + v.reduce +
+              (self ? "" : ", include_self false"),
+          Fn([reduce, self](const TensorList& x) {
+            return TensorList{scatter_reduce(x[0], 1, index2d(x[2], {2, 3}), x[1], reduce, self)};
+          }),
+          {dense({2, 4}, v.dom), dense({2, 3}, v.dom), indices(dup)});
+  }
+  c.add("scatter_reduce_src_larger", "amax along dim 0: self [3,2], the [2,2] corner of src [3,3]",
+        Fn([](const TensorList& x) {
+          return TensorList{scatter_reduce(x[0], 0, index2d(x[2], {2, 2}), x[1], "amax")};
+        }),
+        {dense({3, 2}, kDistinct), dense({3, 3}, kDistinct), indices({2, 0, 2, 1})});
+}
 
 }  // namespace
 
@@ -36,6 +82,7 @@ void conv_pool_norm(Catalogue& c) {
   c.add("scatter_value", "[3,4] with 0.5 written at a [2,4] index along dim 0",
         binary([](T a, T i) { return scatter(a, 0, index2d(i, {2, 4}), 0.5); }),
         {dense({3, 4}), indices({2, 0, 1, 1, 0, 2, 2, 0})});
+  scatter_reductions(c);
   const Maker conv_in = {dense({1, 2, 2, 3}), dense({2, 2, 1, 2}), dense({2})};
   c.add("conv2d", "[1,2,2,3] * [2,2,1,2] + bias",
         Fn([](const TensorList& x) { return TensorList{conv2d(x[0], x[1], x[2])}; }), conv_in);

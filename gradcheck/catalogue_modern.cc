@@ -77,10 +77,12 @@ void statistics_and_masks(Catalogue& c) {
         {dense({2, 5})});
   c.add("repeat", "[2,3] repeated {2, 1, 2}", unary([](T a) { return repeat(a, {2, 1, 2}); }),
         {dense({2, 3})});
-  c.add("cumsum", "dim 1 of [2,5] (three scan passes)", unary([](T a) { return cumsum(a, 1); }),
+  c.add("cumsum", "dim 1 of [2,5]", unary([](T a) { return cumsum(a, 1); }),
         {dense({2, 5})});
   c.add("cumsum_noncontig", "dim 0 of a transposed [3,4] leaf",
         unary([](T a) { return cumsum(a, 0); }), {transposed({3, 4})});
+  c.add("cumsum_middle", "dim 1 of [2,3,2] (lines strided on both sides)",
+        unary([](T a) { return cumsum(a, 1); }), {dense({2, 3, 2})});
   c.add("tril", "[3,4], diagonal 0", unary([](T a) { return tril(a); }), grid);
   c.add("tril_batched", "[2,2,3], diagonal -1", unary([](T a) { return tril(a, -1); }),
         {dense({2, 2, 3})});

@@ -1,9 +1,9 @@
-// index_select, index_add, scatter_add and gather, and check_index_range (the same
-// validation under a caller's name): the front door. Checks here, then the implementation
-// registered for the stream's device (kernels/host/index.cc on cpu and sim,
-// kernels/cuda/index.cu on cuda), which validates every index before it touches an
-// element. index_select and gather only move elements: the host takes 16-bit views as
-// they are, cuda widens them; index_add and scatter_add accumulate in float32.
+// index_select, index_add, scatter_add, scatter, scatter_reduce and gather, and
+// check_index_range (the same validation under a caller's name): the front door. Checks
+// here, then the implementation registered for the stream's device (kernels/host/index.cc
+// on cpu and sim, kernels/cuda/index.cu on cuda), which validates every index before it
+// touches an element. index_select and gather only move elements: the host takes 16-bit
+// views as they are, cuda widens them; index_add and the scatters combine in float32.
 #include <string>
 #include <vector>
 
@@ -157,9 +157,11 @@ void index_add(const Stream& stream, const View& out, int64_t dim, const View& i
 
 namespace {
 
-// scatter_add's checks and walk, for scatter_add (assign false) and scatter (true).
-void scatter_into(const char* name, bool assign, const Stream& stream, const View& out,
-                  int64_t dim, const View& index, const View& src) {
+// scatter_add's checks and walk, for scatter_add (kAdd), scatter (kAssign) and
+// scatter_reduce (every combine), launched as `name`.
+void scatter_into(const char* name, IndexCombine combine, bool include_self,
+                  const Stream& stream, const View& out, int64_t dim, const View& index,
+                  const View& src) {
   const auto impl = dispatch::resolve<KernelId::kIndexAccumulate>(name, stream);
   front::call(impl, stream, name, front::kAccumulate, Operands<1>{out}, Operands<1>{src},
               [&](const Operands<1>& o, const Operands<1>& i, bool) {
@@ -172,7 +174,8 @@ void scatter_into(const char* name, bool assign, const Stream& stream, const Vie
                 const std::vector<int64_t> out_strides = without_dim(out, dim);
                 a.walk = cpu::make_layout<3>(
                     src.sizes, {out_strides.data(), src.strides.data(), index.strides.data()});
-                a.assign = assign;
+                a.combine = combine;
+                a.include_self = include_self;
                 accumulate_indexed(impl, stream, name, out, src, index, dim, a);
               });
 }
@@ -181,12 +184,18 @@ void scatter_into(const char* name, bool assign, const Stream& stream, const Vie
 
 void scatter_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                  const View& src) {
-  scatter_into("scatter_add", false, stream, out, dim, index, src);
+  scatter_into("scatter_add", IndexCombine::kAdd, true, stream, out, dim, index, src);
 }
 
 void scatter(const Stream& stream, const View& out, int64_t dim, const View& index,
              const View& src) {
-  scatter_into("scatter", true, stream, out, dim, index, src);
+  scatter_into("scatter", IndexCombine::kAssign, true, stream, out, dim, index, src);
+}
+
+void scatter_reduce(const Stream& stream, const View& out, int64_t dim, const View& index,
+                    const View& src, IndexCombine op, bool include_self, const char* name) {
+  scatter_into(name, op, include_self || op == IndexCombine::kAssign, stream, out, dim, index,
+               src);
 }
 
 void gather(const Stream& stream, const View& out, const View& in, int64_t dim,

@@ -44,7 +44,8 @@
 // empty).
 // Launch names, which observers, traces and error messages show, are the op's own:
 // exp, add_scalar, add, axpy, fill, copy, cat, stack, arange, uniform, normal, sum,
-// argmax, matmul, index_select, index_add, scatter_add, scatter, gt, gt_scalar, where, ...
+// argmax, matmul, index_select, index_add, scatter_add, scatter, scatter_reduce, cumsum,
+// gt, gt_scalar, where, ...
 #ifndef STREAMGRAD_KERNELS_KERNELS_H_
 #define STREAMGRAD_KERNELS_KERNELS_H_
 
@@ -170,12 +171,31 @@ void scatter_add(const Stream& stream, const View& out, int64_t dim, const View&
 // them, in no fixed order (as the reference's scatter). Floating only.
 void scatter(const Stream& stream, const View& out, int64_t dim, const View& index,
              const View& src);
+// The same positions, combined: out[..., index[j], ...] (op)= src[..., j, ...] for op
+// kAdd, kMultiply, kMax or kMin (kAssign is scatter); max and min keep a NaN once met.
+// With include_self false every indexed position first takes op's identity (0, 1, -inf,
+// +inf), so out's earlier value there takes no part; other positions keep it. The host
+// combines in src's row-major order; cuda combines duplicates atomically in no fixed
+// order (products of duplicates may differ within rounding). Floating only (16-bit
+// views combined in float32); bad indices are reported as for index_select, under
+// `name` (the op the user called), before anything is written.
+void scatter_reduce(const Stream& stream, const View& out, int64_t dim, const View& index,
+                    const View& src, IndexCombine op, bool include_self,
+                    const char* name = "scatter_reduce");
 
 // out[..., j, ...] = in[..., index[..., j, ...], ...] along dim, where index has out's
 // sizes (PyTorch's gather). On dims other than `dim`, out may be smaller than in. Any
 // dtype; bad indices are reported as for index_select.
 void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
             const View& index);
+
+// out[..., i, ...] = in[..., 0, ...] + ... + in[..., i, ...] along dim (the running sum;
+// out and in of one shape, floating); with `reverse`, in[..., i, ...] + ... + in[..., n-1,
+// ...] (cumsum's gradient). Each line along dim is summed in order in double (16-bit views
+// widened to float32 first), one line per thread, so the bits do not depend on the thread
+// count. Launch name: cumsum.
+void cumsum(const Stream& stream, const View& out, const View& in, int64_t dim,
+            bool reverse = false);
 
 // Checks that every element of `index` (int64, any shape) lies in [0, limit) without
 // reading it on the host where that would wait for the device: on cpu the check runs at

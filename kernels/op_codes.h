@@ -1,5 +1,6 @@
-// The op codes of kernels.h (Unary, UnaryScalar, Binary, Reduce, Compare), in a header of
-// their own so that device code (kernels/cuda) can name them without kernels.h's views.
+// The op codes of kernels.h (Unary, UnaryScalar, Binary, Reduce, IndexCombine, Compare),
+// in a header of their own so that device code (kernels/cuda) can name them without
+// kernels.h's views.
 //
 // Thread-safety: plain enums. Failure: none.
 #ifndef STREAMGRAD_KERNELS_OP_CODES_H_
@@ -58,6 +59,11 @@ enum class Binary {
 };
 
 enum class Reduce { kSum, kMax, kMin };
+
+// How the scatter kernels combine src into out at an indexed position (scatter_add,
+// scatter, scatter_reduce): out += src, out = src, out *= src, or the larger / smaller of
+// the two, where a NaN wins and stays (as max / min).
+enum class IndexCombine { kAdd, kAssign, kMultiply, kMax, kMin };
 
 // Comparisons, written into a bool out (kernels/functors/select_ops.h holds the per-element math).
 enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };

@@ -1,7 +1,8 @@
-// reduce (sum / max / min over the dims out keeps at size 1) and arg_reduce along a dim:
-// the front door. Checks here, then the implementation registered for the stream's device
+// reduce (sum / max / min over the dims out keeps at size 1), arg_reduce and cumsum along
+// a dim: the front door. Checks here, then the implementation registered for the stream's device
 // (kernels/host/reduce.cc on cpu and sim, kernels/cuda/reduce.cu on cuda); 16-bit views
-// are reduced in float32 (sums in double).
+// are reduced in float32 (sums in double, cumsum's running sums too).
+#include <type_traits>
 #include <vector>
 
 #include "kernels/checks.h"
@@ -88,6 +89,43 @@ void arg_reduce_views(const dispatch::Impl<KernelId::kArgReduce>& impl, const St
           stride, values.data, static_cast<int64_t*>(indices.data), in.data);
 }
 
+// `p` moved by `elements` elements of dtype `dt`.
+template <typename P>
+P* moved(P* p, DType dt, int64_t elements) {
+  using Byte = std::conditional_t<std::is_const<P>::value, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(p) +
+                              elements * static_cast<int64_t>(element_size(dt)));
+}
+
+void cumsum_views(const dispatch::Impl<KernelId::kCumsum>& impl, const Stream& stream,
+                  const View& out, const View& in, int64_t dim, bool reverse) {
+  const char* name = "cumsum";
+  cpu::check_output(name, "out", out);
+  cpu::check_view(name, "in", in);
+  cpu::check_floating(name, "in", in);
+  cpu::check_same_dtype(name, "out", out, "in", in);
+  cpu::check_same_sizes(name, "out", out, "in", in);
+  cpu::check_dim(name, dim, in);
+  cpu::check_disjoint(name, "out", out, "in", in);
+  // The lines: every dim but `dim`, which each line walks itself.
+  std::vector<int64_t> line_sizes = out.sizes;
+  line_sizes[dim] = 1;
+  const Layout<2> lines =
+      cpu::make_layout<2>(line_sizes, {out.strides.data(), in.strides.data()});
+  const int64_t n = in.sizes[dim];
+  if (lines.numel == 0 || n == 0) return;
+  const int64_t os = out.strides[dim], is = in.strides[dim];
+  if (!reverse) {
+    impl.fn(stream, LaunchSpec(name, {&in}, {&out}), in.dtype, lines, n, os, is, out.data,
+            in.data);
+    return;
+  }
+  // From the last element back: each line starts at its end and steps backwards (the
+  // implementations take signed steps; the views themselves keep their strides).
+  impl.fn(stream, LaunchSpec(name, {&in}, {&out}), in.dtype, lines, n, -os, -is,
+          moved(out.data, out.dtype, (n - 1) * os), moved(in.data, in.dtype, (n - 1) * is));
+}
+
 }  // namespace
 
 void reduce(const Stream& stream, Reduce op, const View& out, const View& in) {
@@ -106,6 +144,16 @@ void arg_reduce(const Stream& stream, bool is_max, const View& values, const Vie
   front::call(impl, stream, name, front::Chunking::kNone, Operands<2>{values, indices},
               Operands<1>{in}, [&](const Operands<2>& o, const Operands<1>& i, bool) {
                 arg_reduce_views(impl, stream, is_max, name, o[0], o[1], i[0], dim);
+              });
+}
+
+void cumsum(const Stream& stream, const View& out, const View& in, int64_t dim,
+            bool reverse) {
+  const char* name = "cumsum";
+  const auto impl = dispatch::resolve<KernelId::kCumsum>(name, stream);
+  front::call(impl, stream, name, front::Chunking::kNone, Operands<1>{out}, Operands<1>{in},
+              [&](const Operands<1>& o, const Operands<1>& i, bool) {
+                cumsum_views(impl, stream, o[0], i[0], dim, reverse);
               });
 }
 

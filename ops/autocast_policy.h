@@ -19,7 +19,7 @@
 //                    layer_norm, rms_norm, group_norm, nll_loss, cross_entropy, mse_loss
 // (batch_norm is in no class: it runs in its input's dtype with float32 parameters and
 // statistics, engine/autocast.h)
-//   kPromote         where, cat, stack, scatter_add (add, sub, mul, div and the
+//   kPromote         where, cat, stack, scatter_add, scatter_reduce (add, sub, mul, div and the
 //                    comparisons promote mixed floating inputs always, autocast or not)
 //
 // Thread-safety: per-thread state only. Failure: what the op and to() throw.

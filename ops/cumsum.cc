@@ -1,31 +1,56 @@
 // cumsum along a dim, as the reference's: element i is the sum of elements 0..i.
 //
-// Composed of ops as a Hillis-Steele scan: ceil(log2 n) passes, each adding the tensor to
-// itself shifted by 1, 2, 4, ... along dim (narrow, add, cat), so O(n log n) work in
-// 2 log2 n kernel launches rather than a dedicated single-pass kernel. Its gradient, the
-// reverse cumulative sum of the incoming gradient, comes from autograd through those
-// ops, and so is differentiable again. The partial sums are pairwise rather than
-// sequential, which rounds no worse than a left-to-right loop.
+// One launch of the dedicated scan kernel (kernels::cumsum): each line along dim summed
+// left to right in double, so float32 results are the correctly rounded running sums and
+// the bits do not depend on the thread count. Its gradient, the reverse running sum of the
+// incoming gradient, is the same kernel run from each line's end; the two are each
+// other's backward, so cumsum is differentiable to any order.
 #include <algorithm>
+#include <memory>
 
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
 namespace streamgrad {
+namespace {
+
+using namespace ops_internal;  // NOLINT: the helpers every op uses
+
+Tensor running_sum(const Tensor& x, int64_t d, bool reverse);
+
+// The gradient of a running sum is the running sum the other way.
+struct CumsumBackward final : Node {
+  std::string name() const override { return "CumsumBackward"; }
+  TensorList apply(TensorList&& grads) override {
+    if (!grads[0].defined()) return {Tensor()};
+    return {running_sum(grads[0], dim, !reverse)};
+  }
+  int64_t dim = 0;
+  bool reverse = false;
+};
+
+// x of rank >= 1 (a 0-dim x is handled by the caller), d normalised.
+Tensor running_sum(const Tensor& x, int64_t d, bool reverse) {
+  Tensor out = new_output(x.sizes(), x.dtype(), x.device());
+  kernels::cumsum(stream_of(out), out.view(), x.view(), d, reverse);
+  if (any_requires_grad({x})) {
+    auto node = std::make_shared<CumsumBackward>();
+    node->dim = d;
+    node->reverse = reverse;
+    wire(node, {x}, {out});
+  }
+  return out;
+}
+
+}  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
-  using namespace ops_internal;  // NOLINT: the helpers every op uses
   check_defined(x, "cumsum", "the input");
   check_floating(x, "cumsum");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "cumsum");
-  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
-  if (n <= 1) return clone(x);
-  Tensor y = x;
-  for (int64_t shift = 1; shift < n; shift *= 2) {
-    const Tensor moved = add(narrow(y, d, shift, n - shift), narrow(y, d, 0, n - shift));
-    y = cat({narrow(y, d, 0, shift), moved}, d);
-  }
-  return y;
+  // A 0-dim tensor is its own running sum: a copy, with clone's gradient.
+  if (x.dim() == 0) return clone(x);
+  return running_sum(x, d, /*reverse=*/false);
 }
 
 }  // namespace streamgrad

@@ -230,5 +230,40 @@ Tensor binary_kernel(kernels::Binary op, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+int64_t check_indexed(const char* op, const Tensor& t, int64_t dim, const Tensor& index,
+                      const Tensor* src) {
+  check_defined(t, op, "the input");
+  check_defined(index, op, "index");
+  check_same_device(t, index, op);
+  SG_CHECK(index.dtype() == DType::kInt64, ValueError, op, ": index must be int64, got ",
+           index.describe());
+  SG_CHECK(index.dim() == t.dim(), ValueError, op, ": index ", index.describe(),
+           " must have the rank of the input ", t.describe());
+  const int64_t d = wrap_dim(dim, t.dim(), op);
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    SG_CHECK(i == d || index.size(i) <= t.size(i), ValueError, op, ": index ",
+             index.describe(), " is larger than the input ", t.describe(), " on dim ", i);
+  }
+  if (src != nullptr) {
+    check_defined(*src, op, "src");
+    check_same_device(t, *src, op);
+    check_same_dtype(t, *src, op);
+    bool covers = src->dim() == index.dim();
+    for (int64_t i = 0; covers && i < index.dim(); ++i) covers = index.size(i) <= src->size(i);
+    SG_CHECK(covers, ValueError, op, ": src ", src->describe(), " must have index's rank and be ",
+             "at least as large as index ", index.describe(), " on every dim (only the part "
+             "of src that index covers is read)");
+  }
+  return d;
+}
+
+Tensor covered(const Tensor& src, const Shape& sizes) {
+  Tensor part = src;
+  for (int64_t i = 0; i < src.dim(); ++i) {
+    if (part.size(i) != sizes[i]) part = narrow(part, i, 0, sizes[i]);
+  }
+  return part;
+}
+
 }  // namespace ops_internal
 }  // namespace streamgrad

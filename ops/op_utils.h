@@ -86,6 +86,16 @@ inline Stream stream_of(const Tensor& t) { return current_stream(t.device()); }
 // their result keep `t` as base (check_inplace looks at the base).
 kernels::View contiguous_view_as(const Tensor& t, const Shape& shape);
 
+// The gather / scatter family (gather.cc, scatter_reduce.cc): validates t and an int64
+// index of t's rank that is no larger than t on every dim but `dim` (and src, when given:
+// t's device and dtype, index's rank, at least index's size on every dim), naming `op`;
+// returns the normalised dim.
+int64_t check_indexed(const char* op, const Tensor& t, int64_t dim, const Tensor& index,
+                      const Tensor* src);
+// The part of `src` that an index of `sizes` covers: its leading corner (a view, whose
+// gradient is zero outside the corner, as src's elements there are never read).
+Tensor covered(const Tensor& src, const Shape& sizes);
+
 // Whether backward input `i` of `node` needs a gradient.
 inline bool needs_grad(const Node& node, size_t i) { return node.next_edge(i).valid(); }
 

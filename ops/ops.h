@@ -196,6 +196,16 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 // Floating dtypes.
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value);
+// self with each src element combined into the position index names along dim, as the
+// reference's scatter_reduce (scatter_reduce.cc): reduce is "sum", "prod", "mean", "amax"
+// or "amin" (ValueError otherwise). With include_self, self's value takes part ("mean"
+// counts it); without, positions index reaches get only src's values. Positions index
+// does not reach keep self's value. index and src as scatter_add's. Floating dtypes;
+// differentiable with respect to self and src (amax / amin share the gradient evenly among
+// the values equal to the result), twice too (for "prod", not for src where two zeros of
+// src meet at one position, as in the reference).
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
 
 // Convolution, pooling and normalisation (conv.cc, pool.cc, norm.cc), on [N, C, H, W]
 // inputs (or unbatched [C, H, W]), as PyTorch's.

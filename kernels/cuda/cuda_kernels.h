@@ -69,6 +69,12 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
             const cpu::Layout<1>& red, void* out, const void* in);
 void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3>& l,
                 int64_t n, int64_t stride, void* values, int64_t* indices, const void* in);
+// cumsum (kernels.h) along each line of `lines` (operands out, in): n elements, out_step
+// and in_step apart (negative: a reverse sum from the line's last element). One thread per
+// line, summing in order in double for float32 as the host does, so the results equal the
+// host's bit for bit.
+void cumsum(const Stream& stream, DType dt, const cpu::Layout<2>& lines, int64_t n,
+            int64_t out_step, int64_t in_step, void* out, const void* in);
 
 // sort / topk (kernels.h) of each slice of a.walk, float32, float64 or int64: a thread per
 // element, placed by counting the elements before it (kernels/cuda/sort.cu). multinomial:
@@ -87,8 +93,9 @@ bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1
 
 // index_select and gather: out[off0] = in[off1 + index * step], any dtype.
 void index_read(const Stream& stream, DType dt, const IndexArgs& a);
-// index_add and scatter_add: out[off0 + index * step] += src[off1], float32/float64;
-// duplicates accumulate atomically, in no fixed order.
+// index_add, scatter_add, scatter and scatter_reduce: out[off0 + index * step] combined
+// with src[off1] as a.combine says (after the identity, where a.include_self is false),
+// float32/float64; duplicates combine atomically, in no fixed order.
 void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a);
 // sgd_update / adam_update of kernels/foreach.h: one kernel per item.
 void sgd_update(const Stream& stream, DType dt, const SgdHyper& h,

@@ -1,17 +1,18 @@
-// The index kernels (index_select, gather, index_add, scatter_add) on cuda streams
-// (kernels/cuda/cuda_kernels.h): one kernel reads or accumulates through the index, after a
-// check kernel has found every index in range.
+// The index kernels (index_select, gather, index_add, scatter_add, scatter,
+// scatter_reduce) on cuda streams (kernels/cuda/cuda_kernels.h): one kernel reads or
+// accumulates through the index, after a check kernel has found every index in range.
 //
 // Out-of-range indices must never touch memory. A device-side assert would kill the CUDA
 // context, so the check kernel records the first bad element (its row-major position and
 // value) and the host reads it back before the main kernel is enqueued: a ValueError as on
 // cpu, at the cost of one stream synchronisation per index launch.
-// Accumulation uses atomicAdd: duplicate indices sum in no fixed order (as in PyTorch's
-// cuda index_add), so float results with duplicates may differ from run to run within
-// rounding.
+// Accumulation uses atomicAdd (products, max and min a compare-and-swap loop): duplicate
+// indices combine in no fixed order (as in PyTorch's cuda index_add), so sums and products
+// with duplicates may differ from run to run within rounding.
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -58,13 +59,54 @@ void check_indices(const Stream& stream, const IndexArgs& a) {
 
 // out[off0] = in[off1 + index[off2] * step] (read), or out[off0 + index[off2] * step] +=
 // src[off1] (accumulate), or = src[off1] (assign: among duplicates one write wins, in no
-// fixed order, as in the reference's scatter on cuda).
-enum class Mode { kRead, kAccumulate, kAssign };
+// fixed order, as in the reference's scatter on cuda), or combined with src[off1] by an
+// atomic read-modify-write (multiply, max, min), or = `fill` (the identity written first
+// when scatter_reduce leaves self out).
+enum class Mode { kRead, kAccumulate, kAssign, kMultiply, kMax, kMin, kFill };
+
+// The combine of two values under `kMode` (max / min: a NaN wins and stays).
+template <Mode kMode, typename T>
+__device__ __forceinline__ T combined(T o, T v) {
+  if constexpr (kMode == Mode::kMultiply) {
+    return o * v;
+  } else if constexpr (kMode == Mode::kMax) {
+    return (v > o || v != v) && o == o ? v : o;
+  } else {
+    return (v < o || v != v) && o == o ? v : o;
+  }
+}
+
+// Atomic `*p = combined(*p, v)` through compare-and-swap on the value's bits (cuda has no
+// atomic multiply, and no floating max / min).
+template <Mode kMode>
+__device__ void atomic_combine(float* p, float v) {
+  auto* bits = reinterpret_cast<unsigned int*>(p);
+  unsigned int old = *bits, seen;
+  do {
+    seen = old;
+    const float next = combined<kMode>(__uint_as_float(seen), v);
+    if (__float_as_uint(next) == seen) return;
+    old = atomicCAS(bits, seen, __float_as_uint(next));
+  } while (old != seen);
+}
+
+template <Mode kMode>
+__device__ void atomic_combine(double* p, double v) {
+  auto* bits = reinterpret_cast<unsigned long long*>(p);
+  unsigned long long old = *bits, seen;
+  do {
+    seen = old;
+    const double next = combined<kMode>(__longlong_as_double(static_cast<long long>(seen)), v);
+    const auto next_bits = static_cast<unsigned long long>(__double_as_longlong(next));
+    if (next_bits == seen) return;
+    old = atomicCAS(bits, seen, next_bits);
+  } while (old != seen);
+}
 
 template <typename T, Mode kMode>
 __global__ void __launch_bounds__(kThreads)
     indexed_kernel(Indexer<3, int64_t> ix, int64_t numel, T* out, const T* other,
-                   const int64_t* index, int64_t step) {
+                   const int64_t* index, int64_t step, T fill) {
   SG_GRID_LOOP(i, numel) {
     int64_t off[3];
     ix.offsets(i, off);
@@ -73,19 +115,44 @@ __global__ void __launch_bounds__(kThreads)
       atomicAdd(out + off[0] + at, other[off[1]]);
     } else if constexpr (kMode == Mode::kAssign) {
       out[off[0] + at] = other[off[1]];
-    } else {
+    } else if constexpr (kMode == Mode::kFill) {
+      out[off[0] + at] = fill;
+    } else if constexpr (kMode == Mode::kRead) {
       out[off[0]] = other[off[1] + at];
+    } else {
+      atomic_combine<kMode>(out + off[0] + at, other[off[1]]);
     }
   }
 }
 
 template <Mode kMode, typename T>
-void run(const Stream& stream, const IndexArgs& a) {
+void run(const Stream& stream, const IndexArgs& a, T fill = T(0)) {
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(a.walk);
   const int64_t n = a.walk.numel;
   indexed_kernel<T, kMode><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
-      ix, n, static_cast<T*>(a.out), static_cast<const T*>(a.other), a.index, a.step);
+      ix, n, static_cast<T*>(a.out), static_cast<const T*>(a.other), a.index, a.step, fill);
   check_cuda(cudaGetLastError(), a.name);
+}
+
+// The accumulating kernels of one floating type: the identity first where self is left
+// out, then the combine.
+template <typename T>
+void accumulate(const Stream& stream, const IndexArgs& a) {
+  const T inf = std::numeric_limits<T>::infinity();
+  if (!a.include_self) {
+    T id = T(0);
+    if (a.combine == IndexCombine::kMultiply) id = T(1);
+    if (a.combine == IndexCombine::kMax) id = -inf;
+    if (a.combine == IndexCombine::kMin) id = inf;
+    run<Mode::kFill, T>(stream, a, id);
+  }
+  switch (a.combine) {
+    case IndexCombine::kAdd: return run<Mode::kAccumulate, T>(stream, a);
+    case IndexCombine::kAssign: return run<Mode::kAssign, T>(stream, a);
+    case IndexCombine::kMultiply: return run<Mode::kMultiply, T>(stream, a);
+    case IndexCombine::kMax: return run<Mode::kMax, T>(stream, a);
+    case IndexCombine::kMin: return run<Mode::kMin, T>(stream, a);
+  }
 }
 
 }  // namespace
@@ -125,12 +192,8 @@ void index_read(const Stream& stream, DType dt, const IndexArgs& a) {
 void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a) {
   if (a.walk.numel == 0) return;
   check_indices(stream, a);
-  if (a.assign) {
-    if (dt == DType::kFloat32) return run<Mode::kAssign, float>(stream, a);
-    return run<Mode::kAssign, double>(stream, a);
-  }
-  if (dt == DType::kFloat32) return run<Mode::kAccumulate, float>(stream, a);
-  run<Mode::kAccumulate, double>(stream, a);
+  if (dt == DType::kFloat32) return accumulate<float>(stream, a);
+  accumulate<double>(stream, a);
 }
 
 }  // namespace cuda

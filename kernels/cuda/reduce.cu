@@ -1,8 +1,9 @@
-// reduce (sum, max, min) and arg_reduce on cuda streams (kernels/cuda/cuda_kernels.h): one
+// reduce (sum, max, min), arg_reduce and cumsum on cuda streams (cuda_kernels.h): one
 // block of kThreads per output, each thread folding every kThreads-th reduced element,
 // then a tree over the block in shared memory. The order is fixed by the thread layout,
 // so a result does not change from run to run; it differs from the cpu's lane order
-// within rounding (sums accumulate in double for float32, as on cpu).
+// within rounding (sums accumulate in double for float32, as on cpu). cumsum runs one
+// thread per line instead, in the host's order, so its bits equal the host's.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -117,6 +118,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One thread per line, left to right in Acc (double for float32, as the host): the lines
+// are independent, so the bits equal the host's.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    cumsum_kernel(Indexer<2, int64_t> lines, int64_t count, int64_t n, int64_t out_step,
+                  int64_t in_step, T* out, const T* in) {
+  using A = typename Acc<T>::type;
+  SG_GRID_LOOP(line, count) {
+    int64_t off[2];
+    lines.offsets(line, off);
+    T* o = out + off[0];
+    const T* x = in + off[1];
+    A acc = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      acc += static_cast<A>(x[k * in_step]);
+      o[k * out_step] = static_cast<T>(acc);
+    }
+  }
+}
+
 // One block per output, capped (the kernels loop over outputs).
 unsigned blocks_for_outputs(int64_t outputs) {
   return static_cast<unsigned>(outputs < kMaxBlocks ? outputs : kMaxBlocks);
@@ -159,6 +180,23 @@ void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3
         static_cast<const double*>(in));
   }
   check_cuda(cudaGetLastError(), "argmax / argmin on cuda");
+}
+
+void cumsum(const Stream& stream, DType dt, const cpu::Layout<2>& lines, int64_t n,
+            int64_t out_step, int64_t in_step, void* out, const void* in) {
+  if (lines.numel == 0 || n == 0) return;
+  const Indexer<2, int64_t> ix = make_indexer<int64_t>(lines);
+  const cudaStream_t s = raw_cuda_stream(stream);
+  if (dt == DType::kFloat32) {
+    cumsum_kernel<float><<<blocks_for(lines.numel), kThreads, 0, s>>>(
+        ix, lines.numel, n, out_step, in_step, static_cast<float*>(out),
+        static_cast<const float*>(in));
+  } else {
+    cumsum_kernel<double><<<blocks_for(lines.numel), kThreads, 0, s>>>(
+        ix, lines.numel, n, out_step, in_step, static_cast<double*>(out),
+        static_cast<const double*>(in));
+  }
+  check_cuda(cudaGetLastError(), "cumsum on cuda");
 }
 
 }  // namespace cuda

@@ -58,6 +58,7 @@ bool register_cuda() {
   register_impl<KernelId::kWhere>(kCuda, SG_AS_TASK(where));
   register_impl<KernelId::kReduce>(kCuda, SG_AS_TASK(reduce));
   register_impl<KernelId::kArgReduce>(kCuda, SG_AS_TASK(arg_reduce));
+  register_impl<KernelId::kCumsum>(kCuda, SG_AS_TASK(cumsum));
   register_impl<KernelId::kSort>(kCuda, SG_AS_TASK(sort));
   register_impl<KernelId::kMultinomial>(kCuda, SG_AS_TASK(multinomial));
   register_impl<KernelId::kIndexRead>(kCuda, SG_AS_TASK(index_read));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/dispatch/strided.h"
+#include "kernels/op_codes.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -27,8 +28,12 @@ struct IndexArgs {
   int64_t step;
   cpu::Layout<1> index_layout;
   int64_t dim, limit;
-  // Accumulating kernels only: out[...] = src (scatter) instead of out[...] += src.
-  bool assign = false;
+  // Accumulating kernels only: how src meets out (scatter_add adds, scatter assigns,
+  // scatter_reduce multiplies or keeps the max / min), and whether out's own value takes
+  // part: when false, every indexed position first gets the combine's identity (0, 1,
+  // -inf, +inf), so that only src reaches it.
+  IndexCombine combine = IndexCombine::kAdd;
+  bool include_self = true;
 };
 
 // check_index_range's message for the first bad index (the same from every device).

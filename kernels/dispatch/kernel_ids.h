@@ -55,6 +55,8 @@ struct LaunchSpec;
     const void*)                                                                           \
   X(kArgReduce, "arg_reduce", bool, DType, const cpu::Layout<3>&, int64_t, int64_t, void*, \
     int64_t*, const void*)                                                                 \
+  X(kCumsum, "cumsum", DType, const cpu::Layout<2>&, int64_t, int64_t, int64_t, void*,     \
+    const void*)                                                                           \
   X(kSort, "sort", DType, const SortArgs&, void*, int64_t*, const void*)                 \
   X(kMultinomial, "multinomial", DType, const MultinomialArgs&, int64_t*, const void*)     \
   X(kMatmul, "matmul", const cpu::MatmulPlan&, void*, DType)                             \

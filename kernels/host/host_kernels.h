@@ -51,6 +51,10 @@ void reduce(const Stream& stream, const LaunchSpec& spec, Reduce op, DType dt,
 void arg_reduce(const Stream& stream, const LaunchSpec& spec, bool is_max, DType dt,
                 const Layout<3>& l, int64_t n, int64_t stride, void* values, int64_t* indices,
                 const void* in);
+// The running sums of each line of `lines` (operands out, in): n elements, out_step and
+// in_step apart; lines split over threads.
+void cumsum(const Stream& stream, const LaunchSpec& spec, DType dt, const Layout<2>& lines,
+            int64_t n, int64_t out_step, int64_t in_step, void* out, const void* in);
 // sort / topk along a dim (float32, float64, int64) and multinomial draws (floating
 // weights), split over threads by slice / row.
 void sort(const Stream& stream, const LaunchSpec& spec, DType dt, const SortArgs& a,

@@ -1,12 +1,12 @@
-// index_select and gather (index_read), index_add, scatter_add and scatter
-// (index_accumulate), and
-// check_index_range on the host.
+// index_select and gather (index_read), index_add, scatter_add, scatter and
+// scatter_reduce (index_accumulate), and check_index_range on the host.
 //
 // Indices are validated in full before the first element is touched, so a bad index
 // never reads or writes out of bounds and never leaves a half-updated out. On cpu the
 // check runs on the host before launching (the cpu stream has no pending work, so the
 // index memory is final); on sim it runs inside the task and its ValueError surfaces at
 // the stream's next synchronisation.
+#include <limits>
 #include <string>
 
 #include "kernels/host/host_kernels.h"
@@ -60,6 +60,19 @@ bool first_bad(const Layout<1>& layout, const int64_t* data, int64_t limit, int6
   return found;
 }
 
+// The value that leaves any src unchanged under `op` (include_self false).
+template <typename T>
+T identity(IndexCombine op) {
+  switch (op) {
+    case IndexCombine::kMultiply: return T(1);
+    case IndexCombine::kMax: return -std::numeric_limits<T>::infinity();
+    case IndexCombine::kMin: return std::numeric_limits<T>::infinity();
+    case IndexCombine::kAdd:
+    case IndexCombine::kAssign: break;
+  }
+  return T(0);
+}
+
 }  // namespace
 
 void index_read(const Stream& stream, const LaunchSpec& spec, DType dt, const IndexArgs& args) {
@@ -94,14 +107,27 @@ void index_accumulate(const Stream& stream, const LaunchSpec& spec, DType dt,
           T* o0 = static_cast<T*>(a.out);
           const T* s0 = static_cast<const T*>(a.other);
           const int64_t sd = a.step;
-          // One thread in a fixed order: duplicates accumulate deterministically (assigned:
+          auto each = [&](auto combine) {
+            indexed_walk(a.walk, a.index, [&](int64_t oo, int64_t so, int64_t i) {
+              T& o = o0[oo + i * sd];
+              o = combine(o, s0[so]);
+            });
+          };
+          if (!a.include_self) {
+            // Every indexed position starts from the identity, before any src meets it.
+            const T id = identity<T>(a.combine);
+            each([id](T, T) { return id; });
+          }
+          // One thread in a fixed order: duplicates combine deterministically (assigned:
           // the last in row-major order of src wins).
-          if (a.assign) {
-            indexed_walk(a.walk, a.index,
-                         [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] = s0[so]; });
-          } else {
-            indexed_walk(a.walk, a.index,
-                         [&](int64_t oo, int64_t so, int64_t i) { o0[oo + i * sd] += s0[so]; });
+          switch (a.combine) {
+            case IndexCombine::kAdd: return each([](T o, T v) { return o + v; });
+            case IndexCombine::kAssign: return each([](T, T v) { return v; });
+            case IndexCombine::kMultiply: return each([](T o, T v) { return o * v; });
+            case IndexCombine::kMax:
+              return each([](T o, T v) { return (v > o || v != v) && o == o ? v : o; });
+            case IndexCombine::kMin:
+              return each([](T o, T v) { return (v < o || v != v) && o == o ? v : o; });
           }
         });
       },

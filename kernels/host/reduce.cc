@@ -1,5 +1,6 @@
-// reduce (sum / max / min over the dims out keeps at size 1) and arg_reduce along a dim,
-// on the host.
+// reduce (sum / max / min over the dims out keeps at size 1), arg_reduce and cumsum along
+// a dim, on the host. cumsum sums each line left to right in double, one line per thread
+// (a scan over an outer dim: a row of lines at a time through the level's column loop).
 //
 // Each output element owns its accumulator, so sums stay in double for float32 and the
 // order of accumulation is fixed: rows of the reduced dims in row-major order, contiguous
@@ -216,6 +217,84 @@ void arg_reduce(const Stream& stream, const LaunchSpec& spec, bool is_max, DType
               v0[off[0] + j * step[0]] = best;
               i0[off[1] + j * step[1]] = at;
             }
+          });
+        });
+      },
+      layout);
+}
+
+namespace {
+
+// cumsum of the lines of `lines` that start in [b, e), each line on its own, in order.
+template <typename T>
+void scan_lines(const Layout<2>& lines, int64_t n, int64_t out_step, int64_t in_step, T* o0,
+                const T* x0, int64_t b, int64_t e) {
+  for_each_row_range(lines, b, e, [&](const int64_t* off, int64_t m, const int64_t* st) {
+    for (int64_t j = 0; j < m; ++j) {
+      T* o = o0 + off[0] + j * st[0];
+      const T* x = x0 + off[1] + j * st[1];
+      double acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        acc += static_cast<double>(x[k * in_step]);
+        o[k * out_step] = static_cast<T>(acc);
+      }
+    }
+  });
+}
+
+// The same where each row of `lines` is m side-by-side lines, contiguous in out and in (a
+// scan over an outer dim): a row of m double accumulators advanced one step of the scan at
+// a time through the level's column loop. Each accumulator adds its line's elements in
+// order, exactly as scan_lines does, so both give the same bits.
+template <typename T>
+void scan_columns(const Loops& lp, DType dt, const Layout<2>& lines, int64_t n,
+                  int64_t out_step, int64_t in_step, T* o0, const T* x0, int64_t row_b,
+                  int64_t row_e) {
+  const int64_t m = lines.sizes[lines.ndim - 1];
+  std::vector<double> acc(static_cast<size_t>(m));
+  for (int64_t r = row_b; r < row_e; ++r) {
+    auto row = [&](const int64_t* off, int64_t, const int64_t*) {
+      T* o = o0 + off[0];
+      const T* x = x0 + off[1];
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = 0; k < n; ++k) {
+        lp.columns(Reduce::kSum, dt, acc.data(), x + k * in_step, m);
+        T* ok = o + k * out_step;
+        for (int64_t j = 0; j < m; ++j) ok[j] = static_cast<T>(acc[j]);
+      }
+    };
+    for_each_row_range(lines, r * m, (r + 1) * m, row);
+  }
+}
+
+}  // namespace
+
+void cumsum(const Stream& stream, const LaunchSpec& spec, DType dt, const Layout<2>& layout,
+            int64_t n, int64_t out_step, int64_t in_step, void* po, const void* px) {
+  const Loops* lp = &loops();
+  dispatch::enqueue(
+      stream, spec,
+      [n, out_step, in_step, po, px, dt, lp](const Layout<2>& lines) {
+        dispatch_floating(dt, [&](auto t) {
+          using T = decltype(t);
+          T* o0 = static_cast<T*>(po);
+          const T* x0 = static_cast<const T*>(px);
+          // Work per chunk of about kParallelGrain elements; a line (or a row of lines) is
+          // summed whole by one thread, so the split never changes a bit.
+          const int64_t last = lines.ndim - 1;
+          const bool columns = lines.ndim > 0 && lines.strides[0][last] == 1 &&
+                               lines.strides[1][last] == 1;
+          if (columns) {
+            const int64_t m = lines.sizes[last];
+            const int64_t grain = std::max<int64_t>(1, kParallelGrain / (n * m));
+            parallel_for(0, lines.numel / m, grain, [&](int64_t b, int64_t e) {
+              scan_columns<T>(*lp, dt, lines, n, out_step, in_step, o0, x0, b, e);
+            });
+            return;
+          }
+          const int64_t grain = std::max<int64_t>(1, kParallelGrain / n);
+          parallel_for(0, lines.numel, grain, [&](int64_t b, int64_t e) {
+            scan_lines<T>(lines, n, out_step, in_step, o0, x0, b, e);
           });
         });
       },

@@ -36,6 +36,7 @@ bool register_host() {
     register_impl<KernelId::kWhere>(d, &where, kNative16);
     register_impl<KernelId::kReduce>(d, &reduce);
     register_impl<KernelId::kArgReduce>(d, &arg_reduce);
+    register_impl<KernelId::kCumsum>(d, &cumsum);
     register_impl<KernelId::kSort>(d, &sort);
     register_impl<KernelId::kMultinomial>(d, &multinomial);
     register_impl<KernelId::kIndexRead>(d, &index_read, kNative16);

@@ -1,6 +1,7 @@
 // The cuda kernels that are more than one element per thread (kernels/cuda/cuda_kernels.h)
 // against the cpu kernels: matmul through cuBLAS in every layout the plan distinguishes
-// (with and without TF32), sum / max / min and argmax / argmin, the index kernels, the
+// (with and without TF32), sum / max / min and argmax / argmin, the index kernels
+// (scatter_reduce's combines included), cumsum, the
 // fused optimiser updates, the gradient scaler's unscale-and-check, im2col / col2im / max
 // pooling and batch norm. Tolerances per test: bitwise where both devices add in the same
 // order, within rounding where the device sums in its own order (cuBLAS, reductions over
@@ -179,6 +180,44 @@ TEST_CASE("cuda index kernels equal the cpu's and refuse bad indices, writing no
                                     bx.view(Shape({3, 4})), 0, bad.view()),
                     Catch::Contains("index 5 (element 1 of index"));
   CHECK(out.read() == std::vector<double>(8, 7.0));
+}
+
+TEMPLATE_TEST_CASE("cuda scatter_reduce and cumsum give the cpu's bits",
+                   "[cuda][kernels][index]",
+                   float, double) {
+  using T = TestType;
+  if (!have_gpu()) return;
+  // Powers of two and small integers: every order of the atomic products, maxima and
+  // minima is exact, so duplicates (each position of row 0 three times) give the cpu's bits.
+  const std::vector<T> src = {2, -0.5, 4, 1, 0.25, -2, 8, 1, 0.5, -1, 2, 4};
+  const std::vector<T> self = {1, -3, 0.5, 2, 6, -1, 1, 3};
+  const std::vector<int64_t> idx = {0, 1, 0, 1, 2, 2, 0, 1, 3, 3, 3, 3};
+  const std::vector<T> line = testing::random_values<T>(3 * 1000, -1, 1, 21);
+  std::vector<T> results[2];
+  int i = 0;
+  for (const Device d : {Device("cpu"), Device("cuda:0")}) {
+    const Stream s = current_stream(d);
+    Buffer<T> bsrc(d, src), bline(d, line), out(d, 8 * 8 + 2 * 3000, T(0));
+    Buffer<int64_t> bi(d, idx);
+    int64_t at = 0;
+    for (k::IndexCombine op : {k::IndexCombine::kMultiply, k::IndexCombine::kMax,
+                               k::IndexCombine::kMin, k::IndexCombine::kAdd}) {
+      for (bool with_self : {true, false}) {
+        Buffer<T> bself(d, self);
+        // self [2, 4], src and index [2, 6] along dim 1.
+        k::scatter_reduce(s, bself.view(Shape({2, 4})), 1, bi.view(Shape({2, 6})),
+                          bsrc.view(Shape({2, 6})), op, with_self);
+        k::copy(s, out.view(Shape({8}, {1}, at)), bself.view(Shape({8})));
+        at += 8;
+      }
+    }
+    // [3, 1000] along dim 1 (contiguous lines) and, reversed, along dim 0 of its transpose.
+    k::cumsum(s, out.view(Shape({3, 1000}, {1000, 1}, at)), bline.view(Shape({3, 1000})), 1);
+    k::cumsum(s, out.view(Shape({1000, 3}, {3, 1}, at + 3000)),
+              bline.view(Shape({3, 1000}).transposed(0, 1)), 0, /*reverse=*/true);
+    results[i++] = out.read();
+  }
+  CHECK(results[1] == results[0]);
 }
 
 TEMPLATE_TEST_CASE("cuda sgd_update and adam_update give the cpu's bits",
