@@ -32,10 +32,11 @@ struct IndexArgs {
 };
 
 // check_index_range's message for the first bad index (the same from every device).
-inline std::string index_range_message(const std::string& context, int64_t limit,
+inline std::string index_range_message(const std::string& context, int64_t low, int64_t limit,
                                        int64_t position, int64_t value) {
   return context + "; element " + std::to_string(position) + " (row-major) is " +
-         std::to_string(value) + ", out of range 0.." + std::to_string(limit - 1);
+         std::to_string(value) + ", out of range " + std::to_string(low) + ".." +
+         std::to_string(limit - 1);
 }
 
 // One input of cat or stack and the slice of out it fills (layout operand 0: out's slice,
