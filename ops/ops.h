@@ -10,8 +10,8 @@
 // Broadcasting follows numpy: trailing dimensions are matched, size-1 dimensions stretch.
 // Views (transpose, permute, reshape of contiguous data, expand, squeeze, unsqueeze,
 // slice, narrow) share storage with their input; the in-place ops (add_, mul_, zero_,
-// copy_, fill_, masked_fill_) bump the version counter so that a tensor saved for backward
-// and modified afterwards is reported by the backward that needs it.
+// copy_, fill_, masked_fill_, index_put_) bump the version counter so that a tensor saved
+// for backward and modified afterwards is reported by the backward that needs it.
 //
 // Thread-safety: ops may be called from any thread on distinct or shared inputs; in-place
 // ops on a shared tensor need external synchronisation.
@@ -196,6 +196,22 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 // Floating dtypes.
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value);
+
+// Advanced-index writes (index_put.cc), as the reference's Tensor.index_put_: `indices`
+// address self's leading dims: an int64 tensor one dim (negative positions count from the
+// end), a bool mask as many dims as it has (it must match their sizes and stands for its
+// nonzero() coordinates, read on the host). The int64 tensors broadcast together to B;
+// values broadcast to B followed by self's remaining dims, and are written there
+// (duplicates: one of them wins, in no fixed order) or added (accumulate: duplicates
+// sum). Floating dtypes; values has self's dtype and device. An index outside -size..
+// size-1 is an IndexError (a ValueError) naming the op, the dim and its size (on sim at
+// the next synchronisation) and nothing is written. self's gradient is g, with the
+// written positions zeroed unless accumulating; values' gradient is g at the positions,
+// summed to values' shape. index_put_ follows the in-place rules (check_inplace).
+Tensor& index_put_(Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
+                   bool accumulate = false);
+Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
+                 bool accumulate = false);
 
 // Convolution, pooling and normalisation (conv.cc, pool.cc, norm.cc), on [N, C, H, W]
 // inputs (or unbatched [C, H, W]), as PyTorch's.
