@@ -342,8 +342,9 @@ Tensor contiguous(const Tensor& a);
 // torch.nn.functional.pad (pad.cc): (before, after) for the last dim, then the one before
 // it, ...; negative amounts crop. "constant" fills with value (0), any dims and dtype;
 // "reflect" mirrors about the edge (amounts below the size), "replicate" repeats it, both
-// for floating inputs, the last 1-3 dims of an input with 1 or 2 more. Gradients sum the
-// copies.
+// for floating inputs; "circular" wraps around (amounts at most the size, or what a
+// negative amount on the other side leaves), any dtype. These three pad the last 1-3 dims
+// of an input with 1 or 2 more. Gradients sum the copies.
 Tensor pad(const Tensor& input, const std::vector<int64_t>& pad,
            const std::string& mode = "constant", std::optional<double> value = std::nullopt);
 
