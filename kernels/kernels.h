@@ -198,8 +198,11 @@ void check_index_range(const Stream& stream, const View& index, int64_t low, int
 // One step of flattening advanced indices into positions of a flattened tensor
 // (index_put_): out = (accumulate ? out : 0) + wrapped(index) * stride, element-wise over
 // int64 views of one size (callers broadcast index with stride 0), where a negative index
-// wraps by adding `size`. No range check: callers run check_index_range first. Launch name
-// index_linear.
+// wraps by adding `size`. No error: callers run check_index_range first; an index outside
+// [-size, size) makes the position negative for good (kBadPosition, kernels/dispatch/
+// kernel_args.h), so that an index kernel given these positions refuses them before
+// writing, even where the check's error comes later (sim runs the tasks after a failed
+// check). Launch name index_linear.
 void index_linear(const Stream& stream, const View& out, const View& index, int64_t size,
                   int64_t stride, bool accumulate);
 

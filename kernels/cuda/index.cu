@@ -88,16 +88,14 @@ void run(const Stream& stream, const IndexArgs& a) {
   check_cuda(cudaGetLastError(), a.name);
 }
 
-// out[off0] = (accumulate ? out[off0] : 0) + (index < 0 ? index + size : index) * stride.
+// out[off0] = linear_step(accumulate ? out[off0] : 0, index[off1], size, stride).
 __global__ void __launch_bounds__(kThreads)
     linear_kernel(Indexer<2, int64_t> ix, int64_t numel, int64_t* out, const int64_t* index,
                   int64_t size, int64_t stride, bool accumulate) {
   SG_GRID_LOOP(i, numel) {
     int64_t off[2];
     ix.offsets(i, off);
-    const int64_t v = index[off[1]];
-    const int64_t term = (v < 0 ? v + size : v) * stride;
-    out[off[0]] = accumulate ? out[off[0]] + term : term;
+    out[off[0]] = linear_step(accumulate ? out[off[0]] : 0, index[off[1]], size, stride);
   }
 }
 

@@ -140,8 +140,8 @@ void index_linear(const Stream& stream, const LaunchSpec& spec, const Layout<2>&
           const int64_t* x = index + off[1];
           for (int64_t j = 0; j < n; ++j) {
             const int64_t v = x[j * step[1]];
-            const int64_t term = (v < 0 ? v + size : v) * stride;
-            o[j * step[0]] = accumulate ? o[j * step[0]] + term : term;
+            int64_t* at = o + j * step[0];
+            *at = linear_step(accumulate ? *at : 0, v, size, stride);
           }
         });
       },

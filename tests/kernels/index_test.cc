@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/dispatch/kernel_args.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -124,6 +125,11 @@ TEST_CASE("index_linear flattens wrapped indices; index_copy assigns through the
   log.expect_ranges("index_linear", {rows.view(Shape({2, 2}, {1, 0}))}, {flat.view(out)});
   kernels::index_linear(s, flat.view(out), cols.view(Shape({2, 2}, {0, 1})), 4, 1, true);
   CHECK(flat.read() == std::vector<int64_t>{11, 9, 3, 1});
+  // An index outside [-size, size) marks its position bad for good.
+  Buffer<int64_t> wild(dev, {4, 0}), marked(dev, 2, 0);
+  kernels::index_linear(s, marked.view(Shape({2})), wild.view(), 4, 1, false);
+  kernels::index_linear(s, marked.view(Shape({2})), rows.view(), 3, 100, true);
+  CHECK(marked.read() == std::vector<int64_t>{kernels::kBadPosition, 0});
   Buffer<double> dst(dev, 12, 0.0), src(dev, {1, 2, 3, 4});
   kernels::index_copy(s, dst.view(Shape({12})), 0, flat.view(Shape({4})), src.view(Shape({4})));
   CHECK(dst.read() == std::vector<double>{0, 4, 0, 3, 0, 0, 0, 0, 0, 2, 0, 1});

@@ -226,6 +226,11 @@ TEST_CASE("index_put refuses bad input", "[ops][index_put][errors]") {
   Tensor a = grid(d);
   REQUIRE_THROWS_AS(values(index_put_(a, {ids({4}, {1}, d)}, one)), ValueError);
   check_values(a, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  // (1, 4) would flatten to 8, a valid position: still nothing is written, also on sim
+  // where the tasks after the failed check run before the error surfaces.
+  REQUIRE_THROWS_WITH(values(index_put_(a, {ids({1}, {1}, d), ids({4}, {1}, d)}, one, true)),
+                      Catch::Contains("dim 1") && Catch::Contains("is 4"));
+  check_values(a, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   expect_error<IndexError>([&] { index_put(self, {ids({0}, {1}, d), ids({0}, {1}, d),
                                                   ids({0}, {1}, d)}, one); },
                            {"index_put", "too many indices", "3 index tensors", "2 dims"});
