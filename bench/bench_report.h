@@ -120,6 +120,29 @@ class Report {
   nlohmann::ordered_json extra_;
 };
 
+// The timing of the single-op cases (math, layer_norm, attention) on either side:
+// `forward()` under the side's no-grad guard for "fwd", then `forward_backward()` (the op
+// with history and its gradients) for "fwd_bwd"; what each returns is freed after its
+// clock stops, as a user's loop frees it at the end of the iteration.
+template <typename NoGrad, typename Forward, typename ForwardBackward>
+void time_forward_backward(int warmup, int reps, Report& r, Forward forward,
+                           ForwardBackward forward_backward) {
+  for (int rep = 0; rep < warmup + reps; ++rep) {
+    double t0, t1;
+    {
+      NoGrad no_grad;
+      t0 = now_ms();
+      const auto y = forward();
+      t1 = now_ms();
+    }
+    const auto grads = forward_backward();
+    const double t2 = now_ms();
+    if (rep < warmup) continue;
+    r.add("fwd", t1 - t0, 0);
+    r.add("fwd_bwd", t2 - t1, 0);
+  }
+}
+
 // Prints a node census ("MulBackward1 x1000") on stderr.
 inline void print_census(const std::string& side, const std::map<std::string, int64_t>& c) {
   int64_t total = 0;

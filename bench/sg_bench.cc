@@ -193,21 +193,12 @@ void run_math(const Flags& f, Report& r) {
   const Tensor x = from_vector(math_input(f.numel), {f.numel}).requires_grad_();
   const Tensor g = ones({f.numel});
   r.set_check(sum(apply(x)).item<double>(), 0);
-  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
-    double t0, t1;
-    {
-      NoGradGuard no_grad;
-      t0 = now_ms();
-      Tensor y = apply(x);
-      t1 = now_ms();
-    }
-    Tensor y = apply(x);
-    TensorList gx = grad({y}, {x}, {g});
-    const double t2 = now_ms();
-    if (rep < f.warmup) continue;
-    r.add("fwd", t1 - t0, 0);
-    r.add("fwd_bwd", t2 - t1, 0);
-  }
+  time_forward_backward<NoGradGuard>(
+      f.warmup, f.reps, r, [&]() { return apply(x); },
+      [&]() {
+        const Tensor y = apply(x);
+        return grad({y}, {x}, {g});
+      });
 }
 
 }  // namespace bench

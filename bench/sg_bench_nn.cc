@@ -222,21 +222,12 @@ void run_layer_norm(const Flags& f, Report& r) {
     const Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
     r.set_check(sum(mul(y, y)).item<double>(), 0);
   }
-  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
-    double t0, t1;
-    {
-      NoGradGuard no_grad;
-      t0 = now_ms();
-      Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
-      t1 = now_ms();
-    }
-    Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
-    TensorList grads = grad({y}, {x, w, b}, {g});
-    const double t2 = now_ms();
-    if (rep < f.warmup) continue;
-    r.add("fwd", t1 - t0, 0);
-    r.add("fwd_bwd", t2 - t1, 0);
-  }
+  time_forward_backward<NoGradGuard>(
+      f.warmup, f.reps, r, [&]() { return layer_norm(x, {kLayerNormWidth}, w, b); },
+      [&]() {
+        const Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
+        return grad({y}, {x, w, b}, {g});
+      });
 }
 
 }  // namespace bench

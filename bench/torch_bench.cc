@@ -329,21 +329,12 @@ void run_math(const Flags& f, Report& r) {
   const Tensor x = torch::from_blob(values.data(), {f.numel}).clone().requires_grad_();
   const Tensor g = torch::ones({f.numel});
   r.set_check(apply(x).sum().item<double>(), 0);
-  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
-    double t0, t1;
-    {
-      torch::NoGradGuard no_grad;
-      t0 = now_ms();
-      Tensor y = apply(x);
-      t1 = now_ms();
-    }
-    Tensor y = apply(x);
-    auto gx = torch::autograd::grad({y}, {x}, {g});
-    const double t2 = now_ms();
-    if (rep < f.warmup) continue;
-    r.add("fwd", t1 - t0, 0);
-    r.add("fwd_bwd", t2 - t1, 0);
-  }
+  time_forward_backward<torch::NoGradGuard>(
+      f.warmup, f.reps, r, [&]() { return apply(x); },
+      [&]() {
+        const Tensor y = apply(x);
+        return torch::autograd::grad({y}, {x}, {g});
+      });
 }
 
 // bench_common.h's --case=layer_norm, as sg_bench's run_layer_norm.
@@ -361,21 +352,12 @@ void run_layer_norm(const Flags& f, Report& r) {
     const Tensor y = F::layer_norm(x, options);
     r.set_check((y * y).sum().item<double>(), 0);
   }
-  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
-    double t0, t1;
-    {
-      torch::NoGradGuard no_grad;
-      t0 = now_ms();
-      Tensor y = F::layer_norm(x, options);
-      t1 = now_ms();
-    }
-    Tensor y = F::layer_norm(x, options);
-    auto grads = torch::autograd::grad({y}, {x, w, b}, {g});
-    const double t2 = now_ms();
-    if (rep < f.warmup) continue;
-    r.add("fwd", t1 - t0, 0);
-    r.add("fwd_bwd", t2 - t1, 0);
-  }
+  time_forward_backward<torch::NoGradGuard>(
+      f.warmup, f.reps, r, [&]() { return F::layer_norm(x, options); },
+      [&]() {
+        const Tensor y = F::layer_norm(x, options);
+        return torch::autograd::grad({y}, {x, w, b}, {g});
+      });
 }
 }  // namespace
 }  // namespace bench

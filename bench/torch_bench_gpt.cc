@@ -108,21 +108,12 @@ void run_attention(const Flags& f, Report& r) {
     const Tensor y = attend();
     r.set_check((y * y).sum().item<double>(), 0);
   }
-  for (int rep = 0; rep < f.warmup + f.reps; ++rep) {
-    double t0, t1;
-    {
-      torch::NoGradGuard no_grad;
-      t0 = now_ms();
-      Tensor y = attend();
-      t1 = now_ms();
-    }
-    Tensor y = attend();
-    auto grads = torch::autograd::grad({y}, {q, k, v}, {g});
-    const double t2 = now_ms();
-    if (rep < f.warmup) continue;
-    r.add("fwd", t1 - t0, 0);
-    r.add("fwd_bwd", t2 - t1, 0);
-  }
+  time_forward_backward<torch::NoGradGuard>(
+      f.warmup, f.reps, r, [&]() { return attend(); },
+      [&]() {
+        const Tensor y = attend();
+        return torch::autograd::grad({y}, {q, k, v}, {g});
+      });
 }
 
 }  // namespace bench

@@ -1,4 +1,4 @@
-// The catalogue's entries for gathering, convolution, pooling and normalisation
+// The catalogue's entries for gathering, index_put, convolution, pooling and normalisation
 // (gradcheck/catalogue.h). Inputs stay at most 12 elements (float64) so Jacobians stay small.
 #include <string>
 #include <vector>
@@ -83,6 +83,33 @@ void conv_pool_norm(Catalogue& c) {
         binary([](T a, T i) { return scatter(a, 0, index2d(i, {2, 4}), 0.5); }),
         {dense({3, 4}), indices({2, 0, 1, 1, 0, 2, 2, 0})});
   scatter_reductions(c);
+  // index_put: indices [2,1] and [2] broadcast to [2,2] (distinct positions: an assigned
+  // duplicate reaches the result once but values' gradient twice, as in the reference).
+  const Fn put_pairs = [](const TensorList& x) {
+    return TensorList{index_put(x[0], {index2d(x[2], {2, 1}), x[3]}, x[1])};
+  };
+  c.add("index_put", "self [3,4], values [2,2] at rows {2,-3} x columns {1,3}", put_pairs,
+        {dense({3, 4}), dense({2, 2}), indices({2, -3}), indices({1, 3})});
+  c.add("index_put_accumulate", "self [3,4] + a [4] row at rows {2,0,2} (duplicates add)",
+        Fn([](const TensorList& x) { return TensorList{index_put(x[0], {x[2]}, x[1], true)}; }),
+        {dense({3, 4}), dense({4}), indices({2, 0, 2})});
+  c.add("index_put_mask", "self [3,4], a 0-dim value at the rows of bool mask {1,0,1}",
+        Fn([](const TensorList& x) { return TensorList{index_put(x[0], {x[2]}, x[1])}; }),
+        {dense({3, 4}), dense({}), mask({3}, {1, 0, 1})});
+  c.add("index_put_", "clone(self [3,4]).index_put_(rows {0,2} x columns {3,-4}, values [2])",
+        Fn([](const TensorList& x) {
+          Tensor t = clone(x[0]);
+          return TensorList{index_put_(t, {x[2], x[3]}, x[1])};
+        }),
+        {dense({3, 4}), dense({2}), indices({0, 2}), indices({3, -4})});
+  c.add("index_put__accumulate_transposed",
+        "transpose(clone(self [3,4])).index_put_(rows {1,1,3}, [3] row, accumulate): leading "
+        "dims that do not merge",
+        Fn([](const TensorList& x) {
+          Tensor t = transpose(clone(x[0]), 0, 1);
+          return TensorList{index_put_(t, {x[2]}, x[1], true)};
+        }),
+        {dense({3, 4}), dense({3}), indices({1, 1, 3})});
   const Maker conv_in = {dense({1, 2, 2, 3}), dense({2, 2, 1, 2}), dense({2})};
   c.add("conv2d", "[1,2,2,3] * [2,2,1,2] + bias",
         Fn([](const TensorList& x) { return TensorList{conv2d(x[0], x[1], x[2])}; }), conv_in);

@@ -60,6 +60,10 @@ void pooling_padding(Catalogue& c) {
         unary([](T x) { return pad(x, {2, 1, 1, 0}, "reflect"); }), {dense({1, 2, 3})});
   c.add("pad_replicate", "[1,2,3] replicate {1,2,-1,1}: pads the last dim, crops and pads dim 1",
         unary([](T x) { return pad(x, {1, 2, -1, 1}, "replicate"); }), {dense({1, 2, 3})});
+  c.add("pad_circular",
+        "[1,2,3] circular {2,-1,1,2}: wraps 2 of the last dim after cropping one, and dim 1 "
+        "(size 2) by 1 and 2",
+        unary([](T x) { return pad(x, {2, -1, 1, 2}, "circular"); }), {dense({1, 2, 3})});
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
-// index_select, index_add, scatter_add, scatter, scatter_reduce and gather, and
-// check_index_range (the same validation under a caller's name): the front door. Checks
-// here, then the implementation registered for the stream's device (kernels/host/index.cc
-// on cpu and sim, kernels/cuda/index.cu on cuda), which validates every index before it
-// touches an element. index_select and gather only move elements: the host takes 16-bit
-// views as they are, cuda widens them; index_add and the scatters combine in float32.
+// index_select, index_add, index_copy, scatter_add, scatter, scatter_reduce and gather,
+// check_index_range (the same validation under a caller's name) and index_linear: the
+// front door. Checks here, then the implementation registered for the stream's device
+// (kernels/host/index.cc on cpu and sim, kernels/cuda/index.cu on cuda), which validates
+// every index before it touches an element. index_select and gather only move elements:
+// the host takes 16-bit views as they are, cuda widens them; index_add, index_copy and the
+// scatters combine in float32.
 #include <string>
 #include <vector>
 
@@ -136,9 +137,11 @@ void index_select(const Stream& stream, const View& out, const View& in, int64_t
               });
 }
 
-void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
-               const View& src) {
-  const char* name = "index_add";
+namespace {
+
+// index_add's checks and walk, for index_add (assign false) and index_copy (true).
+void index_into(const char* name, bool assign, const Stream& stream, const View& out,
+                int64_t dim, const View& index, const View& src) {
   const auto impl = dispatch::resolve<KernelId::kIndexAccumulate>(name, stream);
   front::call(impl, stream, name, front::kAccumulate, Operands<1>{out}, Operands<1>{src},
               [&](const Operands<1>& o, const Operands<1>& i, bool) {
@@ -151,8 +154,21 @@ void index_add(const Stream& stream, const View& out, int64_t dim, const View& i
                 const std::vector<int64_t> idx_strides = index_along(index, src.dim(), dim);
                 a.walk = cpu::make_layout<3>(
                     src.sizes, {out_strides.data(), src.strides.data(), idx_strides.data()});
+                a.combine = assign ? IndexCombine::kAssign : IndexCombine::kAdd;
                 accumulate_indexed(impl, stream, name, out, src, index, dim, a);
               });
+}
+
+}  // namespace
+
+void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
+               const View& src) {
+  index_into("index_add", false, stream, out, dim, index, src);
+}
+
+void index_copy(const Stream& stream, const View& out, int64_t dim, const View& index,
+                const View& src) {
+  index_into("index_copy", true, stream, out, dim, index, src);
 }
 
 namespace {
@@ -218,6 +234,11 @@ void gather(const Stream& stream, const View& out, const View& in, int64_t dim,
 
 void check_index_range(const Stream& stream, const View& index, int64_t limit,
                        const std::string& context) {
+  check_index_range(stream, index, 0, limit, context);
+}
+
+void check_index_range(const Stream& stream, const View& index, int64_t low, int64_t limit,
+                       const std::string& context) {
   const char* name = "check_index_range";
   const auto impl = dispatch::resolve<KernelId::kCheckIndexRange>(name, stream);
   cpu::check_view(name, "index", index);
@@ -225,7 +246,26 @@ void check_index_range(const Stream& stream, const View& index, int64_t limit,
   if (index.numel() == 0) return;
   const cpu::Layout<1> layout = cpu::make_layout<1>(index.sizes, {index.strides.data()});
   impl.fn(stream, LaunchSpec(name, {&index}, {}), layout,
-          static_cast<const int64_t*>(index.data), limit, context);
+          static_cast<const int64_t*>(index.data), low, limit, context);
+}
+
+void index_linear(const Stream& stream, const View& out, const View& index, int64_t size,
+                  int64_t stride, bool accumulate) {
+  const char* name = "index_linear";
+  const auto impl = dispatch::resolve<KernelId::kIndexLinear>(name, stream);
+  cpu::check_output(name, "out", out);
+  cpu::check_view(name, "index", index);
+  cpu::check_dtype(name, "out", out, DType::kInt64);
+  cpu::check_dtype(name, "index", index, DType::kInt64);
+  cpu::check_same_sizes(name, "out", out, "index", index);
+  cpu::check_disjoint(name, "out", out, "index", index);
+  if (out.numel() == 0) return;
+  const cpu::Layout<2> layout =
+      cpu::make_layout<2>(out.sizes, {out.strides.data(), index.strides.data()});
+  // out is read too when accumulating (null views are skipped).
+  impl.fn(stream, LaunchSpec(name, {&index, accumulate ? &out : nullptr}, {&out}), layout,
+          static_cast<int64_t*>(out.data), static_cast<const int64_t*>(index.data), size,
+          stride, accumulate);
 }
 
 }  // namespace kernels

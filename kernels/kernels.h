@@ -161,6 +161,10 @@ void index_select(const Stream& stream, const View& out, const View& in, int64_t
 // Bad indices are reported as for index_select, before anything is written.
 void index_add(const Stream& stream, const View& out, int64_t dim, const View& index,
                const View& src);
+// The same positions, assigned (out.index_copy_(dim, index, src)): among duplicate indices
+// the last wins on the host, one of them in no fixed order on cuda. Launch name index_copy.
+void index_copy(const Stream& stream, const View& out, int64_t dim, const View& index,
+                const View& src);
 // out[..., index[j], ...] += src[..., j, ...] along dim where index has src's sizes
 // (the backward of max/min along a dim). On dims other than `dim`, src may be smaller
 // than out. Floating only; bad indices are reported as for index_select.
@@ -207,6 +211,20 @@ void cumsum(const Stream& stream, const View& out, const View& in, int64_t dim,
 // that a bad class index or embedding index is reported under the op the user called.
 void check_index_range(const Stream& stream, const View& index, int64_t limit,
                        const std::string& context);
+// The same for [low, limit): negative indices that wrap around (index_put_ accepts
+// -size..size-1). Both throw IndexError, a ValueError.
+void check_index_range(const Stream& stream, const View& index, int64_t low, int64_t limit,
+                       const std::string& context);
+// One step of flattening advanced indices into positions of a flattened tensor
+// (index_put_): out = (accumulate ? out : 0) + wrapped(index) * stride, element-wise over
+// int64 views of one size (callers broadcast index with stride 0), where a negative index
+// wraps by adding `size`. No error: callers run check_index_range first; an index outside
+// [-size, size) makes the position negative for good (kBadPosition, kernels/dispatch/
+// kernel_args.h), so that an index kernel given these positions refuses them before
+// writing, even where the check's error comes later (sim runs the tasks after a failed
+// check). Launch name index_linear.
+void index_linear(const Stream& stream, const View& out, const View& index, int64_t size,
+                  int64_t stride, bool accumulate);
 
 }  // namespace kernels
 }  // namespace streamgrad

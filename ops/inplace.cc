@@ -18,14 +18,10 @@
 #include "runtime/memory/copy.h"
 
 namespace streamgrad {
-namespace {
+namespace ops_internal {
 
-using namespace ops_internal;  // NOLINT
-
-// Gives `a` the history `node` (S1: stamped with the stream the kernel ran on). An
-// in-place op on a differentiable view is recorded on its base instead, and the view
-// replays from there: see Note [Views and in-place operations] (engine/view_history.h).
-void rebase(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge> edges) {
+// S1: the node is stamped with the stream the kernel ran on.
+void rebase_inplace(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge> edges) {
   node->set_next_edges(std::move(edges));
   if (!a.device().is_cpu()) node->set_stream(stream_of(a));
   const Tensor base = differentiable_base(a);
@@ -35,6 +31,16 @@ void rebase(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge
     set_history(a, node);
   }
   op_recorded({a});
+}
+
+}  // namespace ops_internal
+
+namespace {
+
+using namespace ops_internal;  // NOLINT
+
+void rebase(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge> edges) {
+  rebase_inplace(a, node, std::move(edges));
 }
 
 void check_broadcast_into(const Tensor& a, const Tensor& b, const char* op) {

@@ -10,8 +10,8 @@
 // Broadcasting follows numpy: trailing dimensions are matched, size-1 dimensions stretch.
 // Views (transpose, permute, reshape of contiguous data, expand, squeeze, unsqueeze,
 // slice, narrow) share storage with their input; the in-place ops (add_, mul_, zero_,
-// copy_, fill_, masked_fill_) bump the version counter so that a tensor saved for backward
-// and modified afterwards is reported by the backward that needs it.
+// copy_, fill_, masked_fill_, index_put_) bump the version counter so that a tensor saved
+// for backward and modified afterwards is reported by the backward that needs it.
 //
 // Thread-safety: ops may be called from any thread on distinct or shared inputs; in-place
 // ops on a shared tensor need external synchronisation.
@@ -207,6 +207,22 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double valu
 Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self = true);
 
+// Advanced-index writes (index_put.cc), as the reference's Tensor.index_put_: `indices`
+// address self's leading dims: an int64 tensor one dim (negative positions count from the
+// end), a bool mask as many dims as it has (it must match their sizes and stands for its
+// nonzero() coordinates, read on the host). The int64 tensors broadcast together to B;
+// values broadcast to B followed by self's remaining dims, and are written there
+// (duplicates: one of them wins, in no fixed order) or added (accumulate: duplicates
+// sum). Floating dtypes; values has self's dtype and device. An index outside -size..
+// size-1 is an IndexError (a ValueError) naming the op, the dim and its size (on sim at
+// the next synchronisation) and nothing is written. self's gradient is g, with the
+// written positions zeroed unless accumulating; values' gradient is g at the positions,
+// summed to values' shape. index_put_ follows the in-place rules (check_inplace).
+Tensor& index_put_(Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
+                   bool accumulate = false);
+Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
+                 bool accumulate = false);
+
 // Convolution, pooling and normalisation (conv.cc, pool.cc, norm.cc), on [N, C, H, W]
 // inputs (or unbatched [C, H, W]), as PyTorch's.
 struct Conv2dParams {
@@ -336,8 +352,9 @@ Tensor contiguous(const Tensor& a);
 // torch.nn.functional.pad (pad.cc): (before, after) for the last dim, then the one before
 // it, ...; negative amounts crop. "constant" fills with value (0), any dims and dtype;
 // "reflect" mirrors about the edge (amounts below the size), "replicate" repeats it, both
-// for floating inputs, the last 1-3 dims of an input with 1 or 2 more. Gradients sum the
-// copies.
+// for floating inputs; "circular" wraps around (amounts at most the size, or what a
+// negative amount on the other side leaves), any dtype. These three pad the last 1-3 dims
+// of an input with 1 or 2 more. Gradients sum the copies.
 Tensor pad(const Tensor& input, const std::vector<int64_t>& pad,
            const std::string& mode = "constant", std::optional<double> value = std::nullopt);
 

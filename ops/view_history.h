@@ -10,6 +10,7 @@
 #define STREAMGRAD_OPS_VIEW_HISTORY_H_
 
 #include <memory>
+#include <vector>
 
 #include "engine/node.h"
 
@@ -23,6 +24,12 @@ std::shared_ptr<Node> view_backward(const Tensor& view, const Tensor& base);
 // other inputs'), whose kernel just wrote `view`, as the new history of the view's
 // differentiable base `base`.
 void record_on_base(const Tensor& base, const Tensor& view, const std::shared_ptr<Node>& fn);
+
+// Gives `a`, just written in place, the history `node` with next edges `edges` (collected
+// before the write: a's old history first). On a differentiable view the node is recorded
+// on its base instead (record_on_base) and the view replays from there. Defined in
+// inplace.cc; every in-place op ends with it.
+void rebase_inplace(const Tensor& a, const std::shared_ptr<Node>& node, std::vector<Edge> edges);
 
 }  // namespace ops_internal
 }  // namespace streamgrad

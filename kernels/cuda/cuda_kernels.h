@@ -90,6 +90,10 @@ void multinomial(const Stream& stream, DType dt, const MultinomialArgs& a, int64
 // the table's signature in register_cuda.cc).
 bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
                      const int64_t* index, int64_t limit, int64_t* position, int64_t* value);
+// The same for the range [low, limit) (negative indices that wrap around).
+bool first_bad_index_in(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
+                        const int64_t* index, int64_t low, int64_t limit, int64_t* position,
+                        int64_t* value);
 
 // index_select and gather: out[off0] = in[off1 + index * step], any dtype.
 void index_read(const Stream& stream, DType dt, const IndexArgs& a);
@@ -97,6 +101,10 @@ void index_read(const Stream& stream, DType dt, const IndexArgs& a);
 // with src[off1] as a.combine says (after the identity, where a.include_self is false),
 // float32/float64; duplicates combine atomically, in no fixed order.
 void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a);
+// index_linear (kernels.h): one element-wise kernel over int64, no checks (the caller's
+// check_index_range has run).
+void index_linear(const Stream& stream, const cpu::Layout<2>& l, int64_t* out,
+                  const int64_t* index, int64_t size, int64_t stride, bool accumulate);
 // sgd_update / adam_update of kernels/foreach.h: one kernel per item.
 void sgd_update(const Stream& stream, DType dt, const SgdHyper& h,
                 const std::vector<SgdItem>& items);

@@ -29,13 +29,13 @@ namespace {
 // first[0]: the lowest position of a bad index (all ones: none); first[1] is written by
 // the thread that owns that position, after every thread has passed the atomicMin.
 __global__ void __launch_bounds__(kThreads)
-    find_bad_index(Indexer<1, int64_t> ix, int64_t numel, const int64_t* index, int64_t limit,
-                   unsigned long long* first) {
+    find_bad_index(Indexer<1, int64_t> ix, int64_t numel, const int64_t* index, int64_t low,
+                   int64_t limit, unsigned long long* first) {
   SG_GRID_LOOP(i, numel) {
     int64_t off[1];
     ix.offsets(i, off);
     const int64_t v = index[off[0]];
-    if (v < 0 || v >= limit) atomicMin(first, static_cast<unsigned long long>(i));
+    if (v < low || v >= limit) atomicMin(first, static_cast<unsigned long long>(i));
   }
 }
 
@@ -155,18 +155,35 @@ void accumulate(const Stream& stream, const IndexArgs& a) {
   }
 }
 
+// out[off0] = linear_step(accumulate ? out[off0] : 0, index[off1], size, stride).
+__global__ void __launch_bounds__(kThreads)
+    linear_kernel(Indexer<2, int64_t> ix, int64_t numel, int64_t* out, const int64_t* index,
+                  int64_t size, int64_t stride, bool accumulate) {
+  SG_GRID_LOOP(i, numel) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    out[off[0]] = linear_step(accumulate ? out[off[0]] : 0, index[off[1]], size, stride);
+  }
+}
+
 }  // namespace
 
 bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
                      const int64_t* index, int64_t limit, int64_t* position, int64_t* value) {
+  return first_bad_index_in(stream, name, layout, index, 0, limit, position, value);
+}
+
+bool first_bad_index_in(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
+                        const int64_t* index, int64_t low, int64_t limit, int64_t* position,
+                        int64_t* value) {
   if (layout.numel == 0) return false;
   const cudaStream_t s = raw_cuda_stream(stream);
   Storage flag = Storage::allocate(2 * sizeof(unsigned long long), stream);
   auto* first = static_cast<unsigned long long*>(flag.data());
   check_cuda(cudaMemsetAsync(first, 0xFF, 2 * sizeof(unsigned long long), s), name);
   const Indexer<1, int64_t> ix = make_indexer<int64_t>(layout);
-  find_bad_index<<<blocks_for(layout.numel), kThreads, 0, s>>>(ix, layout.numel, index, limit,
-                                                                first);
+  find_bad_index<<<blocks_for(layout.numel), kThreads, 0, s>>>(ix, layout.numel, index, low,
+                                                                limit, first);
   read_bad_value<<<1, 1, 0, s>>>(ix, index, first);
   check_cuda(cudaGetLastError(), name);
   unsigned long long host[2];
@@ -194,6 +211,15 @@ void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a) {
   check_indices(stream, a);
   if (dt == DType::kFloat32) return accumulate<float>(stream, a);
   accumulate<double>(stream, a);
+}
+
+void index_linear(const Stream& stream, const cpu::Layout<2>& l, int64_t* out,
+                  const int64_t* index, int64_t size, int64_t stride, bool accumulate) {
+  if (l.numel == 0) return;
+  const Indexer<2, int64_t> ix = make_indexer<int64_t>(l);
+  linear_kernel<<<blocks_for(l.numel), kThreads, 0, raw_cuda_stream(stream)>>>(
+      ix, l.numel, out, index, size, stride, accumulate);
+  check_cuda(cudaGetLastError(), "index_linear");
 }
 
 }  // namespace cuda

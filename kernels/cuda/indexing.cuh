@@ -66,6 +66,10 @@ Indexer<N, Index> make_indexer(const cpu::Layout<N>& l) {
 // range. Defined in index.cu.
 bool first_bad_index(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
                      const int64_t* index, int64_t limit, int64_t* position, int64_t* value);
+// The same for the range [low, limit) (negative indices that wrap around).
+bool first_bad_index_in(const Stream& stream, const char* name, const cpu::Layout<1>& layout,
+                        const int64_t* index, int64_t low, int64_t limit, int64_t* position,
+                        int64_t* value);
 
 // Blocks of kThreads for n elements, capped (grid-stride loops cover the rest).
 inline unsigned blocks_for(int64_t n) {

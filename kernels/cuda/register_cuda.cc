@@ -30,10 +30,10 @@ constexpr ImplOptions kNative16{/*native_16bit=*/true};
 
 // The table's shapes for the kernels that cuda_kernels.h offers in other terms.
 void check_index_range(const Stream& stream, const cpu::Layout<1>& l, const int64_t* index,
-                       int64_t limit, const std::string& context) {
+                       int64_t low, int64_t limit, const std::string& context) {
   int64_t at = 0, v = 0;
-  if (first_bad_index(stream, "check_index_range", l, index, limit, &at, &v)) {
-    throw ValueError(index_range_message(context, limit, at, v));
+  if (first_bad_index_in(stream, "check_index_range", l, index, low, limit, &at, &v)) {
+    throw IndexError(index_range_message(context, low, limit, at, v));
   }
 }
 
@@ -64,6 +64,7 @@ bool register_cuda() {
   register_impl<KernelId::kIndexRead>(kCuda, SG_AS_TASK(index_read));
   register_impl<KernelId::kIndexAccumulate>(kCuda, SG_AS_TASK(index_accumulate));
   register_impl<KernelId::kCheckIndexRange>(kCuda, SG_AS_TASK(check_index_range));
+  register_impl<KernelId::kIndexLinear>(kCuda, SG_AS_TASK(index_linear));
   register_impl<KernelId::kMatmul>(kCuda, SG_AS_TASK(matmul));
   register_impl<KernelId::kJoin>(kCuda, SG_AS_TASK(join), kNative16);
   register_impl<KernelId::kSgdUpdate>(kCuda, SG_AS_TASK(sgd_update));

@@ -37,10 +37,24 @@ struct IndexArgs {
 };
 
 // check_index_range's message for the first bad index (the same from every device).
-inline std::string index_range_message(const std::string& context, int64_t limit,
+inline std::string index_range_message(const std::string& context, int64_t low, int64_t limit,
                                        int64_t position, int64_t value) {
   return context + "; element " + std::to_string(position) + " (row-major) is " +
-         std::to_string(value) + ", out of range 0.." + std::to_string(limit - 1);
+         std::to_string(value) + ", out of range " + std::to_string(low) + ".." +
+         std::to_string(limit - 1);
+}
+
+// index_linear's step for one element (the same on every device): `so_far` plus the
+// wrapped index times stride. An index outside [-size, size), or a position already
+// marked bad, gives kBadPosition, which stays negative through later steps, so that the
+// index kernels refuse it even where the range check's error surfaces later (sim).
+constexpr int64_t kBadPosition = -(int64_t{1} << 62);
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int64_t linear_step(int64_t so_far, int64_t index, int64_t size, int64_t stride) {
+  if (so_far < 0 || index < -size || index >= size) return kBadPosition;
+  return so_far + (index < 0 ? index + size : index) * stride;
 }
 
 // One input of cat or stack and the slice of out it fills (layout operand 0: out's slice,

@@ -63,7 +63,9 @@ struct LaunchSpec;
   X(kIndexRead, "index_read", DType, const IndexArgs&)                                     \
   X(kIndexAccumulate, "index_accumulate", DType, const IndexArgs&)                         \
   X(kCheckIndexRange, "check_index_range", const cpu::Layout<1>&, const int64_t*, int64_t, \
-    const std::string&)                                                                    \
+    int64_t, const std::string&)                                                           \
+  X(kIndexLinear, "index_linear", const cpu::Layout<2>&, int64_t*, const int64_t*, int64_t, \
+    int64_t, bool)                                                                         \
   X(kJoin, "join", DType, const std::vector<JoinPiece>&)                                   \
   X(kSgdUpdate, "sgd_update", DType, const SgdHyper&, const std::vector<SgdItem>&)         \
   X(kAdamUpdate, "adam_update", DType, const AdamHyper&, const std::vector<AdamItem>&)     \

@@ -67,10 +67,15 @@ void multinomial(const Stream& stream, const LaunchSpec& spec, DType dt,
 void index_read(const Stream& stream, const LaunchSpec& spec, DType dt, const IndexArgs& a);
 void index_accumulate(const Stream& stream, const LaunchSpec& spec, DType dt,
                       const IndexArgs& a);
-// On a cpu stream checks on the host, with no launch; elsewhere in a task. ValueError
-// (index_range_message) for the first index outside [0, limit).
+// On a cpu stream checks on the host, with no launch; elsewhere in a task. IndexError
+// (index_range_message) for the first index outside [low, limit).
 void check_index_range(const Stream& stream, const LaunchSpec& spec, const Layout<1>& l,
-                       const int64_t* index, int64_t limit, const std::string& context);
+                       const int64_t* index, int64_t low, int64_t limit,
+                       const std::string& context);
+// index_linear (kernels.h): int64 only, no checks.
+void index_linear(const Stream& stream, const LaunchSpec& spec, const Layout<2>& l,
+                  int64_t* out, const int64_t* index, int64_t size, int64_t stride,
+                  bool accumulate);
 void matmul(const Stream& stream, const LaunchSpec& spec, const MatmulPlan& p, void* out,
             DType dt);
 void join(const Stream& stream, const LaunchSpec& spec, DType dt,

@@ -1,5 +1,5 @@
-// index_select and gather (index_read), index_add, scatter_add, scatter and
-// scatter_reduce (index_accumulate), and check_index_range on the host.
+// index_select and gather (index_read), index_add, index_copy, scatter_add, scatter and
+// scatter_reduce (index_accumulate), check_index_range and index_linear on the host.
 //
 // Indices are validated in full before the first element is touched, so a bad index
 // never reads or writes out of bounds and never leaves a half-updated out. On cpu the
@@ -41,16 +41,16 @@ void indexed_walk(const Layout<3>& l, const int64_t* idx, Fn fn) {
   });
 }
 
-// The first element of `layout` over `data` outside [0, limit): its row-major position
+// The first element of `layout` over `data` outside [low, limit): its row-major position
 // and value; false when there is none.
-bool first_bad(const Layout<1>& layout, const int64_t* data, int64_t limit, int64_t* position,
-               int64_t* value) {
+bool first_bad(const Layout<1>& layout, const int64_t* data, int64_t low, int64_t limit,
+               int64_t* position, int64_t* value) {
   int64_t at = 0;
   bool found = false;
   for_each_row(layout, [&](const int64_t* off, int64_t n, const int64_t* step) {
     for (int64_t j = 0; j < n && !found; ++j, ++at) {
       const int64_t v = data[off[0] + j * step[0]];
-      if (v < 0 || v >= limit) {
+      if (v < low || v >= limit) {
         *position = at;
         *value = v;
         found = true;
@@ -135,22 +135,42 @@ void index_accumulate(const Stream& stream, const LaunchSpec& spec, DType dt,
 }
 
 void check_index_range(const Stream& stream, const LaunchSpec& spec, const Layout<1>& layout,
-                       const int64_t* data, int64_t limit, const std::string& context) {
+                       const int64_t* data, int64_t low, int64_t limit,
+                       const std::string& context) {
   int64_t position = 0, value = 0;
   if (stream.device().is_cpu()) {
     // The cpu stream has no pending work: the index memory is final, nothing to enqueue.
-    if (first_bad(layout, data, limit, &position, &value)) {
-      throw ValueError(index_range_message(context, limit, position, value));
+    if (first_bad(layout, data, low, limit, &position, &value)) {
+      throw IndexError(index_range_message(context, low, limit, position, value));
     }
     return;
   }
   dispatch::enqueue(
       stream, spec,
-      [context, limit, data](const Layout<1>& l) {
+      [context, low, limit, data](const Layout<1>& l) {
         int64_t at = 0, v = 0;
-        if (first_bad(l, data, limit, &at, &v)) {
-          throw ValueError(index_range_message(context, limit, at, v));
+        if (first_bad(l, data, low, limit, &at, &v)) {
+          throw IndexError(index_range_message(context, low, limit, at, v));
         }
+      },
+      layout);
+}
+
+void index_linear(const Stream& stream, const LaunchSpec& spec, const Layout<2>& layout,
+                  int64_t* out, const int64_t* index, int64_t size, int64_t stride,
+                  bool accumulate) {
+  dispatch::enqueue(
+      stream, spec,
+      [out, index, size, stride, accumulate](const Layout<2>& l) {
+        for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* step) {
+          int64_t* o = out + off[0];
+          const int64_t* x = index + off[1];
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t v = x[j * step[1]];
+            int64_t* at = o + j * step[0];
+            *at = linear_step(accumulate ? *at : 0, v, size, stride);
+          }
+        });
       },
       layout);
 }

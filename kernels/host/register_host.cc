@@ -42,6 +42,7 @@ bool register_host() {
     register_impl<KernelId::kIndexRead>(d, &index_read, kNative16);
     register_impl<KernelId::kIndexAccumulate>(d, &index_accumulate);
     register_impl<KernelId::kCheckIndexRange>(d, &check_index_range);
+    register_impl<KernelId::kIndexLinear>(d, &index_linear);
     register_impl<KernelId::kMatmul>(d, &matmul);
     register_impl<KernelId::kJoin>(d, &join, kNative16);
     register_impl<KernelId::kSgdUpdate>(d, &sgd_update);

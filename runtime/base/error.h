@@ -3,6 +3,9 @@
 // Offers:
 //   Error             base class; every library failure a caller can act on derives from it.
 //   ValueError        bad argument: malformed device string, shape, dtype, index.
+//   IndexError        a ValueError for an index outside the range of the dim it indexes
+//                     (index_put_, embedding, nll_loss: what the reference raises as
+//                     IndexError); catching ValueError catches it too.
 //   DeviceError       a device, stream or event used where it does not belong or is absent.
 //   OutOfMemoryError  an allocation the device cannot satisfy (carries the byte counts).
 //   DistributedError  other processes: a rendezvous that timed out, a peer that is gone,
@@ -52,6 +55,12 @@ class ValueError : public Error {
  public:
   using Error::Error;
   SG_ERROR_RETHROWER(ValueError)
+};
+
+class IndexError : public ValueError {
+ public:
+  using ValueError::ValueError;
+  SG_ERROR_RETHROWER(IndexError)
 };
 
 class DeviceError : public Error {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/dispatch/kernel_args.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -109,6 +110,39 @@ TEMPLATE_TEST_CASE("scatter_add routes gradients to arg_reduce's indices", "[ind
     kernels::scatter_add(s, out.view(Shape({3, 4})), 0, index.view(xs), src.view(xs));
     // out[index[i][j]][j] += src[i][j]
     CHECK(out.read() == std::vector<T>{1, 3, 1, 1, 1, 1, 1, 1, 7, 7, 11, 1});
+  }
+}
+
+TEST_CASE("index_linear flattens wrapped indices; index_copy assigns through them", "[index]") {
+  const Device dev = testing::test_device();
+  INFO("device " << dev);
+  const Stream s = current_stream(dev);
+  // Positions in a [3, 4] from rows {2, -3} (a [2, 1] column) and columns {-1, 1}.
+  Buffer<int64_t> rows(dev, {2, -3}), cols(dev, {-1, 1}), flat(dev, 4, 7);
+  const Shape out({2, 2});
+  LaunchLog log;
+  kernels::index_linear(s, flat.view(out), rows.view(Shape({2, 2}, {1, 0})), 3, 4, false);
+  log.expect_ranges("index_linear", {rows.view(Shape({2, 2}, {1, 0}))}, {flat.view(out)});
+  kernels::index_linear(s, flat.view(out), cols.view(Shape({2, 2}, {0, 1})), 4, 1, true);
+  CHECK(flat.read() == std::vector<int64_t>{11, 9, 3, 1});
+  // An index outside [-size, size) marks its position bad for good.
+  Buffer<int64_t> wild(dev, {4, 0}), marked(dev, 2, 0);
+  kernels::index_linear(s, marked.view(Shape({2})), wild.view(), 4, 1, false);
+  kernels::index_linear(s, marked.view(Shape({2})), rows.view(), 3, 100, true);
+  CHECK(marked.read() == std::vector<int64_t>{kernels::kBadPosition, 0});
+  Buffer<double> dst(dev, 12, 0.0), src(dev, {1, 2, 3, 4});
+  kernels::index_copy(s, dst.view(Shape({12})), 0, flat.view(Shape({4})), src.view(Shape({4})));
+  CHECK(dst.read() == std::vector<double>{0, 4, 0, 3, 0, 0, 0, 0, 0, 2, 0, 1});
+  // check_index_range over [low, limit): -3..2 passes, -4 is reported with the range.
+  kernels::check_index_range(s, rows.view(), -3, 3, "test");
+  Buffer<int64_t> bad(dev, {0, -4});
+  auto check_bad = [&] { kernels::check_index_range(s, bad.view(), -3, 3, "rows of x"); };
+  if (dev.type() == DeviceType::kSim) {
+    check_bad();
+    CHECK_THROWS_AS(s.synchronize(), IndexError);
+  } else {
+    CHECK_THROWS_WITH(check_bad(), Contains("rows of x; element 1 (row-major) is -4, out of "
+                                            "range -3..2"));
   }
 }
 

@@ -1,4 +1,4 @@
-// pad (ops/pad.cc), as torch.nn.functional.pad: constant, reflect and replicate modes
+// pad (ops/pad.cc), as torch.nn.functional.pad: constant, reflect, replicate and circular modes
 // with values written out by hand, pairs from the last dim backwards, negative amounts
 // that crop, int64 and bool inputs in constant mode; gradients (copies summed back to
 // their source) by hand and against central differences, first and second order; the
@@ -72,7 +72,7 @@ TEST_CASE("pad rejects what the reference rejects", "[ops][pad]") {
   const Tensor x = input({1, 2, 3, 4, 5, 6}, {1, 2, 3}, d);
   expect_error<ValueError>([&] { pad(x, {1, 2, 3}); }, {"pad", "{1, 2, 3}", "even"});
   expect_error<ValueError>([&] { pad(x, {1, 1, 1, 1, 1, 1, 1, 1}); }, {"pad", "4 dims", "3"});
-  expect_error<ValueError>([&] { pad(x, {1, 1}, "circular"); }, {"pad", "circular"});
+  expect_error<ValueError>([&] { pad(x, {1, 1}, "wrap"); }, {"pad", "\"wrap\"", "circular"});
   expect_error<ValueError>([&] { pad(x, {1, 1}, "reflect", 2.0); }, {"pad", "value", "reflect"});
   expect_error<ValueError>([&] { pad(x, {3, 0}, "reflect"); },
                            {"pad", "reflect", "(3, 0)", "size 3"});
@@ -84,6 +84,50 @@ TEST_CASE("pad rejects what the reference rejects", "[ops][pad]") {
                            {"pad", "2.5", "int64"});
   expect_error<ValueError>([&] { pad(zeros({2}, i64), {1, 1}, "constant", 1e300); },
                            {"pad", "int64"});
+}
+
+TEST_CASE("circular pad wraps around, and crops with negative amounts", "[ops][pad]") {
+  const Device d = test_device();
+  const Tensor r = input({1, 2, 3, 4}, {1, 4}, d);
+  check_values(pad(r, {2, 1}, "circular"), {3, 4, 1, 2, 3, 4, 1});
+  // Amounts up to the size wrap once.
+  check_values(pad(r, {4, 4}, "circular"), {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4});
+  // Two dims of a [1, 2, 3]: the last wraps 2 on the left, the middle 1 on each side.
+  const Tensor m = input({0, 1, 2, 3, 4, 5}, {1, 2, 3}, d);
+  const Tensor mc = pad(m, {2, 0, 1, 1}, "circular");
+  CHECK(mc.sizes() == Shape{1, 4, 5});
+  check_values(mc, {4, 5, 3, 4, 5, 1, 2, 0, 1, 2, 4, 5, 3, 4, 5, 1, 2, 0, 1, 2});
+  // A negative amount crops first; the other side wraps within what is left.
+  check_values(pad(r, {-1, 2}, "circular"), {2, 3, 4, 2, 3});
+  check_values(pad(r, {1, -2}, "circular"), {2, 1, 2});
+  check_values(pad(r, {-1, -1}, "circular"), {2, 3});
+  // Three dims of a [1, 2, 2, 2]; any dtype (only copies).
+  const Tensor c = input({0, 1, 2, 3, 4, 5, 6, 7}, {1, 2, 2, 2}, d);
+  check_values(pad(c, {0, 1, 0, 0, 1, 0}, "circular"),
+               {4, 5, 4, 6, 7, 6, 0, 1, 0, 2, 3, 2, 4, 5, 4, 6, 7, 6});
+  const TensorOptions i64 = TensorOptions().dtype(DType::kInt64).device(d);
+  CHECK(pad(from_vector<int64_t>({7, 8, 9}, {1, 3}, i64), {1, 2}, "circular")
+            .to_vector<int64_t>() == std::vector<int64_t>{9, 7, 8, 9, 7, 8});
+  // Gradients: each copy adds back to its source.
+  pad(r, {2, 3}, "circular").backward(input({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 9}, d, false));
+  // Output positions read 2, 3, 0, 1, 2, 3, 0, 1, 2.
+  check_values(r.grad(), {3 + 7, 4 + 8, 1 + 5 + 9, 2 + 6});
+  check_gradients([](const TensorList& t) { return pad(t[0], {2, -1, 1, 2}, "circular"); },
+                  {random_input({1, 3, 3}, d, 5)});
+  check_second_order(
+      [](const TensorList& t) {
+        const Tensor y = pad(t[0], {3, 1}, "circular");
+        return mul(y, y);
+      },
+      {random_input({2, 3}, d, 6)});
+  // Wrapping more than once is refused, as in the reference.
+  expect_error<ValueError>([&] { pad(r, {5, 0}, "circular"); },
+                           {"pad", "circular", "(5, 0)", "more than once", "at most 4"});
+  expect_error<ValueError>([&] { pad(r, {-2, 3}, "circular"); },
+                           {"pad", "(-2, 3)", "at most 2", "left after cropping"});
+  expect_error<ValueError>([&] { pad(r, {-3, -2}, "circular"); }, {"pad", "negative size -1"});
+  expect_error<ValueError>([&] { pad(input({1, 2}, {2}, d), {1, 1}, "circular"); },
+                           {"pad", "circular", "last 1, 2 or 3 dims"});
 }
 
 }  // namespace
