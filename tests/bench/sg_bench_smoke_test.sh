@@ -4,8 +4,9 @@
 # carries the right check value, computed here independently of bench/bench_common.h:
 # chain and retain 1.0001^k in float32 terms, fanin k * 1.0001, the DAG's exact value
 # 2.83815e+12, the forked graph's gradient and its event and wait counts, the sum of each
-# element-wise function over its input, the sum of layer_norm's output squared. No timing is
-# asserted. libtorch is not needed.
+# element-wise function over its input, the sum of layer_norm's output squared, the sum of
+# causal attention's output squared (its cases shrunk to one batch of 16 positions, so
+# that Python can compute it). No timing is asserted. libtorch is not needed.
 set -euo pipefail
 bin="$1"
 out="${TEST_TMPDIR:-/tmp}/sg_bench_smoke.jsonl"
@@ -15,8 +16,10 @@ cases=$("$bin" --list)
 [ "$(wc -l <<<"$cases")" -ge 16 ] || { echo "--list is short: $cases"; exit 1; }
 while read -r line; do
   # Later flags win: one repetition, and a short overlap graph.
+  small=""
+  [[ "$line" == *attention* ]] && small="--batch=1 --n=16"
   # shellcheck disable=SC2086
-  "$bin" $line --reps=1 --warmup=0 --length=2 --kernel_us=200 >>"$out" \
+  "$bin" $line --reps=1 --warmup=0 --length=2 --kernel_us=200 $small >>"$out" \
     || { echo "sg_bench $line: exit code $?"; exit 1; }
 done <<<"$cases"
 
@@ -58,6 +61,7 @@ for j in lines:
         "math": ["fwd", "fwd_bwd"],
         "layer_norm": ["fwd", "fwd_bwd"],
         "gpt": ["fwd", "bwd", "optim", "total"],
+        "attention": ["fwd", "fwd_bwd"],
     }[case]
     for m in want_metrics:
         s = j["metrics"].get(m)
@@ -105,6 +109,28 @@ for j in lines:
             for j, v in enumerate(row):
                 want += ((v - mu) * rstd * (0.5 + j / width) + 0.25 - j / (2 * width)) ** 2
         ok = abs(check - want) <= 1e-5 * want
+    elif case == "attention":
+        # q, k, v [b, 4, t, 32] from math_input / 4 one after the other; each position
+        # attends to itself and those before it, scaled by 1 / sqrt(32), in double; the sum
+        # of the output squared against the float32 kernel: within 1e-5 relative.
+        b, h, t, d = (int(v) for v in name.split("[")[1].rstrip("]").split(","))
+        n = b * h * t * d
+        vals = [v / 4 for v in math_input(3 * n)]
+        q, k, v = vals[:n], vals[n:2 * n], vals[2 * n:]
+        want = 0.0
+        for head in range(b * h):
+            base = head * t * d
+            row = lambda a, i: a[base + i * d:base + (i + 1) * d]
+            for i in range(t):
+                s = [sum(x * y for x, y in zip(row(q, i), row(k, j))) / math.sqrt(d)
+                     for j in range(i + 1)]
+                top = max(s)
+                w = [math.exp(x - top) for x in s]
+                total = sum(w)
+                for c in range(d):
+                    o = sum(w[j] * row(v, j)[c] for j in range(i + 1)) / total
+                    want += o * o
+        ok = abs(check - want) <= 1e-5 * want
     elif case in ("mlp", "mlp_hand", "cnn", "resnet"):
         want = "about ln 10"  # cross-entropy of 10 classes before training
         ok = 1.5 < check < 3.5
@@ -124,7 +150,7 @@ for j in lines:
     if not ok:
         fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
 missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap", "math",
-           "layer_norm", "gpt", "resnet"} - seen
+           "layer_norm", "gpt", "resnet", "attention"} - seen
 if missing:
     fail.append(f"cases never run: {sorted(missing)}")
 if fail:
