@@ -10,7 +10,9 @@
 // Backward, per head: P = exp(s - lse) from S recomputed, grad_v = P^T g, dP = g v^T,
 // D_i = sum_c g_ic out_ic, dS = P (dP - D) scale, grad_q = dS k, grad_k = dS^T q.
 // exp runs through the level's vector loops (kernels/host/loops.h), so its bits are the
-// element-wise kernel's.
+// element-wise kernel's. Under the causal rule a row's per-element work stops at its
+// diagonal: the keys after it hold exactly 0 in P (exp(-inf) is 0, and adding 0 to a sum
+// changes nothing), which the rows set directly instead of computing.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -63,6 +65,11 @@ void scores(const AttentionShape& s, const Ptrs<T>& p, int64_t h, T* S) {
   }
 }
 
+// How many keys row i sees: all of them, or those up to the diagonal under the causal rule.
+int64_t visible(const AttentionShape& s, int64_t i) {
+  return s.causal ? std::min<int64_t>(s.tk, i + 1) : s.tk;
+}
+
 // Heads per parallel chunk: about kGemmGrain multiply-adds each.
 int64_t head_grain(const AttentionShape& s) {
   const int64_t per_head = s.tq * s.tk * (s.d + s.dv);
@@ -75,15 +82,17 @@ void forward_head(const Loops& lp, DType dt, const AttentionShape& s, const Ptrs
   scores(s, p, h, S);
   for (int64_t i = 0; i < s.tq; ++i) {
     T* row = S + i * s.tk;
+    const int64_t n = visible(s, i);
     T m = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < s.tk; ++j) m = row[j] > m ? row[j] : m;
+    for (int64_t j = 0; j < n; ++j) m = row[j] > m ? row[j] : m;
     // A row of -inf only: exp(-inf - -inf) is NaN, as the reference's softmax gives.
-    for (int64_t j = 0; j < s.tk; ++j) row[j] -= m;
-    exp_row(lp, dt, row, s.tk);
+    for (int64_t j = 0; j < n; ++j) row[j] -= m;
+    exp_row(lp, dt, row, n);
     T l = 0;
-    for (int64_t j = 0; j < s.tk; ++j) l += row[j];
+    for (int64_t j = 0; j < n; ++j) l += row[j];
     const T inv = T(1) / l;
-    for (int64_t j = 0; j < s.tk; ++j) row[j] *= inv;
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+    for (int64_t j = n; j < s.tk; ++j) row[j] = T(0);
     lse[h * s.tq + i] = m + std::log(l);
   }
   gemm<T>(false, false, static_cast<int>(s.tq), static_cast<int>(s.dv), static_cast<int>(s.tk),
@@ -104,8 +113,10 @@ void backward_head(const Loops& lp, DType dt, const AttentionShape& s, const Ptr
   const T* lse = gr.lse + h * s.tq;
   for (int64_t i = 0; i < s.tq; ++i) {
     T* row = P + i * s.tk;
-    for (int64_t j = 0; j < s.tk; ++j) row[j] -= lse[i];
-    exp_row(lp, dt, row, s.tk);
+    const int64_t n = visible(s, i);
+    for (int64_t j = 0; j < n; ++j) row[j] -= lse[i];
+    exp_row(lp, dt, row, n);
+    for (int64_t j = n; j < s.tk; ++j) row[j] = T(0);
   }
   const int tq = static_cast<int>(s.tq), tk = static_cast<int>(s.tk);
   const int d = static_cast<int>(s.d), dv = static_cast<int>(s.dv);
