@@ -26,6 +26,17 @@ void check_positive(const char* module, const char* what, int64_t v) {
   SG_CHECK(v > 0, ValueError, module, ": ", what, " must be positive, got ", v);
 }
 
+// A convolution module's sizes: positive, and groups dividing both channel counts.
+void check_conv_sizes(const char* module, int64_t in_channels, int64_t out_channels,
+                      int64_t kernel_size, int64_t groups) {
+  check_positive(module, "in_channels", in_channels);
+  check_positive(module, "out_channels", out_channels);
+  check_positive(module, "kernel_size", kernel_size);
+  SG_CHECK(groups > 0 && in_channels % groups == 0 && out_channels % groups == 0, ValueError,
+           module, ": groups ", groups, " must divide in_channels ", in_channels,
+           " and out_channels ", out_channels);
+}
+
 }  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) : Module("Linear") {
@@ -46,12 +57,7 @@ std::shared_ptr<Module> Linear::blank_copy() const {
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                const Conv2dParams& p, bool with_bias)
     : Module("Conv2d"), params(p) {
-  check_positive("Conv2d", "in_channels", in_channels);
-  check_positive("Conv2d", "out_channels", out_channels);
-  check_positive("Conv2d", "kernel_size", kernel_size);
-  SG_CHECK(p.groups > 0 && in_channels % p.groups == 0 && out_channels % p.groups == 0,
-           ValueError, "Conv2d: groups ", p.groups, " must divide in_channels ", in_channels,
-           " and out_channels ", out_channels);
+  check_conv_sizes("Conv2d", in_channels, out_channels, kernel_size, p.groups);
   weight = register_parameter(
       "weight", empty({out_channels, in_channels / p.groups, kernel_size, kernel_size}));
   if (with_bias) bias = register_parameter("bias", empty({out_channels}));
@@ -63,12 +69,7 @@ Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias,
 ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                  const ConvTranspose2dParams& p, bool with_bias)
     : Module("ConvTranspose2d"), params(p) {
-  check_positive("ConvTranspose2d", "in_channels", in_channels);
-  check_positive("ConvTranspose2d", "out_channels", out_channels);
-  check_positive("ConvTranspose2d", "kernel_size", kernel_size);
-  SG_CHECK(p.groups > 0 && in_channels % p.groups == 0 && out_channels % p.groups == 0,
-           ValueError, "ConvTranspose2d: groups ", p.groups, " must divide in_channels ",
-           in_channels, " and out_channels ", out_channels);
+  check_conv_sizes("ConvTranspose2d", in_channels, out_channels, kernel_size, p.groups);
   weight = register_parameter(
       "weight", empty({in_channels, out_channels / p.groups, kernel_size, kernel_size}));
   if (with_bias) bias = register_parameter("bias", empty({out_channels}));

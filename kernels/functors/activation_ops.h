@@ -100,7 +100,6 @@ struct GeluBackwardOp {
   static constexpr MathFn kFn2Float = MathFn::kNone;
   SG_HOST_DEVICE SG_INLINE float arg(float, float x) const { return gelu_float::gauss_arg(x); }
   SG_HOST_DEVICE SG_INLINE double arg(double, double x) const { return x * kGeluAlpha; }
-  SG_HOST_DEVICE SG_INLINE float arg2(float, float) const { return 0.0f; }
   SG_HOST_DEVICE SG_INLINE double arg2(double, double x) const { return -0.5 * x * x; }
   SG_HOST_DEVICE SG_INLINE float finish(float g, float x, float e, float) const {
     const float gs = gelu_float::gauss(x, e);

@@ -252,9 +252,11 @@ struct Math2For<Op, float, VoidOf<decltype(Op::kFn2Float)>> {
 
 template <typename Op>
 constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
-// Whether the split form has arg2: pow's exponent, or the second function's argument.
-template <typename Op>
-constexpr bool kHasArg2 = MathOf<Op>::kFn == MathFn::kPow || Math2Of<Op>::kFn != MathFn::kNone;
+// Whether the split form for elements of type T has arg2: pow's exponent, or the second
+// function's argument.
+template <typename Op, typename T>
+constexpr bool kHasArg2 =
+    MathFor<Op, T>::kFn == MathFn::kPow || Math2For<Op, T>::kFn != MathFn::kNone;
 
 // ---- op code to functor: fn(functor) with the functor of `op`, so that every device
 // maps a code to the same math (the cpu levels and kernels/cuda call these). Host code:

@@ -72,12 +72,12 @@ void row1_math(T* o, const T* x, int64_t n, Op op) {
     const T* xb = x + base;
     T* ob = o + base;
     for (int64_t i = 0; i < m; ++i) t[i] = op.arg(xb[i]);
-    if constexpr (kHasArg2<Op>) {
+    if constexpr (kHasArg2<Op, T>) {
       for (int64_t i = 0; i < m; ++i) u[i] = op.arg2(xb[i]);
     }
     block_math<Op>(t, u, m);
     for (int64_t i = 0; i < m; ++i) {
-      const T second = Math2Of<Op>::kFn != MathFn::kNone ? u[i] : T(0);
+      const T second = Math2For<Op, T>::kFn != MathFn::kNone ? u[i] : T(0);
       ob[i] = math::quiet_nan_if_nan(op.finish(xb[i], t[i], second));
     }
   }
@@ -177,12 +177,12 @@ bool row2_math(T* o, const T* a, const T* b, int64_t n, const int64_t* step, Op 
     const T* bb = b + base * sb;
     T* ob = o + base;
     for (int64_t i = 0; i < m; ++i) t[i] = op.arg(ab[i * sa], bb[i * sb]);
-    if constexpr (kHasArg2<Op>) {
+    if constexpr (kHasArg2<Op, T>) {
       for (int64_t i = 0; i < m; ++i) u[i] = op.arg2(ab[i * sa], bb[i * sb]);
     }
     block_math<Op>(t, u, m);
     for (int64_t i = 0; i < m; ++i) {
-      const T second = Math2Of<Op>::kFn != MathFn::kNone ? u[i] : T(0);
+      const T second = Math2For<Op, T>::kFn != MathFn::kNone ? u[i] : T(0);
       ob[i] = math::quiet_nan_if_nan(op.finish(ab[i * sa], bb[i * sb], t[i], second));
     }
   }

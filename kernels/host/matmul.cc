@@ -62,14 +62,16 @@ void run_item(const MatmulPlan& p, void* out_base, int64_t i, Scratch<T>* s) {
   // about) leaves the bias, or zero without one.
   // Row by row with the choice outside the loops, so that each is a plain fill or copy
   // (linear's bias: 2 % of a GPT step as one loop with the choice inside).
-  for (int64_t r = 0; (bv != nullptr || a.cols == 0) && r < c.rows; ++r) {
-    T* row = dst + r * c.ld;
-    if (bv == nullptr || bias.by_row) {
-      std::fill(row, row + c.cols, bv == nullptr ? T(0) : bv[r * bias.stride]);
-    } else if (bias.stride == 1) {
-      std::copy(bv, bv + c.cols, row);
-    } else {
-      for (int64_t j = 0; j < c.cols; ++j) row[j] = bv[j * bias.stride];
+  if (bv != nullptr || a.cols == 0) {
+    for (int64_t r = 0; r < c.rows; ++r) {
+      T* row = dst + r * c.ld;
+      if (bv == nullptr || bias.by_row) {
+        std::fill(row, row + c.cols, bv == nullptr ? T(0) : bv[r * bias.stride]);
+      } else if (bias.stride == 1) {
+        std::copy(bv, bv + c.cols, row);
+      } else {
+        for (int64_t j = 0; j < c.cols; ++j) row[j] = bv[j * bias.stride];
+      }
     }
   }
   if (a.cols != 0) {
