@@ -71,11 +71,11 @@ Launch::Launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
            "no work)");
   SG_CHECK(uint64_t(block.x) * block.y * block.z != 0, DeviceError, launch,
            ": zero threads per block; a block needs at least one thread");
-  SG_CHECK(block.x <= 1024 && block.y <= 1024 && block.z <= 64, DeviceError, launch,
-           ": a block dimension is over the device limits (1024, 1024, 64)");
   SG_CHECK(uint64_t(block.x) * block.y * block.z <= 1024, DeviceError, launch, ": ",
            uint64_t(block.x) * block.y * block.z,
            " threads per block, over the limit of 1024; use smaller blocks and more of them");
+  SG_CHECK(block.x <= 1024 && block.y <= 1024 && block.z <= 64, DeviceError, launch,
+           ": a block dimension is over the device limits (1024, 1024, 64)");
   SG_CHECK(grid.x <= 0x7FFFFFFFu && grid.y <= 65535 && grid.z <= 65535, DeviceError, launch,
            ": a grid dimension is over the device limits (2^31 - 1, 65535, 65535); loop over "
            "the rest in the kernel (a grid-stride loop)");

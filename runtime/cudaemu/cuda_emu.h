@@ -3,7 +3,7 @@
 // source includes <cuda_runtime.h>; launch with emu_launch() (emu_launch.h, included).
 //
 // Offers (global names, as CUDA spells them):
-//   __global__, __device__, __host__, __forceinline__, __noinline__, __constant__,
+//   __global__, __device__, __host__, __forceinline__, __constant__,
 //   __launch_bounds__(...)   host C++ equivalents (the qualifiers vanish; launch bounds
 //                            are not checked).
 //   dim3, uint3, threadIdx, blockIdx, blockDim, gridDim, warpSize   (dim3.h) the current
@@ -69,7 +69,6 @@ __device__ __forceinline__ T* sg_dynamic_shared() {
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
 #define __constant__
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
