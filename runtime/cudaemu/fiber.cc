@@ -12,7 +12,6 @@
 #include "runtime/base/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define SG_EMU_ASAN 1
 #endif
@@ -120,15 +119,13 @@ Fiber::~Fiber() {
 }
 
 void Fiber::reset(void (*entry)(void*), void* arg) {
-#if defined(SG_EMU_ASAN)
-  // The previous run ended inside main()'s frame, whose redzones are still poisoned.
-  __asan_unpoison_memory_region(lo_, static_cast<size_t>(hi_ - lo_));
-#endif
   std::memset(lo_, kCanary, kCanaryBytes);
   entry_ = entry;
   arg_ = arg;
   finished_ = false;
-  fake_stack_ = nullptr;
+  // A fiber that ran before waits in main()'s loop for its next entry function: its
+  // frames (and the sanitizers' view of them) stay as they are.
+  if (parked_) return;
   // The frame sg_cudaemu_switch pops: MXCSR and control word, r15, r14, r13, r12, rbx,
   // rbp, then the return address. The slot after `ret` is 16-aligned, so the trampoline's
   // call gives main() the ABI's entry alignment.
@@ -183,24 +180,18 @@ void Fiber::suspend() {
   after_switch_in();
 }
 
-void Fiber::exit_to_caller() {
-  finished_ = true;
-#if defined(SG_EMU_ASAN)
-  // A null save slot tells ASan this fiber's fake stack may be freed.
-  __sanitizer_start_switch_fiber(nullptr, caller_bottom_, caller_size_);
-#endif
-#if defined(SG_EMU_TSAN)
-  __tsan_switch_to_fiber(tsan_caller_, 0);
-#endif
-  sg_cudaemu_switch(&sp_, caller_sp_);
-  __builtin_unreachable();
-}
-
 void Fiber::main(void* self) {
   auto* f = static_cast<Fiber*>(self);
   f->after_switch_in();
-  f->entry_(f->arg_);
-  f->exit_to_caller();
+  // Never returns: after each entry function the fiber parks here until reset() and
+  // resume() give it the next, so its frames (and TSan's shadow stack of them) do not
+  // pile up over the runs of a reused fiber.
+  for (;;) {
+    f->entry_(f->arg_);
+    f->finished_ = true;
+    f->parked_ = true;
+    f->suspend();
+  }
 }
 
 bool Fiber::stack_intact() const {

@@ -5,7 +5,8 @@
 //   Fiber          one stack (mmap'd, a PROT_NONE guard region below it and a canary
 //                  just above that) and a saved context. The scheduler calls resume(); the
 //                  code on the fiber calls suspend() to give control back, and returns from
-//                  its entry function to finish. A finished fiber is reset() and reused.
+//                  its entry function to finish. A finished fiber is reset() with the next
+//                  entry function and reused (it waits for it inside its first frame).
 //   FiberPool      per-OS-thread cache of fibers, so that launches after the first reuse
 //                  their stacks (and, under TSan, their TSan fiber contexts).
 //
@@ -55,8 +56,7 @@ class Fiber {
   bool stack_intact() const;
 
  private:
-  static void main(void* self);
-  [[noreturn]] void exit_to_caller();
+  [[noreturn]] static void main(void* self);
   void after_switch_in();
 
   char* map_ = nullptr;  // the mapping: guard region, then the stack
@@ -68,6 +68,7 @@ class Fiber {
   void (*entry_)(void*) = nullptr;
   void* arg_ = nullptr;
   bool finished_ = true;
+  bool parked_ = false;  // main() has started and waits in its loop between runs
   // ASan: each side's fake stack while the other runs, and the caller's stack bounds.
   void* fake_stack_ = nullptr;
   void* caller_fake_stack_ = nullptr;
