@@ -55,23 +55,25 @@ uint64_t Launch::collective(Collective kind, const char* builtin, unsigned mask,
   const unsigned lane = t.linear % 32, warp = t.linear / 32;
   const unsigned lanes = std::min(32u, threads_per_block_ - warp * 32);
   const unsigned exists = lanes == 32 ? ~0u : (1u << lanes) - 1;
-  const std::string call = absl::StrCat(builtin, " (mask ", hex(mask), ")");
+  // Built only on failure: this is the hot path of every shuffle.
+  const auto call = [&] { return absl::StrCat(builtin, " (mask ", hex(mask), ")"); };
   if ((mask >> lane & 1) == 0) {
-    fail(absl::StrCat(call, " is called by lane ", lane, ", which its mask leaves out; every "
+    fail(absl::StrCat(call(), " is called by lane ", lane, ", which its mask leaves out; every "
                       "calling lane must be in the mask"));
   }
   if ((mask & ~exists) != 0) {
-    fail(absl::StrCat(call, " names lanes that do not exist: the block has ",
+    fail(absl::StrCat(call(), " names lanes that do not exist: the block has ",
                       threads_per_block_, " threads, so warp ", warp, " has lanes 0..",
                       lanes - 1, " only; build the mask from the lanes present"));
   }
   if (kind != Collective::kSyncWarp && kind != Collective::kBallot &&
       (width < 1 || width > 32 || (width & (width - 1)) != 0)) {
-    fail(absl::StrCat(call, " with width ", width, ": the width must be a power of 2 in 1..32"));
+    fail(absl::StrCat(call(), " with width ", width, ": the width must be a power of 2 in 1..32"));
   }
-  for (unsigned l = 0; l < 32; ++l) {
-    if ((mask >> l & 1) != 0 && threads_[warp * 32 + l].state == State::kDone) {
-      fail(absl::StrCat(call, " names lane ", l, ", which has returned: every lane in the mask "
+  for (unsigned rest = mask; rest != 0; rest &= rest - 1) {
+    const unsigned l = static_cast<unsigned>(__builtin_ctz(rest));
+    if (threads_[warp * 32 + l].state == State::kDone) {
+      fail(absl::StrCat(call(), " names lane ", l, ", which has returned: every lane in the mask "
                         "must call the collective; leave exited lanes out of the mask"));
     }
   }
@@ -87,7 +89,7 @@ uint64_t Launch::collective(Collective kind, const char* builtin, unsigned mask,
   if (g == groups.size()) {
     groups.push_back(WarpGroup{mask, 0, kind, builtin});
   } else if (groups[g].kind != kind) {
-    fail(absl::StrCat(call, " is called while other lanes of the mask wait in ",
+    fail(absl::StrCat(call(), " is called while other lanes of the mask wait in ",
                       groups[g].builtin, "; every lane must call the same collective"));
   }
   groups[g].arrived |= 1u << lane;

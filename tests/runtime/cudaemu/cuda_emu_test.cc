@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <thread>
 #include <vector>
 
 namespace streamgrad {
@@ -229,6 +230,32 @@ TEST_CASE("atomics from many blocks give the exact counts and sums", "[cudaemu]"
   CHECK(t.lowest == 1000 - (n - 1));
   CHECK(t.first == 5);
   CHECK(t.highest == n - 1);
+}
+
+__global__ void add_many(Totals* t, int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    atomicAdd(&t->count, 1);
+    atomicAdd(&t->big, 3ull);
+    atomicAdd(&t->fsum, 1.0f);
+    atomicAdd(&t->dsum, 0.25);
+    atomicMax(&t->highest, static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x));
+  }
+}
+
+TEST_CASE("launches on several OS threads at once share counters through real atomics",
+          "[cudaemu]") {
+  Totals t{0, 0, 0, 0.0f, 0.0, 0, 0, -1};
+  std::vector<std::thread> launchers;
+  for (int i = 0; i < 4; ++i) {
+    launchers.emplace_back([&t] { emu_launch("add_many", 16, 128, 0, add_many, &t, 8); });
+  }
+  for (std::thread& l : launchers) l.join();
+  const int n = 4 * 16 * 128 * 8;
+  CHECK(t.count == n);
+  CHECK(t.big == 3ull * n);
+  CHECK(t.fsum == static_cast<float>(n));
+  CHECK(t.dsum == 0.25 * n);
+  CHECK(t.highest == 16 * 128 - 1);
 }
 
 TEST_CASE("atomics return the old value as CUDA's do", "[cudaemu]") {
