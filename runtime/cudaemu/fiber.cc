@@ -150,6 +150,7 @@ void Fiber::reset(void (*entry)(void*), void* arg) {
 }
 
 void Fiber::resume() {
+  parked_ = false;  // main() sets it again when the entry function has returned
 #if defined(SG_EMU_ASAN)
   __sanitizer_start_switch_fiber(&caller_fake_stack_, lo_, static_cast<size_t>(hi_ - lo_));
 #endif

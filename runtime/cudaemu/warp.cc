@@ -70,13 +70,6 @@ uint64_t Launch::collective(Collective kind, const char* builtin, unsigned mask,
       (width < 1 || width > 32 || (width & (width - 1)) != 0)) {
     fail(absl::StrCat(call(), " with width ", width, ": the width must be a power of 2 in 1..32"));
   }
-  for (unsigned rest = mask; rest != 0; rest &= rest - 1) {
-    const unsigned l = static_cast<unsigned>(__builtin_ctz(rest));
-    if (threads_[warp * 32 + l].state == State::kDone) {
-      fail(absl::StrCat(call(), " names lane ", l, ", which has returned: every lane in the mask "
-                        "must call the collective; leave exited lanes out of the mask"));
-    }
-  }
   t.kind = kind;
   t.builtin = builtin;
   t.mask = mask;
