@@ -247,10 +247,10 @@ TEST_CASE("launches on several OS threads at once share counters through real at
   Totals t{0, 0, 0, 0.0f, 0.0, 0, 0, -1};
   std::vector<std::thread> launchers;
   for (int i = 0; i < 4; ++i) {
-    launchers.emplace_back([&t] { emu_launch("add_many", 16, 128, 0, add_many, &t, 8); });
+    launchers.emplace_back([&t] { emu_launch("add_many", 16, 128, 0, add_many, &t, 64); });
   }
   for (std::thread& l : launchers) l.join();
-  const int n = 4 * 16 * 128 * 8;
+  const int n = 4 * 16 * 128 * 64;  // 2^19: exact in a float
   CHECK(t.count == n);
   CHECK(t.big == 3ull * n);
   CHECK(t.fsum == static_cast<float>(n));
