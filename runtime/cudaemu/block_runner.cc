@@ -57,9 +57,9 @@ Launch::Launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
                const LaunchOptions& options, void (*invoke)(void*), void* ctx)
     : name_(name), grid_(grid), block_(block), shared_bytes_(shared_bytes), options_(options),
       invoke_(invoke), ctx_(ctx) {
-  const std::string launch = absl::StrCat("cuda emulation: launch of kernel '", name, "' with grid ",
-                                          dims(grid.x, grid.y, grid.z), " and block ",
-                                          dims(block.x, block.y, block.z));
+  const std::string launch =
+      absl::StrCat("cuda emulation: launch of kernel '", name, "' with grid ",
+                   dims(grid.x, grid.y, grid.z), " and block ", dims(block.x, block.y, block.z));
   check_options(options, launch.c_str());
   if (Launch* outer = tl_launch; outer != nullptr) {
     throw DeviceError(absl::StrCat(launch, " from inside ", outer->where(outer->current()),
@@ -207,7 +207,8 @@ void Launch::order_for_phase(unsigned phase) {
   if (options_.order == ThreadOrder::kReverse) {
     std::reverse(order_.begin(), order_.end());
   } else if (options_.order == ThreadOrder::kShuffled) {
-    const uint64_t block = blockIdx.x + uint64_t(grid_.x) * (blockIdx.y + uint64_t(grid_.y) * blockIdx.z);
+    const uint64_t block =
+        blockIdx.x + uint64_t(grid_.x) * (blockIdx.y + uint64_t(grid_.y) * blockIdx.z);
     uint64_t state = options_.seed ^ (block * 0xD1B54A32D192ED03ull) ^ (uint64_t(phase) << 32);
     for (size_t i = order_.size(); i > 1; --i) {
       std::swap(order_[i - 1], order_[splitmix64(&state) % i]);
@@ -357,7 +358,9 @@ void* block_shared(const void* key, size_t bytes, const char* name) {
   return launch_for("SG_SHARED_ARRAY").block_shared(key, bytes, name);
 }
 
-void* dynamic_shared(size_t* bytes) { return launch_for("sg_dynamic_shared").dynamic_shared(bytes); }
+void* dynamic_shared(size_t* bytes) {
+  return launch_for("sg_dynamic_shared").dynamic_shared(bytes);
+}
 
 void shared_index_error(const char* name, long long index, size_t size) {
   launch_for("a shared array index")

@@ -37,6 +37,13 @@
 // between collectives, memory-model races between threads of a block (threads only
 // interleave at barriers and collectives).
 //
+// Compiling existing .cu kernels: g++ -Wall warns where nvcc's device compiler does not,
+// on `#pragma unroll` (-Wunknown-pragmas) and on `threadIdx.x < w` with an int w
+// (-Wsign-compare); a target of emulated kernels needs -Wno-unknown-pragmas and
+// -Wno-sign-compare (checked against copies of reduce.cu's, index.cu's and
+// layer_norm.cu's kernels). The CUDA runtime API (cudaGetLastError, streams, memcpy) is
+// not part of this header.
+//
 // Thread-safety: kernels may be launched from several OS threads at once; atomics are
 // real atomics. Failure: every misuse the device would punish is a streamgrad::DeviceError
 // (block_runner.h lists them); builtins called from host code throw DeviceError too.
@@ -74,7 +81,8 @@ __device__ __forceinline__ T* sg_dynamic_shared() {
 #define __shared__ static thread_local
 
 inline void __syncthreads() {
-  ::streamgrad::cudaemu::internal::sync_threads(::streamgrad::cudaemu::internal::Barrier::kPlain, 0);
+  ::streamgrad::cudaemu::internal::sync_threads(
+      ::streamgrad::cudaemu::internal::Barrier::kPlain, 0);
 }
 inline int __syncthreads_count(int predicate) {
   return ::streamgrad::cudaemu::internal::sync_threads(

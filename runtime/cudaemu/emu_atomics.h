@@ -78,12 +78,14 @@ inline unsigned int atomicSub(unsigned int* a, unsigned int v) {
   return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
 }
 
-#define SG_EMU_MIN_MAX(T)                                                                  \
-  inline T atomicMin(T* a, T v) {                                                          \
-    return ::streamgrad::cudaemu::internal::atomic_update<T>(a, [v](T o) { return v < o ? v : o; }); \
-  }                                                                                        \
-  inline T atomicMax(T* a, T v) {                                                          \
-    return ::streamgrad::cudaemu::internal::atomic_update<T>(a, [v](T o) { return v > o ? v : o; }); \
+#define SG_EMU_MIN_MAX(T)                                                     \
+  inline T atomicMin(T* a, T v) {                                             \
+    return ::streamgrad::cudaemu::internal::atomic_update<T>(                 \
+        a, [v](T o) { return v < o ? v : o; });                               \
+  }                                                                           \
+  inline T atomicMax(T* a, T v) {                                             \
+    return ::streamgrad::cudaemu::internal::atomic_update<T>(                 \
+        a, [v](T o) { return v > o ? v : o; });                               \
   }
 SG_EMU_MIN_MAX(int)
 SG_EMU_MIN_MAX(unsigned int)

@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(1024) axpb(int64_t n, float a, const float* x,
 TEST_CASE("a grid-stride loop covers every element once, whatever the grid", "[cudaemu]") {
   const int64_t n = GENERATE(0, 1, 255, 256, 257, 10000);
   const auto [blocks, threads] =
-      GENERATE(table<unsigned, unsigned>({{1, 1}, {1, 256}, {3, 128}, {7, 33}, {64, 256}, {2, 1024}}));
+      GENERATE(table<unsigned, unsigned>(
+          {{1, 1}, {1, 256}, {3, 128}, {7, 33}, {64, 256}, {2, 1024}}));
   INFO("n " << n << " grid " << blocks << " block " << threads);
   std::vector<float> x(n), y(n + 8, -7.0f);
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);
