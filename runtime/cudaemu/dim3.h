@@ -6,6 +6,7 @@
 // Thread-safety: the built-ins are thread_local; the scheduler (block_runner.cc) sets
 // them on the OS thread that runs the block, before every switch to an emulated thread.
 // Outside a launch they read 0 (threadIdx, blockIdx) and 1 (blockDim, gridDim).
+// Failure: none (plain values).
 // Under nvcc this header declares nothing (the compiler provides all of it).
 #ifndef STREAMGRAD_RUNTIME_CUDAEMU_DIM3_H_
 #define STREAMGRAD_RUNTIME_CUDAEMU_DIM3_H_
