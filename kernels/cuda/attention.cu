@@ -19,6 +19,7 @@
 #include "kernels/cuda/indexing.cuh"
 #include "runtime/base/error.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/kernel_launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -225,11 +226,11 @@ void attention_forward(const Stream& stream, DType dt, const AttentionShape& s, 
     using T = decltype(t);
     const auto kernel = s.dv <= kMaxHeadDim ? attention_forward_kernel<T>
                                              : attention_forward_general<T>;
-    kernel<<<blocks_for(s.bh * s.tq), kThreads, 0, raw_cuda_stream(stream)>>>(
-        s, static_cast<T*>(out), static_cast<T*>(lse), static_cast<const T*>(q),
-        static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(mask));
+    launch_kernel("attention on cuda", kernel, blocks_for(s.bh * s.tq), kThreads,
+                  raw_cuda_stream(stream), s, static_cast<T*>(out), static_cast<T*>(lse),
+                  static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                  static_cast<const T*>(mask));
   });
-  check_cuda(cudaGetLastError(), "attention on cuda");
 }
 
 void attention_backward(const Stream& stream, DType dt, const AttentionShape& s, void* gq,
@@ -241,22 +242,22 @@ void attention_backward(const Stream& stream, DType dt, const AttentionShape& s,
     if (gq != nullptr && s.bh * s.tq > 0) {
       const auto kernel = s.d <= kMaxHeadDim ? attention_grad_q_kernel<T>
                                               : attention_grad_q_general<T>;
-      kernel<<<blocks_for(s.bh * s.tq), kThreads, 0, cs>>>(
-          s, static_cast<T*>(gq), static_cast<const T*>(g), static_cast<const T*>(q),
-          static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(out),
-          static_cast<const T*>(lse), static_cast<const T*>(mask));
+      launch_kernel("attention_backward on cuda", kernel, blocks_for(s.bh * s.tq), kThreads, cs, s,
+                    static_cast<T*>(gq), static_cast<const T*>(g), static_cast<const T*>(q),
+                    static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(out),
+                    static_cast<const T*>(lse), static_cast<const T*>(mask));
     }
     if ((gk != nullptr || gv != nullptr) && s.bh * s.tk > 0) {
       const auto kernel = s.d <= kMaxHeadDim && s.dv <= kMaxHeadDim
                               ? attention_grad_kv_kernel<T>
                               : attention_grad_kv_general<T>;
-      kernel<<<blocks_for(s.bh * s.tk), kThreads, 0, cs>>>(
-          s, static_cast<T*>(gk), static_cast<T*>(gv), static_cast<const T*>(g),
-          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-          static_cast<const T*>(out), static_cast<const T*>(lse), static_cast<const T*>(mask));
+      launch_kernel("attention_backward on cuda", kernel, blocks_for(s.bh * s.tk), kThreads, cs, s,
+                    static_cast<T*>(gk), static_cast<T*>(gv), static_cast<const T*>(g),
+                    static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                    static_cast<const T*>(out), static_cast<const T*>(lse),
+                    static_cast<const T*>(mask));
     }
   });
-  check_cuda(cudaGetLastError(), "attention_backward on cuda");
 }
 
 }  // namespace cuda

@@ -1,18 +1,18 @@
 // The strided element-wise kernel template and the element-wise ops on it
 // (kernels/cuda/cuda_kernels.h). Every line here is GPU-specific; the math is not (it is
 // the functors' that the cpu loops run).
-#include "kernels/cuda/cuda_kernels.h"
-
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/functors/convert.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/indexing.cuh"
+#include "kernels/functors/convert.h"
 #include "kernels/functors/elementwise_ops.h"
 #include "kernels/functors/random_ops.h"
 #include "kernels/functors/select_ops.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/kernel_launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -35,10 +35,8 @@ template <typename Index, int N, typename Body>
 void launch_as(const Stream& stream, const char* name, const cpu::Layout<N>& l,
                const Body& body) {
   const Indexer<N, Index> ix = make_indexer<Index>(l);
-  strided_kernel<N, Index, Body><<<blocks_for(l.numel), kThreads, 0,
-                                   raw_cuda_stream(stream)>>>(ix, static_cast<Index>(l.numel),
-                                                              body);
-  check_cuda(cudaGetLastError(), name);
+  launch_kernel(name, strided_kernel<N, Index, Body>, blocks_for(l.numel), kThreads,
+                raw_cuda_stream(stream), ix, static_cast<Index>(l.numel), body);
 }
 
 template <int N, typename Body>

@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/indexing.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/indexing.cuh"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/kernel_launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -71,11 +72,10 @@ void run_unscale(const Stream& stream, const std::vector<UnscaleItem>& items, fl
   const NonFiniteCheckAndUnscale<T> op{static_cast<T>(inv_scale)};
   const cudaStream_t s = raw_cuda_stream(stream);
   for (const UnscaleItem& it : items) {
-    unscale_kernel<T><<<blocks_for(it.layout.numel), kThreads, 0, s>>>(
-        make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.grad),
-        found_inf);
+    launch_kernel("non_finite_check_and_unscale on cuda", unscale_kernel<T>,
+                  blocks_for(it.layout.numel), kThreads, s, make_indexer<int64_t>(it.layout),
+                  it.layout.numel, op, static_cast<T*>(it.grad), found_inf);
   }
-  check_cuda(cudaGetLastError(), "non_finite_check_and_unscale on cuda");
 }
 
 template <typename T>
@@ -83,11 +83,10 @@ void run_sgd(const Stream& stream, const SgdHyper& h, const std::vector<SgdItem>
   const SgdUpdate<T> op = make_sgd_update<T>(h);
   const cudaStream_t s = raw_cuda_stream(stream);
   for (const SgdItem& it : items) {
-    sgd_kernel<T><<<blocks_for(it.layout.numel), kThreads, 0, s>>>(
-        make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
-        static_cast<const T*>(it.grad), static_cast<T*>(it.buf), it.fresh);
+    launch_kernel("sgd_update on cuda", sgd_kernel<T>, blocks_for(it.layout.numel), kThreads, s,
+                  make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
+                  static_cast<const T*>(it.grad), static_cast<T*>(it.buf), it.fresh);
   }
-  check_cuda(cudaGetLastError(), "sgd_update on cuda");
 }
 
 template <typename T>
@@ -95,12 +94,11 @@ void run_adam(const Stream& stream, const AdamHyper& h, const std::vector<AdamIt
   const AdamUpdate<T> op = make_adam_update<T>(h);
   const cudaStream_t s = raw_cuda_stream(stream);
   for (const AdamItem& it : items) {
-    adam_kernel<T><<<blocks_for(it.layout.numel), kThreads, 0, s>>>(
-        make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
-        static_cast<const T*>(it.grad), static_cast<T*>(it.m), static_cast<T*>(it.v),
-        static_cast<T>(it.inv_sqrt_bias2), static_cast<T>(it.neg_step), it.fresh);
+    launch_kernel("adam_update on cuda", adam_kernel<T>, blocks_for(it.layout.numel), kThreads, s,
+                  make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
+                  static_cast<const T*>(it.grad), static_cast<T*>(it.m), static_cast<T*>(it.v),
+                  static_cast<T>(it.inv_sqrt_bias2), static_cast<T>(it.neg_step), it.fresh);
   }
-  check_cuda(cudaGetLastError(), "adam_update on cuda");
 }
 
 }  // namespace

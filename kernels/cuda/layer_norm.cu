@@ -15,6 +15,8 @@
 #include "kernels/functors/norm_ops.h"
 #include "runtime/base/error.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/kernel_launch.h"
+#include "runtime/cudaemu/kernel_spellings.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -30,7 +32,7 @@ __global__ void __launch_bounds__(kThreads)
     layer_norm_kernel(NormRows d, double eps, T* out, T* mean, T* rstd, const T* in,
                       const T* weight, const T* bias) {
   using A = typename Acc<T>::type;
-  __shared__ A part[kThreads];
+  SG_SHARED_ARRAY(A, part, kThreads);
   for (int64_t row = blockIdx.x; row < d.m; row += gridDim.x) {
     const T* x = in + row * d.n;
     T mu = T(0);
@@ -65,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
     layer_norm_input_grad_kernel(NormRows d, T* gin, const T* g, const T* in, const T* mean,
                                  const T* rstd, const T* weight) {
   using A = typename Acc<T>::type;
-  __shared__ A part[kThreads];
+  SG_SHARED_ARRAY(A, part, kThreads);
   for (int64_t row = blockIdx.x; row < d.m; row += gridDim.x) {
     const int64_t at = row * d.n;
     const T mu = mean != nullptr ? mean[row] : T(0);
@@ -113,11 +115,11 @@ void layer_norm_forward(const Stream& stream, DType dt, const NormRows& d, doubl
   if (d.m == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    layer_norm_kernel<T><<<row_blocks(d.m), kThreads, 0, raw_cuda_stream(stream)>>>(
-        d, eps, static_cast<T*>(out), static_cast<T*>(mean), static_cast<T*>(rstd),
-        static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias));
+    launch_kernel(d.rms ? "rms_norm on cuda" : "layer_norm on cuda", layer_norm_kernel<T>,
+                  row_blocks(d.m), kThreads, raw_cuda_stream(stream), d, eps, static_cast<T*>(out),
+                  static_cast<T*>(mean), static_cast<T*>(rstd), static_cast<const T*>(in),
+                  static_cast<const T*>(weight), static_cast<const T*>(bias));
   });
-  check_cuda(cudaGetLastError(), d.rms ? "rms_norm on cuda" : "layer_norm on cuda");
 }
 
 void layer_norm_backward(const Stream& stream, DType dt, const NormRows& d, void* grad_in,
@@ -128,20 +130,20 @@ void layer_norm_backward(const Stream& stream, DType dt, const NormRows& d, void
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     if (grad_in != nullptr && d.m > 0) {
-      layer_norm_input_grad_kernel<T><<<row_blocks(d.m), kThreads, 0, cs>>>(
-          d, static_cast<T*>(grad_in), static_cast<const T*>(grad_out),
-          static_cast<const T*>(in), static_cast<const T*>(mean), static_cast<const T*>(rstd),
-          static_cast<const T*>(weight));
+      launch_kernel(d.rms ? "rms_norm_backward on cuda" : "layer_norm_backward on cuda",
+                    layer_norm_input_grad_kernel<T>, row_blocks(d.m), kThreads, cs, d,
+                    static_cast<T*>(grad_in), static_cast<const T*>(grad_out),
+                    static_cast<const T*>(in), static_cast<const T*>(mean),
+                    static_cast<const T*>(rstd), static_cast<const T*>(weight));
     }
     if ((grad_weight != nullptr || grad_bias != nullptr) && d.n > 0) {
-      layer_norm_param_grad_kernel<T><<<blocks_for(d.n), kThreads, 0, cs>>>(
-          d, static_cast<T*>(grad_weight), static_cast<T*>(grad_bias),
-          static_cast<const T*>(grad_out), static_cast<const T*>(in),
-          static_cast<const T*>(mean), static_cast<const T*>(rstd));
+      launch_kernel(d.rms ? "rms_norm_backward on cuda" : "layer_norm_backward on cuda",
+                    layer_norm_param_grad_kernel<T>, blocks_for(d.n), kThreads, cs, d,
+                    static_cast<T*>(grad_weight), static_cast<T*>(grad_bias),
+                    static_cast<const T*>(grad_out), static_cast<const T*>(in),
+                    static_cast<const T*>(mean), static_cast<const T*>(rstd));
     }
   });
-  check_cuda(cudaGetLastError(),
-             d.rms ? "rms_norm_backward on cuda" : "layer_norm_backward on cuda");
 }
 
 }  // namespace cuda

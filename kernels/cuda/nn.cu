@@ -17,6 +17,8 @@
 #include "kernels/window.h"
 #include "runtime/base/error.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/kernel_launch.h"
+#include "runtime/cudaemu/kernel_spellings.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -141,7 +143,7 @@ __global__ void __launch_bounds__(kThreads)
     batch_norm_kernel(NcsShape d, double eps, T* out, T* mean, T* var, const T* in,
                       const T* weight, const T* bias) {
   using A = typename Acc<T>::type;
-  __shared__ A part[kThreads];
+  SG_SHARED_ARRAY(A, part, kThreads);
   const int64_t c = blockIdx.x, m = d.n * d.s;
   A sum = 0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) sum += A(in[channel_at(d, c, j)]);
@@ -169,7 +171,7 @@ __global__ void __launch_bounds__(kThreads)
     batch_norm_backward_kernel(NcsShape d, double eps, T* gin, T* gw, T* gb, const T* g,
                                const T* in, const T* mean, const T* var, const T* weight) {
   using A = typename Acc<T>::type;
-  __shared__ A part[kThreads];
+  SG_SHARED_ARRAY(A, part, kThreads);
   const int64_t c = blockIdx.x, m = d.n * d.s;
   const T mu = mean[c];
   const T invstd = batch_norm_invstd(var[c], eps);
@@ -201,10 +203,9 @@ void im2col(const Stream& stream, DType dt, const ImageShape& s, const Window2d&
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     const int64_t n = s.batch * s.channels * w.kernel[0] * w.kernel[1] * s.oh * s.ow;
-    im2col_kernel<T><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
-        s, w, static_cast<T*>(cols), static_cast<const T*>(img));
+    launch_kernel("im2col on cuda", im2col_kernel<T>, blocks_for(n), kThreads,
+                  raw_cuda_stream(stream), s, w, static_cast<T*>(cols), static_cast<const T*>(img));
   });
-  check_cuda(cudaGetLastError(), "im2col on cuda");
 }
 
 void col2im(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w, void* img,
@@ -212,21 +213,19 @@ void col2im(const Stream& stream, DType dt, const ImageShape& s, const Window2d&
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     const int64_t n = s.batch * s.channels * s.height * s.width;
-    col2im_kernel<T><<<blocks_for(n), kThreads, 0, raw_cuda_stream(stream)>>>(
-        s, w, static_cast<T*>(img), static_cast<const T*>(cols));
+    launch_kernel("col2im on cuda", col2im_kernel<T>, blocks_for(n), kThreads,
+                  raw_cuda_stream(stream), s, w, static_cast<T*>(img), static_cast<const T*>(cols));
   });
-  check_cuda(cudaGetLastError(), "col2im on cuda");
 }
 
 void max_pool2d(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
                 void* values, int64_t* indices, const void* img) {
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    max_pool_kernel<T><<<blocks_for(s.channels * s.oh * s.ow), kThreads, 0,
-                         raw_cuda_stream(stream)>>>(s, w, static_cast<T*>(values), indices,
-                                                    static_cast<const T*>(img));
+    launch_kernel("max_pool2d on cuda", max_pool_kernel<T>, blocks_for(s.channels * s.oh * s.ow),
+                  kThreads, raw_cuda_stream(stream), s, w, static_cast<T*>(values), indices,
+                  static_cast<const T*>(img));
   });
-  check_cuda(cudaGetLastError(), "max_pool2d on cuda");
 }
 
 void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
@@ -243,11 +242,10 @@ void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, co
            " positions; were the indices modified after the forward?");
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    max_pool_backward_kernel<T><<<blocks_for(s.channels * s.height * s.width), kThreads, 0,
-                                  cs>>>(s, w, static_cast<T*>(grad_in),
-                                        static_cast<const T*>(grad_out), indices);
+    launch_kernel("max_pool2d_backward on cuda", max_pool_backward_kernel<T>,
+                  blocks_for(s.channels * s.height * s.width), kThreads, cs, s, w,
+                  static_cast<T*>(grad_in), static_cast<const T*>(grad_out), indices);
   });
-  check_cuda(cudaGetLastError(), "max_pool2d_backward on cuda");
 }
 
 void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, double eps, void* out,
@@ -256,11 +254,11 @@ void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, doubl
   if (d.c == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    batch_norm_kernel<T><<<static_cast<unsigned>(d.c), kThreads, 0, raw_cuda_stream(stream)>>>(
-        d, eps, static_cast<T*>(out), static_cast<T*>(mean), static_cast<T*>(var),
-        static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias));
+    launch_kernel("batch_norm on cuda", batch_norm_kernel<T>, static_cast<unsigned>(d.c), kThreads,
+                  raw_cuda_stream(stream), d, eps, static_cast<T*>(out), static_cast<T*>(mean),
+                  static_cast<T*>(var), static_cast<const T*>(in), static_cast<const T*>(weight),
+                  static_cast<const T*>(bias));
   });
-  check_cuda(cudaGetLastError(), "batch_norm on cuda");
 }
 
 void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, double eps,
@@ -269,13 +267,13 @@ void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, doub
   if (d.c == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    batch_norm_backward_kernel<T><<<static_cast<unsigned>(d.c), kThreads, 0,
-                                    raw_cuda_stream(stream)>>>(
-        d, eps, static_cast<T*>(grad_in), static_cast<T*>(grad_weight),
-        static_cast<T*>(grad_bias), static_cast<const T*>(grad_out), static_cast<const T*>(in),
-        static_cast<const T*>(mean), static_cast<const T*>(var), static_cast<const T*>(weight));
+    launch_kernel("batch_norm_backward on cuda", batch_norm_backward_kernel<T>,
+                  static_cast<unsigned>(d.c), kThreads, raw_cuda_stream(stream), d, eps,
+                  static_cast<T*>(grad_in), static_cast<T*>(grad_weight),
+                  static_cast<T*>(grad_bias), static_cast<const T*>(grad_out),
+                  static_cast<const T*>(in), static_cast<const T*>(mean),
+                  static_cast<const T*>(var), static_cast<const T*>(weight));
   });
-  check_cuda(cudaGetLastError(), "batch_norm_backward on cuda");
 }
 
 }  // namespace cuda

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/indexing.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/indexing.cuh"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/kernel_launch.h"
+#include "runtime/cudaemu/kernel_spellings.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -33,7 +35,7 @@ __global__ void __launch_bounds__(kThreads)
     reduce_kernel(Indexer<2, int64_t> kept, int64_t outputs, Indexer<1, int64_t> red,
                   int64_t n, Reduce op, T* out, const T* in) {
   using A = typename Acc<T>::type;
-  __shared__ A part[kThreads];
+  SG_SHARED_ARRAY(A, part, kThreads);
   const Combine<A> combine{op};
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     int64_t base[2];
@@ -80,8 +82,8 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     arg_reduce_kernel(Indexer<3, int64_t> l, int64_t outputs, int64_t n, int64_t stride,
                       bool is_max, T* values, int64_t* indices, const T* in) {
-  __shared__ T best_v[kThreads];
-  __shared__ int64_t best_i[kThreads];
+  SG_SHARED_ARRAY(T, best_v, kThreads);
+  SG_SHARED_ARRAY(int64_t, best_i, kThreads);
   const ArgPick<T> pick{is_max};
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     int64_t off[3];
@@ -151,17 +153,14 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
   const Indexer<2, int64_t> k = make_indexer<int64_t>(kept);
   const Indexer<1, int64_t> r = make_indexer<int64_t>(red);
   if (dt == DType::kFloat32) {
-    reduce_kernel<float><<<blocks_for_outputs(kept.numel), kThreads, 0,
-                            raw_cuda_stream(stream)>>>(
-        k, kept.numel, r, red.numel, op, static_cast<float*>(out),
-        static_cast<const float*>(in));
+    launch_kernel("reduce (sum, max or min) on cuda", reduce_kernel<float>,
+                  blocks_for_outputs(kept.numel), kThreads, raw_cuda_stream(stream), k, kept.numel,
+                  r, red.numel, op, static_cast<float*>(out), static_cast<const float*>(in));
   } else {
-    reduce_kernel<double><<<blocks_for_outputs(kept.numel), kThreads, 0,
-                            raw_cuda_stream(stream)>>>(
-        k, kept.numel, r, red.numel, op, static_cast<double*>(out),
-        static_cast<const double*>(in));
+    launch_kernel("reduce (sum, max or min) on cuda", reduce_kernel<double>,
+                  blocks_for_outputs(kept.numel), kThreads, raw_cuda_stream(stream), k, kept.numel,
+                  r, red.numel, op, static_cast<double*>(out), static_cast<const double*>(in));
   }
-  check_cuda(cudaGetLastError(), "reduce (sum, max or min) on cuda");
 }
 
 void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3>& l,
@@ -169,17 +168,14 @@ void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3
   if (l.numel == 0) return;
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(l);
   if (dt == DType::kFloat32) {
-    arg_reduce_kernel<float><<<blocks_for_outputs(l.numel), kThreads, 0,
-                                raw_cuda_stream(stream)>>>(
-        ix, l.numel, n, stride, is_max, static_cast<float*>(values), indices,
-        static_cast<const float*>(in));
+    launch_kernel("argmax / argmin on cuda", arg_reduce_kernel<float>, blocks_for_outputs(l.numel),
+                  kThreads, raw_cuda_stream(stream), ix, l.numel, n, stride, is_max,
+                  static_cast<float*>(values), indices, static_cast<const float*>(in));
   } else {
-    arg_reduce_kernel<double><<<blocks_for_outputs(l.numel), kThreads, 0,
-                                raw_cuda_stream(stream)>>>(
-        ix, l.numel, n, stride, is_max, static_cast<double*>(values), indices,
-        static_cast<const double*>(in));
+    launch_kernel("argmax / argmin on cuda", arg_reduce_kernel<double>, blocks_for_outputs(l.numel),
+                  kThreads, raw_cuda_stream(stream), ix, l.numel, n, stride, is_max,
+                  static_cast<double*>(values), indices, static_cast<const double*>(in));
   }
-  check_cuda(cudaGetLastError(), "argmax / argmin on cuda");
 }
 
 void cumsum(const Stream& stream, DType dt, const cpu::Layout<2>& lines, int64_t n,
@@ -188,15 +184,14 @@ void cumsum(const Stream& stream, DType dt, const cpu::Layout<2>& lines, int64_t
   const Indexer<2, int64_t> ix = make_indexer<int64_t>(lines);
   const cudaStream_t s = raw_cuda_stream(stream);
   if (dt == DType::kFloat32) {
-    cumsum_kernel<float><<<blocks_for(lines.numel), kThreads, 0, s>>>(
-        ix, lines.numel, n, out_step, in_step, static_cast<float*>(out),
-        static_cast<const float*>(in));
+    launch_kernel("cumsum on cuda", cumsum_kernel<float>, blocks_for(lines.numel), kThreads, s, ix,
+                  lines.numel, n, out_step, in_step, static_cast<float*>(out),
+                  static_cast<const float*>(in));
   } else {
-    cumsum_kernel<double><<<blocks_for(lines.numel), kThreads, 0, s>>>(
-        ix, lines.numel, n, out_step, in_step, static_cast<double*>(out),
-        static_cast<const double*>(in));
+    launch_kernel("cumsum on cuda", cumsum_kernel<double>, blocks_for(lines.numel), kThreads, s, ix,
+                  lines.numel, n, out_step, in_step, static_cast<double*>(out),
+                  static_cast<const double*>(in));
   }
-  check_cuda(cudaGetLastError(), "cumsum on cuda");
 }
 
 }  // namespace cuda

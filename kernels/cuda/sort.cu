@@ -15,6 +15,7 @@
 #include "kernels/functors/random_ops.h"
 #include "kernels/functors/sort_ops.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/kernel_launch.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -62,9 +63,9 @@ template <typename T>
 void launch_sort(const Stream& stream, const SortArgs& a, void* values, int64_t* indices,
                  const void* in) {
   const int64_t total = a.walk.numel * a.n;
-  sort_kernel<T><<<blocks_for(total), kThreads, 0, raw_cuda_stream(stream)>>>(
-      make_indexer<int64_t>(a.walk), a, total, static_cast<T*>(values), indices,
-      static_cast<const T*>(in));
+  launch_kernel("sort / topk on cuda", sort_kernel<T>, blocks_for(total), kThreads,
+                raw_cuda_stream(stream), make_indexer<int64_t>(a.walk), a, total,
+                static_cast<T*>(values), indices, static_cast<const T*>(in));
 }
 
 }  // namespace
@@ -79,7 +80,6 @@ void sort(const Stream& stream, DType dt, const SortArgs& a, void* values, int64
   } else {
     launch_sort<int64_t>(stream, a, values, indices, in);
   }
-  check_cuda(cudaGetLastError(), "sort / topk on cuda");
 }
 
 void multinomial(const Stream& stream, DType dt, const MultinomialArgs& a, int64_t* out,
@@ -87,13 +87,12 @@ void multinomial(const Stream& stream, DType dt, const MultinomialArgs& a, int64
   const int64_t total = a.rows * a.samples;
   if (total == 0) return;
   if (dt == DType::kFloat32) {
-    multinomial_kernel<float><<<blocks_for(total), kThreads, 0, raw_cuda_stream(stream)>>>(
-        a, out, static_cast<const float*>(probs));
+    launch_kernel("multinomial on cuda", multinomial_kernel<float>, blocks_for(total), kThreads,
+                  raw_cuda_stream(stream), a, out, static_cast<const float*>(probs));
   } else {
-    multinomial_kernel<double><<<blocks_for(total), kThreads, 0, raw_cuda_stream(stream)>>>(
-        a, out, static_cast<const double*>(probs));
+    launch_kernel("multinomial on cuda", multinomial_kernel<double>, blocks_for(total), kThreads,
+                  raw_cuda_stream(stream), a, out, static_cast<const double*>(probs));
   }
-  check_cuda(cudaGetLastError(), "multinomial on cuda");
 }
 
 }  // namespace cuda

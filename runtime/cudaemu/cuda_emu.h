@@ -53,12 +53,7 @@
 #if defined(__CUDACC__)
 
 // nvcc provides the execution model; only the two portable spellings are ours.
-#define SG_SHARED_ARRAY(T, name, N) __shared__ T name[N]
-template <typename T>
-__device__ __forceinline__ T* sg_dynamic_shared() {
-  extern __shared__ __align__(16) unsigned char sg_dynamic_smem[];
-  return reinterpret_cast<T*>(sg_dynamic_smem);
-}
+#include "runtime/cudaemu/kernel_spellings.h"
 
 #else  // emulation
 
