@@ -86,7 +86,10 @@ Runtime::Runtime() {
   configure();
   if (!problem.empty() && init_error == cudaSuccess) {
     init_error = cudaErrorInvalidValue;
-    init_detail = absl::StrCat("the sim scheduler settings are malformed: ", problem);
+    init_detail = absl::StrCat("the emulated CUDA devices' scheduler settings "
+                               "(STREAMGRAD_SIM_SCHEDULER, _POLICY, _SEED, _JITTER_US, "
+                               "_PCT_DEPTH, _PCT_STEPS, _QUEUE_DEPTH, _WORKERS) are malformed: ",
+                               problem);
     device_count = 0;
   }
   std::atexit([] {

@@ -155,6 +155,27 @@ TEST_CASE("the legacy default stream orders with blocking streams both ways", "[
   copy_on(blocking, &x, &seen);  // waits for the legacy stream's write
   CUDA_OK(cudaStreamSynchronize(blocking));
   CHECK(seen == 2);
+  // A blocking stream destroyed with work queued: the legacy stream still waits for it.
+  cudaStream_t doomed = make_stream(cudaStreamDefault);
+  copy_on(doomed, &one, &x);
+  CUDA_OK(cudaStreamDestroy(doomed));
+  copy_on(legacy, &x, &seen);
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(seen == 1);
+}
+
+TEST_CASE("stream creation: flags, priorities, the legacy stream's handle", "[cudart]") {
+  Fresh fresh;
+  cudaStream_t s = nullptr;
+  CHECK(cudaStreamCreateWithFlags(&s, 0x10) == cudaErrorInvalidValue);
+  CUDA_OK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -100));  // clamped
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaStreamCreate(&s));
+  CUDA_OK(cudaStreamDestroy(s));
+  CHECK(cudaStreamDestroy(nullptr) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamDestroy(s) == cudaErrorInvalidResourceHandle);
+  CUDA_OK(cudaStreamQuery(nullptr));
+  CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 TEST_CASE("the legacy default stream does not order with non-blocking streams", "[cudart]") {
