@@ -123,6 +123,7 @@ void Runtime::configure() {
     const int d = exec_->add_device();
     auto state = std::make_unique<DeviceState>();
     state->legacy.reset(new CUstream_st{d, 0, true, false, 0, nullptr});
+    std::lock_guard<std::mutex> lk(err_mu);  // sticky() reads the list under err_mu only
     devices.push_back(std::move(state));
   }
   for (auto& dev : devices) {

@@ -25,7 +25,8 @@
 //   step()   deterministic scheduler: runs one queued task; false if none can run.
 //   reset_for_testing()   waits for all work, frees every allocation, forgets streams,
 //       events, peer access and sticky errors, and re-reads STREAMGRAD_CUDAEMU_DEVICES and
-//       STREAMGRAD_CUDAEMU_MEMORY_BYTES. Handles from before the reset become invalid.
+//       STREAMGRAD_CUDAEMU_MEMORY_BYTES. Handles from before the reset become invalid. Call
+//       it while no other host thread uses the runtime.
 //
 // Configuration: STREAMGRAD_CUDAEMU_DEVICES=N (default 2, 0..16) emulated devices;
 // STREAMGRAD_CUDAEMU_MEMORY_BYTES=B (default 4 GiB) each device's totalGlobalMem, against
@@ -48,13 +49,18 @@
 //     (synchronize, cudaMemcpy, cudaFree) or calls step(): cudaStreamQuery / cudaEventQuery
 //     keep answering cudaErrorNotReady to a host that only polls.
 //   - cudaEventElapsedTime measures host time between the records' execution.
+//   - at exit, queued work is not waited for (the runtime is never destroyed, so work may
+//     still run while static objects are destroyed); cudaFree and cudaFreeHost called
+//     after the runtime's exit handler (from static destructors) return
+//     cudaErrorCudartUnloading and free nothing.
 //
 // Thread-safety: all functions may be called from any thread; fn and the work it does must
 // not call the runtime's enqueue or wait functions (they return cudaErrorNotPermitted
 // there, as CUDA forbids API calls from stream callbacks).
 // Failure: enqueue_on_stream returns cudaErrorInvalidResourceHandle for a destroyed or
 // unknown stream, the device's sticky error if it has one, cudaErrorNotPermitted from
-// inside a task, and sets the last error as an API call does; set_scheduler throws
+// inside a task, cudaErrorLaunchFailure when no worker thread can be started (nothing is
+// enqueued then), and sets the last error as an API call does; set_scheduler throws
 // streamgrad::ValueError for options out of range (as set_sim_scheduler does).
 #ifndef STREAMGRAD_RUNTIME_CUDAEMU_INCLUDE_CUDAEMU_RUNTIME_H_
 #define STREAMGRAD_RUNTIME_CUDAEMU_INCLUDE_CUDAEMU_RUNTIME_H_
