@@ -1,7 +1,10 @@
-// launch_kernel: the one place where the project launches a CUDA kernel, so that the
-// interpreted CUDA device (runtime/cudaemu) can take every launch over in its build
-// configuration. With nvcc it is the ordinary `<<<grid, block, 0, stream>>>` launch
-// followed by the launch's error check, which a hand-written launch could forget.
+// launch_kernel: the one place where the project launches a CUDA kernel. With nvcc it is
+// the ordinary `<<<grid, block, 0, stream>>>` launch followed by the launch's error check,
+// which a hand-written launch could forget. In the interpreted configuration
+// (STREAMGRAD_CUDA_EMULATED, runtime/cudaemu) it does what a GPU's launch does, on the
+// CPU: the configuration is checked at once (a refused one is the thread's last error,
+// cudaErrorInvalidConfiguration), the arguments are copied, and the grid runs later on
+// the stream, in stream order, through the block interpreter.
 //
 //   launch_kernel("relu on cuda", relu_kernel<float>, blocks_for(n), kThreads,
 //                 raw_cuda_stream(stream), y, x, n);
@@ -22,7 +25,15 @@
 
 #include "runtime/cuda/cuda_stream.h"
 
-#if !defined(__CUDACC__)
+#if defined(STREAMGRAD_CUDA_EMULATED)
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "cudaemu_runtime.h"
+#include "runtime/base/error.h"
+#include "runtime/cudaemu/emu_launch.h"
+#elif !defined(__CUDACC__)
 #error "kernel_launch.h launches kernels: include it from CUDA sources (.cu) only"
 #endif
 
@@ -32,7 +43,30 @@ template <typename... Params, typename... Args>
 void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block,
                    cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "a launch passes every parameter");
+#if defined(STREAMGRAD_CUDA_EMULATED)
+  bool refused = false;
+  try {
+    cudaemu::check_launch(what, grid, block, 0, cudaemu::emu_launch_options());
+  } catch (const DeviceError& e) {
+    cudaemu::set_last_error(cudaErrorInvalidConfiguration, e.what());
+    refused = true;
+  }
+  if (!refused) {
+    // `what` may not outlive this call; the arguments are copied as a launch copies them.
+    (void)cudaemu::enqueue_on_stream(
+        stream, what,
+        [name = std::string(what), kernel, grid, block,
+         params = std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)]() {
+          std::apply(
+              [&](const auto&... p) {
+                cudaemu::emu_launch(name.c_str(), grid, block, 0, kernel, p...);
+              },
+              params);
+        });
+  }
+#else
   kernel<<<grid, block, 0, stream>>>(std::forward<Args>(args)...);
+#endif
   // A launch reports a refused configuration only through the thread's last error.
   check_cuda(cudaGetLastError(), what);
 }

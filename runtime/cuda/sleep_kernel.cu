@@ -2,13 +2,50 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "runtime/base/error.h"
 
+#if defined(STREAMGRAD_CUDA_EMULATED)
+#include "cudaemu_runtime.h"
+#endif
+
 namespace streamgrad {
 namespace {
+
+// About 292 years: anything longer is a caller's mistake, and the cast must not overflow.
+constexpr double kMaxNs = 9.2e18;
+
+[[noreturn]] void launch_failed(cudaError_t err) {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
+  throw DeviceError(std::string("sleep: launching the sleep kernel on cuda:") +
+                    std::to_string(device) + " failed: " + cudaGetErrorName(err) + " (" +
+                    cudaGetErrorString(err) +
+                    "); errors of earlier asynchronous work can surface here, rerun with "
+                    "STREAMGRAD_LAUNCH_BLOCKING=1 to report them at the launch that caused "
+                    "them");
+}
+
+#if defined(STREAMGRAD_CUDA_EMULATED)
+
+}  // namespace
+
+// The interpreted device has no global timer to spin on: its stream sleeps on the host
+// thread that runs it, which keeps the stream busy just as long.
+void launch_sleep_kernel(cudaStream_t stream, double microseconds) {
+  const double ns = !(microseconds * 1000.0 > 0) ? 0 : std::min(microseconds * 1000.0, kMaxNs);
+  const cudaError_t err = cudaemu::enqueue_on_stream(stream, "sleep", [ns] {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>(ns)));
+  });
+  if (err != cudaSuccess) launch_failed(err);
+}
+
+#else
 
 // %globaltimer counts nanoseconds and is shared by every SM; clock64() would count cycles
 // of one SM at a clock rate that changes under boost, so a cycle budget is no time budget.
@@ -27,9 +64,6 @@ __global__ void sleep_kernel(uint64_t nanoseconds) {
   while (global_ns() - start < nanoseconds) __nanosleep(kNapNs);
 }
 
-// About 292 years: anything longer is a caller's mistake, and the cast must not overflow.
-constexpr double kMaxNs = 9.2e18;
-
 }  // namespace
 
 void launch_sleep_kernel(cudaStream_t stream, double microseconds) {
@@ -39,15 +73,9 @@ void launch_sleep_kernel(cudaStream_t stream, double microseconds) {
   sleep_kernel<<<1, 1, 0, stream>>>(budget);
   // A launch reports configuration errors only through the thread's last error.
   const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return;
-  int device = -1;
-  if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
-  throw DeviceError(std::string("sleep: launching the sleep kernel on cuda:") +
-                    std::to_string(device) + " failed: " + cudaGetErrorName(err) + " (" +
-                    cudaGetErrorString(err) +
-                    "); errors of earlier asynchronous work can surface here, rerun with "
-                    "STREAMGRAD_LAUNCH_BLOCKING=1 to report them at the launch that caused "
-                    "them");
+  if (err != cudaSuccess) launch_failed(err);
 }
+
+#endif  // STREAMGRAD_CUDA_EMULATED
 
 }  // namespace streamgrad

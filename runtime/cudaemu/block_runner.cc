@@ -36,36 +36,15 @@ std::string dims(unsigned x, unsigned y, unsigned z) {
   return absl::StrCat("(", x, ", ", y, ", ", z, ")");
 }
 
-}  // namespace
-
-LaunchOptions emu_launch_options() {
-  std::lock_guard<std::mutex> lock(g_options_mu);
-  return g_options;
+std::string launch_title(const char* name, dim3 grid, dim3 block) {
+  return absl::StrCat("cuda emulation: launch of kernel '", name, "' with grid ",
+                      dims(grid.x, grid.y, grid.z), " and block ",
+                      dims(block.x, block.y, block.z));
 }
 
-void set_emu_launch_options(const LaunchOptions& options) {
-  check_options(options, "set_emu_launch_options");
-  std::lock_guard<std::mutex> lock(g_options_mu);
-  g_options = options;
-}
-
-namespace internal {
-
-Launch* running_launch() { return tl_launch; }
-
-Launch::Launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-               const LaunchOptions& options, void (*invoke)(void*), void* ctx)
-    : name_(name), grid_(grid), block_(block), shared_bytes_(shared_bytes), options_(options),
-      invoke_(invoke), ctx_(ctx) {
-  const std::string launch =
-      absl::StrCat("cuda emulation: launch of kernel '", name, "' with grid ",
-                   dims(grid.x, grid.y, grid.z), " and block ", dims(block.x, block.y, block.z));
-  check_options(options, launch.c_str());
-  if (Launch* outer = tl_launch; outer != nullptr) {
-    throw DeviceError(absl::StrCat(launch, " from inside ", outer->where(outer->current()),
-                                   ": kernels cannot launch kernels here (dynamic parallelism"
-                                   " is not emulated); launch from host code"));
-  }
+// The launch shapes and shared memory a device refuses, checked before anything runs.
+void check_launch_shape(const std::string& launch, dim3 grid, dim3 block, size_t shared_bytes,
+                        const LaunchOptions& options) {
   SG_CHECK(uint64_t(grid.x) * grid.y * grid.z != 0, DeviceError, launch,
            ": zero blocks; a launch needs at least one block (skip the launch when there is "
            "no work)");
@@ -86,6 +65,42 @@ Launch::Launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
            "max_dynamic_shared_bytes (cudaFuncSetAttribute with "
            "cudaFuncAttributeMaxDynamicSharedMemorySize on a GPU), at most ",
            kMaxOptInSharedBytes);
+}
+
+}  // namespace
+
+LaunchOptions emu_launch_options() {
+  std::lock_guard<std::mutex> lock(g_options_mu);
+  return g_options;
+}
+
+void set_emu_launch_options(const LaunchOptions& options) {
+  check_options(options, "set_emu_launch_options");
+  std::lock_guard<std::mutex> lock(g_options_mu);
+  g_options = options;
+}
+
+void check_launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                  const LaunchOptions& options) {
+  check_launch_shape(launch_title(name, grid, block), grid, block, shared_bytes, options);
+}
+
+namespace internal {
+
+Launch* running_launch() { return tl_launch; }
+
+Launch::Launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+               const LaunchOptions& options, void (*invoke)(void*), void* ctx)
+    : name_(name), grid_(grid), block_(block), shared_bytes_(shared_bytes), options_(options),
+      invoke_(invoke), ctx_(ctx) {
+  const std::string launch = launch_title(name, grid, block);
+  check_options(options, launch.c_str());
+  if (Launch* outer = tl_launch; outer != nullptr) {
+    throw DeviceError(absl::StrCat(launch, " from inside ", outer->where(outer->current()),
+                                   ": kernels cannot launch kernels here (dynamic parallelism"
+                                   " is not emulated); launch from host code"));
+  }
+  check_launch_shape(launch, grid, block, shared_bytes, options);
   threads_per_block_ = block.x * block.y * block.z;
   threads_.resize(threads_per_block_);
   const std::vector<Fiber*> fibers = FiberPool::for_this_thread().acquire(threads_per_block_);

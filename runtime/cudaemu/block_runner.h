@@ -6,6 +6,7 @@
 //   ThreadOrder, LaunchOptions    how the threads of a block take turns between blocking
 //                                 points, and the dynamic shared memory opt-in.
 //   emu_launch_options() / set_emu_launch_options()   the process-wide defaults.
+//   check_launch()                the checks a launch makes before it runs, alone.
 //   internal::run_launch()        what emu_launch() (emu_launch.h) calls.
 //   internal::*                   the scheduler entry points the header's builtins call.
 //
@@ -60,6 +61,13 @@ constexpr size_t kMaxOptInSharedBytes = 227 * 1024;
 // The defaults emu_launch() uses. Thread-safe.
 LaunchOptions emu_launch_options();
 void set_emu_launch_options(const LaunchOptions& options);
+
+// What a launch checks before any thread runs (shape limits, zero blocks or threads,
+// dynamic shared memory): throws that DeviceError without running anything. Launches
+// that run later, on a stream, call it first to refuse a configuration at once, as a
+// GPU's launch does.
+void check_launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                  const LaunchOptions& options);
 
 namespace internal {
 

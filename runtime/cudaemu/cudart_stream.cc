@@ -122,6 +122,19 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   return idle ? cudaSuccess : fail(cudaErrorNotReady, "the stream has work queued");
 }
 
+// The legacy stream is a blocking one: ordered with every blocking stream.
+cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
+  if (flags == nullptr) return fail(cudaErrorInvalidValue, "cudaStreamGetFlags: flags is null");
+  Runtime& rt = Runtime::get();
+  std::lock_guard<std::mutex> lk(rt.mu);
+  CUstream_st* s = nullptr;
+  const cudaError_t err = rt.resolve(stream, &s);
+  if (err != cudaSuccess) return err;
+  const bool legacy = stream == nullptr || stream == cudaStreamLegacy;
+  *flags = legacy || s->blocking ? cudaStreamDefault : cudaStreamNonBlocking;
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   cudaError_t err;
   if (internal::refuse_in_task("cudaStreamSynchronize", &err)) return err;

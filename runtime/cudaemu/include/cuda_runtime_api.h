@@ -118,6 +118,9 @@ struct cudaDeviceProp {
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
 #define cudaStreamLegacy ((cudaStream_t)0x1)
+// The per-thread default stream is not emulated: the handle exists (code may compare
+// with it), and every call given it answers cudaErrorInvalidResourceHandle.
+#define cudaStreamPerThread ((cudaStream_t)0x2)
 
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
@@ -166,6 +169,7 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int fla
                                          int priority);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
 

@@ -176,6 +176,24 @@ TEST_CASE("stream creation: flags, priorities, the legacy stream's handle", "[cu
   CHECK(cudaStreamDestroy(s) == cudaErrorInvalidResourceHandle);
   CUDA_OK(cudaStreamQuery(nullptr));
   CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
+  // cudaStreamGetFlags: the flags a stream was made with; the legacy stream is blocking;
+  // the per-thread default stream is not emulated.
+  unsigned flags = 99;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamGetFlags(s, &flags));
+  CHECK(flags == cudaStreamNonBlocking);
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaStreamCreate(&s));
+  CUDA_OK(cudaStreamGetFlags(s, &flags));
+  CHECK(flags == cudaStreamDefault);
+  CUDA_OK(cudaStreamDestroy(s));
+  flags = 99;
+  CUDA_OK(cudaStreamGetFlags(nullptr, &flags));
+  CHECK(flags == cudaStreamDefault);
+  CHECK(cudaStreamGetFlags(s, &flags) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamGetFlags(cudaStreamPerThread, &flags) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamGetFlags(nullptr, nullptr) == cudaErrorInvalidValue);
+  (void)cudaGetLastError();
 }
 
 TEST_CASE("the legacy default stream does not order with non-blocking streams", "[cudart]") {
