@@ -203,7 +203,14 @@ void index_read(const Stream& stream, DType dt, const IndexArgs& a) {
     case DType::kFloat64: return run<Mode::kRead, double>(stream, a);
     case DType::kInt64: return run<Mode::kRead, int64_t>(stream, a);
     case DType::kBool: return run<Mode::kRead, uint8_t>(stream, a);
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      break;
   }
+  // The front door widens 16-bit views for cuda (kernels/index.cc).
+  throw DeviceError(absl::StrCat(a.name, " on cuda: ", dtype_name(dt),
+                                 " reached the kernel unwidened; this is a bug in "
+                                 "streamgrad's kernel front door, please report it"));
 }
 
 void index_accumulate(const Stream& stream, DType dt, const IndexArgs& a) {

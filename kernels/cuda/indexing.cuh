@@ -90,8 +90,10 @@ struct Acc<float> {
 // The block's sum of each thread's `v`, every thread getting it (all threads of the block
 // call it; `part` is shared memory of kThreads). The tree's order is fixed by thread
 // index, so a launch gives the same bits every time.
-template <typename A>
-__device__ A block_sum(A v, A* part) {
+// `part` is the block's kThreads-element shared array (an A*, or the interpreted device's
+// bounds-checked view of one).
+template <typename A, typename Part>
+__device__ A block_sum(A v, Part part) {
   part[threadIdx.x] = v;
   __syncthreads();
   for (int w = kThreads / 2; w > 0; w /= 2) {

@@ -3,10 +3,16 @@
 // about that error.
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/base/error.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_stream.h"
+
+#if defined(STREAMGRAD_CUDA_EMULATED)
+#include "cudaemu_runtime.h"
+#endif
 
 namespace streamgrad {
 namespace {
@@ -63,8 +69,17 @@ void check_cuda(cudaError_t err, const char* what) {
   // Non-sticky errors also linger as the thread's last error, where a later
   // cudaGetLastError() after a kernel launch would blame the wrong call.
   (void)cudaGetLastError();
+#if defined(STREAMGRAD_CUDA_EMULATED)
+  // The interpreted device knows which kernel, block and thread failed, and how.
+  const std::string detail = cudaemu::last_error_detail();
+  throw DeviceError(absl::StrCat(what, " failed: ", cudaGetErrorName(err), " (",
+                                 cudaGetErrorString(err), "); ", hint_for(err),
+                                 detail.empty() ? "" : ". The interpreted device says: ",
+                                 detail));
+#else
   throw DeviceError(absl::StrCat(what, " failed: ", cudaGetErrorName(err), " (",
                                  cudaGetErrorString(err), "); ", hint_for(err)));
+#endif
 }
 
 }  // namespace streamgrad
