@@ -27,7 +27,7 @@ namespace {
 namespace k = kernels;
 using testing::Buffer;
 using testing::check_ulps;
-using testing::have_gpu;
+using testing::require_cuda_device;
 using testing::Shape;
 
 // a [2, 3, 4] times b [2, 4, 5] in the layouts the plan treats differently, on cpu and on
@@ -80,7 +80,7 @@ void check_matmul(bool tf32) {
 
 TEMPLATE_TEST_CASE("cuda matmul through cuBLAS equals the cpu's in every layout",
                    "[cuda][kernels][matmul]", float, double) {
-  if (!have_gpu()) return;
+  require_cuda_device();
   check_matmul<TestType>(false);
   check_matmul<TestType>(true);  // float64 ignores the switch
 }
@@ -88,7 +88,7 @@ TEMPLATE_TEST_CASE("cuda matmul through cuBLAS equals the cpu's in every layout"
 TEMPLATE_TEST_CASE("cuda reductions and arg reductions equal the cpu's",
                    "[cuda][kernels][reduce]", float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   // [3, 4, 5] with ties (few distinct values) and a NaN in one row.
   std::vector<T> x(60);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>((i * 7) % 5) - 2;
@@ -146,7 +146,7 @@ TEMPLATE_TEST_CASE("cuda reductions and arg reductions equal the cpu's",
 
 TEST_CASE("cuda index kernels equal the cpu's and refuse bad indices, writing nothing",
           "[cuda][kernels][index]") {
-  if (!have_gpu()) return;
+  require_cuda_device();
   const std::vector<double> x = testing::random_values<double>(12, -2, 2, 11);
   // Small integers and halves: every order of the atomic sums is exact, so duplicates
   // (index 0 twice) must give the cpu's bits.
@@ -186,7 +186,7 @@ TEMPLATE_TEST_CASE("cuda scatter_reduce and cumsum give the cpu's bits",
                    "[cuda][kernels][index]",
                    float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   // Powers of two and small integers: every order of the atomic products, maxima and
   // minima is exact, so duplicates (each position of row 0 three times) give the cpu's bits.
   const std::vector<T> src = {2, -0.5, 4, 1, 0.25, -2, 8, 1, 0.5, -1, 2, 4};
@@ -223,7 +223,7 @@ TEMPLATE_TEST_CASE("cuda scatter_reduce and cumsum give the cpu's bits",
 TEMPLATE_TEST_CASE("cuda sgd_update and adam_update give the cpu's bits",
                    "[cuda][kernels][foreach]", float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   const std::vector<T> p = testing::random_values<T>(12, -1, 1, 13);
   const std::vector<T> g = testing::random_values<T>(12, -1, 1, 14);
   const std::vector<T> state = testing::random_values<T>(12, 0, 1, 15);
@@ -264,7 +264,7 @@ TEMPLATE_TEST_CASE("cuda sgd_update and adam_update give the cpu's bits",
 TEMPLATE_TEST_CASE("cuda non_finite_check_and_unscale gives the cpu's bits and flags",
                    "[cuda][kernels][foreach]", float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   std::vector<T> clean = testing::random_values<T>(3000, -1000, 1000, 21);
   std::vector<T> dirty = clean;
   dirty[2999] = std::numeric_limits<T>::quiet_NaN();  // the last element of the view below
@@ -304,7 +304,7 @@ k::Window2d square_window(int64_t size, int64_t stride, int64_t padding, int64_t
 }
 
 TEST_CASE("cuda im2col, col2im and max pooling give the cpu's bits", "[cuda][kernels][nn]") {
-  if (!have_gpu()) return;
+  require_cuda_device();
   // [2, 3, 7, 6] images with ties (few distinct values) and a NaN.
   std::vector<double> x(2 * 3 * 7 * 6);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>((i * 5) % 7) - 3;
@@ -349,7 +349,7 @@ TEST_CASE("cuda im2col, col2im and max pooling give the cpu's bits", "[cuda][ker
 TEMPLATE_TEST_CASE("cuda batch norm equals the cpu's within rounding", "[cuda][kernels][nn]",
                    float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   const std::vector<T> x = testing::random_values<T>(4 * 3 * 50, -2, 3, 16);
   const std::vector<T> g = testing::random_values<T>(4 * 3 * 50, -1, 1, 17);
   const std::vector<T> w = {0.5, 1, 2}, b = {0.1, -0.2, 0.3};

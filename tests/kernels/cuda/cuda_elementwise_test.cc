@@ -27,7 +27,7 @@ namespace {
 namespace k = kernels;
 using testing::Buffer;
 using testing::check_ulps;
-using testing::have_gpu;
+using testing::require_cuda_device;
 using testing::Shape;
 
 
@@ -65,7 +65,7 @@ bool calls_libm(k::Unary op) {
 TEMPLATE_TEST_CASE("cuda unary and scalar ops equal the cpu kernels", "[cuda][kernels]", float,
                    double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   std::vector<T> x = testing::random_values<T>(12, -3, 3, 1);
   x[5] = std::numeric_limits<T>::quiet_NaN();
   x[7] = std::numeric_limits<T>::infinity();
@@ -97,7 +97,7 @@ TEMPLATE_TEST_CASE("cuda unary and scalar ops equal the cpu kernels", "[cuda][ke
 TEMPLATE_TEST_CASE("cuda binary ops and axpy equal the cpu kernels, broadcasting included",
                    "[cuda][kernels]", float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   const std::vector<T> a = testing::random_values<T>(12, 0.1, 3, 3);
   const std::vector<T> b = testing::random_values<T>(12, -2, 2, 4);
   for (const Views& v : kViews) {
@@ -149,7 +149,7 @@ void check_copies_to() {
 
 TEST_CASE("cuda copy converts every dtype pair as the cpu does; fill writes every dtype",
           "[cuda][kernels]") {
-  if (!have_gpu()) return;
+  require_cuda_device();
   check_copies_to<float>();
   check_copies_to<double>();
   check_copies_to<int64_t>();
@@ -167,7 +167,7 @@ TEST_CASE("cuda copy converts every dtype pair as the cpu does; fill writes ever
 TEMPLATE_TEST_CASE("cuda random numbers: uniform the cpu's bits, normal within rounding",
                    "[cuda][kernels][random]", float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   std::vector<T> outs[2][2];
   int i = 0;
   for (const Device d : {Device("cpu"), Device("cuda:0")}) {
@@ -187,7 +187,7 @@ TEMPLATE_TEST_CASE("cuda random numbers: uniform the cpu's bits, normal within r
 }
 
 TEST_CASE("cuda compare, compare_scalar and where equal the cpu's", "[cuda][kernels][select]") {
-  if (!have_gpu()) return;
+  require_cuda_device();
   std::vector<double> a = testing::random_values<double>(12, -2, 2, 10);
   std::vector<double> b = a;
   for (size_t i = 0; i < b.size(); i += 3) b[i] += 0.5;  // some equal, some not
@@ -228,7 +228,7 @@ TEST_CASE("cuda compare, compare_scalar and where equal the cpu's", "[cuda][kern
 }
 
 TEST_CASE("cuda cat, stack and arange equal the cpu's", "[cuda][kernels][join]") {
-  if (!have_gpu()) return;
+  require_cuda_device();
   const std::vector<float> x = testing::random_values<float>(12, -2, 2, 12);
   std::vector<float> results[2];
   std::vector<int64_t> ranges[2];
@@ -254,7 +254,7 @@ TEST_CASE("cuda cat, stack and arange equal the cpu's", "[cuda][kernels][join]")
 
 TEST_CASE("cuda launches are seen by observers and take the 64-bit path past 2^30 elements",
           "[cuda][kernels]") {
-  if (!have_gpu()) return;
+  require_cuda_device();
   const Device d("cuda:0");
   testing::LaunchLog log;
   Buffer<float> a(d, std::vector<float>{1, 2, 3, 4}), out(d, 4, 0.0f);

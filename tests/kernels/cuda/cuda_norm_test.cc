@@ -57,7 +57,7 @@ std::vector<T> run(Device d, bool rms, bool affine, int64_t m, int64_t n) {
 TEMPLATE_TEST_CASE("cuda layer_norm and rms_norm equal the cpu's within rounding",
                    "[cuda][kernels][norm]", float, double) {
   using T = TestType;
-  if (!testing::have_gpu()) return;
+  testing::require_cuda_device();
   const double tol = std::is_same<T, float>::value ? 2e-5 : 1e-12;
   for (const bool rms : {false, true}) {
     for (const bool affine : {false, true}) {

@@ -19,13 +19,13 @@ namespace {
 namespace k = kernels;
 using testing::Buffer;
 using testing::check_ulps;
-using testing::have_gpu;
+using testing::require_cuda_device;
 using testing::Shape;
 
 TEMPLATE_TEST_CASE("cuda sort and topk equal the cpu's", "[cuda][kernels][sort]", float,
                    double, int64_t) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   std::vector<T> x(60);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>((i * 7) % 5) - 2;
   if constexpr (std::is_floating_point<T>::value) {
@@ -63,7 +63,7 @@ TEMPLATE_TEST_CASE("cuda sort and topk equal the cpu's", "[cuda][kernels][sort]"
 TEMPLATE_TEST_CASE("cuda multinomial draws the cpu's categories", "[cuda][kernels][sort]",
                    float, double) {
   using T = TestType;
-  if (!have_gpu()) return;
+  require_cuda_device();
   const std::vector<T> p = {0, 1, 3, 0, 2, 0.5, 0, 0, 1, 1, 0, 4, 2, 0.25, 0};
   const Shape ps = Shape({5, 3}).transposed(0, 1);
   std::vector<int64_t> draws[2];

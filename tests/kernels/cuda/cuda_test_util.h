@@ -1,5 +1,5 @@
-// Helpers of the cuda kernel tests (tests/kernels/cuda): whether a GPU is here (saying
-// once per test case why not), and comparisons in units in the last place.
+// Helpers of the cuda kernel tests (tests/kernels/cuda): require_cuda_device() (GPU-only
+// targets, tests/gpu_required.h) and comparisons in units in the last place.
 //
 // Thread-safety: test thread only. Failure: Catch2 assertions.
 #ifndef STREAMGRAD_TESTS_KERNELS_CUDA_CUDA_TEST_UTIL_H_
@@ -14,19 +14,10 @@
 #include <vector>
 
 #include "runtime/runtime.h"
+#include "tests/gpu_required.h"
 
 namespace streamgrad {
 namespace testing {
-
-inline bool have_gpu() {
-  if (device_count(DeviceType::kCuda) > 0) return true;
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  (void)cudaGetLastError();
-  WARN("cuda kernel tests skipped: no usable GPU (cudaGetDeviceCount: "
-       << cudaGetErrorName(err) << ", i.e. no NVIDIA driver or no GPU on this machine)");
-  return false;
-}
 
 // Within `ulps` units in the last place of want (bitwise when ulps is 0; NaN matches NaN).
 template <typename T>

@@ -1,0 +1,34 @@
+// require_cuda_device(): the first line of every test case in a GPU-only target. Such
+// targets are tagged "gpu": .bazelrc leaves them out of `bazel test //...` (no GPU here
+// and in CI), and they run where a cuda device exists: on a GPU (bench/gpu.sh) and on the
+// interpreted CUDA device (`bazel test --config=cudaemu //...`). A case that finds no
+// device fails, naming why, instead of returning early and passing without running.
+//
+// Thread-safety: test thread only. Failure: a Catch2 failure of the calling test case.
+#ifndef STREAMGRAD_TESTS_GPU_REQUIRED_H_
+#define STREAMGRAD_TESTS_GPU_REQUIRED_H_
+
+#include <cuda_runtime_api.h>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/runtime.h"
+
+namespace streamgrad {
+namespace testing {
+
+inline void require_cuda_device() {
+  if (device_count(DeviceType::kCuda) > 0) return;
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  (void)cudaGetLastError();
+  FAIL("no usable cuda device (cudaGetDeviceCount: "
+       << cudaGetErrorName(err)
+       << "); this test is GPU-only (tag \"gpu\"): run it on a GPU (bench/gpu.sh) or on the "
+          "interpreted CUDA device (bazel test --config=cudaemu)");
+}
+
+}  // namespace testing
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_TESTS_GPU_REQUIRED_H_
