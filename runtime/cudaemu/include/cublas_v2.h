@@ -17,8 +17,9 @@
 //   - handles are checked against the live ones, so a destroyed handle is refused, not
 //     undefined behaviour; null alpha / beta, and null A, B or C of a non-empty product,
 //     answer CUBLAS_STATUS_INVALID_VALUE instead of faulting.
-//   - cublasSetWorkspace also refuses (INVALID_VALUE) a non-null workspace that is not one
-//     device allocation of at least the given size, and a null one with a non-zero size.
+//   - cublasSetWorkspace also refuses (INVALID_VALUE) a workspace whose first or last byte
+//     is not device memory (of one device), and a null one with a non-zero size. The
+//     workspace is remembered but never used: gemm needs none here.
 //   - math modes are accepted and remembered but do not change the arithmetic: float
 //     products are computed in float (no TF32 rounding), as CUBLAS_DEFAULT_MATH does.
 //   - CUBLAS_OP_C equals CUBLAS_OP_T (real data); CUBLAS_OP_CONJG is refused.

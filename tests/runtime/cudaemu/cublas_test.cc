@@ -172,7 +172,6 @@ TEST_CASE("cublas: gemm arguments are validated before anything runs", "[cublas]
                                   &dzero, nullptr, 1, 0, 1) == CUBLAS_STATUS_NOT_INITIALIZED);
   CHECK(cublasDgemmStridedBatched(h, N, N, 1, 1, 1, &done, nullptr, 0, 0, nullptr, 1, 0,
                                   &dzero, nullptr, 1, 0, 1) == CUBLAS_STATUS_INVALID_VALUE);
-  // A refused call changed nothing: C still holds ones where a valid call wrote nothing.
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaFree(a));
   CUDA_OK(cudaFree(b));
