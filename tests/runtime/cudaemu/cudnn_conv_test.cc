@@ -218,6 +218,23 @@ TEST_CASE("cudnn: descriptors may be destroyed once the call returns", "[cudnn]"
   CUDA_OK(cudaFree(dy));
 }
 
+TEST_CASE("cudnn: work for a destroyed stream is refused", "[cudnn]") {
+  Fresh fresh;
+  Shape s;
+  Problem p(s);
+  float* x = to_device(std::vector<float>{1.0f});
+  cudaStream_t gone = nullptr;
+  CUDA_OK(cudaStreamCreate(&gone));
+  DNN_OK(cudnnSetStream(p.handle, gone));
+  CUDA_OK(cudaStreamDestroy(gone));
+  const float one = 1, zero = 0;
+  CHECK(cudnnConvolutionForward(p.handle, &one, p.x, x, p.w, x, p.conv,
+                                CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &zero, p.y,
+                                x) == CUDNN_STATUS_EXECUTION_FAILED);
+  (void)cudaGetLastError();
+  CUDA_OK(cudaFree(x));
+}
+
 }  // namespace
 }  // namespace cudaemu_test
 }  // namespace streamgrad
