@@ -4,6 +4,8 @@
 // interpreted CUDA device (`bazel test --config=cudaemu //...`). A case that finds no
 // device fails, naming why, instead of returning early and passing without running.
 //
+// interpreted_cuda(): whether cuda:0 is the interpreted device.
+//
 // Thread-safety: test thread only. Failure: a Catch2 failure of the calling test case.
 #ifndef STREAMGRAD_TESTS_GPU_REQUIRED_H_
 #define STREAMGRAD_TESTS_GPU_REQUIRED_H_
@@ -11,11 +13,23 @@
 #include <cuda_runtime_api.h>
 
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "runtime/runtime.h"
 
 namespace streamgrad {
 namespace testing {
+
+// Whether cuda:0 is the interpreted CUDA device (runtime/cudaemu), where every thread of
+// every block runs on the CPU: tests then keep shapes that only matter on a GPU small.
+inline bool interpreted_cuda() {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return std::string(prop.name).find("interpreted") != std::string::npos;
+}
 
 inline void require_cuda_device() {
   if (device_count(DeviceType::kCuda) > 0) return;

@@ -17,8 +17,15 @@ namespace cuda {
 
 constexpr int kThreads = 256;
 // Enough blocks to fill any current GPU several times over; grid-stride loops cover the
-// rest, and the cap keeps `i + step` far from the 32-bit limit.
+// rest, and the cap keeps `i + step` far from the 32-bit limit. The interpreted device
+// runs every thread of every block on the CPU: there a small cap keeps launches short, and
+// makes tensors of a few thousand elements take the grid-stride paths that only very
+// large ones reach on a GPU.
+#if defined(STREAMGRAD_CUDA_EMULATED)
+constexpr int64_t kMaxBlocks = 1 << 4;
+#else
 constexpr int64_t kMaxBlocks = 1 << 16;
+#endif
 // The 32-bit path: every index and offset below 2^30, so i + step (at most 2^24) cannot
 // overflow an int32.
 constexpr int64_t kMax32 = int64_t(1) << 30;
