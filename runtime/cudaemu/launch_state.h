@@ -85,6 +85,8 @@ class Launch {
   static void thread_main(void* thread);
   void run_block();
   void resume(EmuThread& t);
+  // A DeviceError for the first thread whose stack canary was overwritten.
+  void check_stacks();
   void abandon();
   void order_for_phase(unsigned phase);
   bool next_phase();  // false: block done or failed (error_ set)
