@@ -4,7 +4,8 @@
 # runtime/ may depend on //runtime and on nothing else under runtime/ (the cuda backend
 # only where cuda code lives: the process groups). Inside runtime/, memory, observe and the
 # cpu and sim backends are visible to the umbrella //runtime alone, so that none of them
-# can lean on another.
+# can lean on another; the interpreted CUDA device (runtime/cudaemu) is reached through
+# @local_cuda only, and sees the sim executor it runs on.
 #
 # Bazel 4 has no negative build test, so this asks `bazel query` which targets each
 # layer's libraries can see, and fails on any it should not.
@@ -52,6 +53,8 @@ check //runtime/backend:backend //runtime/... "$inner"
 for pkg in memory observe cpu sim cuda; do
   check "//runtime/$pkg:all" //runtime/... "$inner|//runtime/$pkg:[a-z_]+"
 done
+# The interpreted CUDA device runs its streams on the sim backend's executor.
+check //runtime/cudaemu:all //runtime/... "$inner|//runtime/cudaemu:[a-z_]+|//runtime/sim:sim"
 
 # The tests of the kernels see the internals they check.
 if ! bazel query --noshow_progress "visible(//tests/kernels:kernel_test_util, //kernels/host:host)" \
