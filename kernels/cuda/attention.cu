@@ -224,8 +224,8 @@ void attention_forward(const Stream& stream, DType dt, const AttentionShape& s, 
   if (s.bh * s.tq == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    const auto kernel = s.dv <= kMaxHeadDim ? attention_forward_kernel<T>
-                                             : attention_forward_general<T>;
+    const auto kernel = s.dv <= kMaxHeadDim ? SG_KERNEL(attention_forward_kernel<T>)
+                                            : SG_KERNEL(attention_forward_general<T>);
     launch_kernel("attention on cuda", kernel, blocks_for(s.bh * s.tq), kThreads,
                   raw_cuda_stream(stream), s, static_cast<T*>(out), static_cast<T*>(lse),
                   static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
@@ -240,8 +240,8 @@ void attention_backward(const Stream& stream, DType dt, const AttentionShape& s,
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     if (gq != nullptr && s.bh * s.tq > 0) {
-      const auto kernel = s.d <= kMaxHeadDim ? attention_grad_q_kernel<T>
-                                              : attention_grad_q_general<T>;
+      const auto kernel = s.d <= kMaxHeadDim ? SG_KERNEL(attention_grad_q_kernel<T>)
+                                             : SG_KERNEL(attention_grad_q_general<T>);
       launch_kernel("attention_backward on cuda", kernel, blocks_for(s.bh * s.tq), kThreads, cs, s,
                     static_cast<T*>(gq), static_cast<const T*>(g), static_cast<const T*>(q),
                     static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(out),
@@ -249,8 +249,8 @@ void attention_backward(const Stream& stream, DType dt, const AttentionShape& s,
     }
     if ((gk != nullptr || gv != nullptr) && s.bh * s.tk > 0) {
       const auto kernel = s.d <= kMaxHeadDim && s.dv <= kMaxHeadDim
-                              ? attention_grad_kv_kernel<T>
-                              : attention_grad_kv_general<T>;
+                              ? SG_KERNEL(attention_grad_kv_kernel<T>)
+                              : SG_KERNEL(attention_grad_kv_general<T>);
       launch_kernel("attention_backward on cuda", kernel, blocks_for(s.bh * s.tk), kThreads, cs, s,
                     static_cast<T*>(gk), static_cast<T*>(gv), static_cast<const T*>(g),
                     static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),

@@ -35,7 +35,7 @@ template <typename Index, int N, typename Body>
 void launch_as(const Stream& stream, const char* name, const cpu::Layout<N>& l,
                const Body& body) {
   const Indexer<N, Index> ix = make_indexer<Index>(l);
-  launch_kernel(name, strided_kernel<N, Index, Body>, blocks_for(l.numel), kThreads,
+  launch_kernel(name, SG_KERNEL(strided_kernel<N, Index, Body>), blocks_for(l.numel), kThreads,
                 raw_cuda_stream(stream), ix, static_cast<Index>(l.numel), body);
 }
 

@@ -72,7 +72,7 @@ void run_unscale(const Stream& stream, const std::vector<UnscaleItem>& items, fl
   const NonFiniteCheckAndUnscale<T> op{static_cast<T>(inv_scale)};
   const cudaStream_t s = raw_cuda_stream(stream);
   for (const UnscaleItem& it : items) {
-    launch_kernel("non_finite_check_and_unscale on cuda", unscale_kernel<T>,
+    launch_kernel("non_finite_check_and_unscale on cuda", SG_KERNEL(unscale_kernel<T>),
                   blocks_for(it.layout.numel), kThreads, s, make_indexer<int64_t>(it.layout),
                   it.layout.numel, op, static_cast<T*>(it.grad), found_inf);
   }
@@ -83,9 +83,10 @@ void run_sgd(const Stream& stream, const SgdHyper& h, const std::vector<SgdItem>
   const SgdUpdate<T> op = make_sgd_update<T>(h);
   const cudaStream_t s = raw_cuda_stream(stream);
   for (const SgdItem& it : items) {
-    launch_kernel("sgd_update on cuda", sgd_kernel<T>, blocks_for(it.layout.numel), kThreads, s,
-                  make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
-                  static_cast<const T*>(it.grad), static_cast<T*>(it.buf), it.fresh);
+    launch_kernel("sgd_update on cuda", SG_KERNEL(sgd_kernel<T>), blocks_for(it.layout.numel),
+                  kThreads, s, make_indexer<int64_t>(it.layout), it.layout.numel, op,
+                  static_cast<T*>(it.param), static_cast<const T*>(it.grad),
+                  static_cast<T*>(it.buf), it.fresh);
   }
 }
 
@@ -94,10 +95,11 @@ void run_adam(const Stream& stream, const AdamHyper& h, const std::vector<AdamIt
   const AdamUpdate<T> op = make_adam_update<T>(h);
   const cudaStream_t s = raw_cuda_stream(stream);
   for (const AdamItem& it : items) {
-    launch_kernel("adam_update on cuda", adam_kernel<T>, blocks_for(it.layout.numel), kThreads, s,
-                  make_indexer<int64_t>(it.layout), it.layout.numel, op, static_cast<T*>(it.param),
-                  static_cast<const T*>(it.grad), static_cast<T*>(it.m), static_cast<T*>(it.v),
-                  static_cast<T>(it.inv_sqrt_bias2), static_cast<T>(it.neg_step), it.fresh);
+    launch_kernel("adam_update on cuda", SG_KERNEL(adam_kernel<T>), blocks_for(it.layout.numel),
+                  kThreads, s, make_indexer<int64_t>(it.layout), it.layout.numel, op,
+                  static_cast<T*>(it.param), static_cast<const T*>(it.grad), static_cast<T*>(it.m),
+                  static_cast<T*>(it.v), static_cast<T>(it.inv_sqrt_bias2),
+                  static_cast<T>(it.neg_step), it.fresh);
   }
 }
 

@@ -130,9 +130,9 @@ template <Mode kMode, typename T>
 void run(const Stream& stream, const IndexArgs& a, T fill = T(0)) {
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(a.walk);
   const int64_t n = a.walk.numel;
-  launch_kernel(a.name, indexed_kernel<T, kMode>, blocks_for(n), kThreads, raw_cuda_stream(stream),
-                ix, n, static_cast<T*>(a.out), static_cast<const T*>(a.other), a.index, a.step,
-                fill);
+  launch_kernel(a.name, SG_KERNEL(indexed_kernel<T, kMode>), blocks_for(n), kThreads,
+                raw_cuda_stream(stream), ix, n, static_cast<T*>(a.out),
+                static_cast<const T*>(a.other), a.index, a.step, fill);
 }
 
 // The accumulating kernels of one floating type: the identity first where self is left
@@ -183,9 +183,9 @@ bool first_bad_index_in(const Stream& stream, const char* name, const cpu::Layou
   auto* first = static_cast<unsigned long long*>(flag.data());
   check_cuda(cudaMemsetAsync(first, 0xFF, 2 * sizeof(unsigned long long), s), name);
   const Indexer<1, int64_t> ix = make_indexer<int64_t>(layout);
-  launch_kernel(name, find_bad_index, blocks_for(layout.numel), kThreads, s, ix, layout.numel,
-                index, low, limit, first);
-  launch_kernel(name, read_bad_value, 1, 1, s, ix, index, first);
+  launch_kernel(name, SG_KERNEL(find_bad_index), blocks_for(layout.numel), kThreads, s, ix,
+                layout.numel, index, low, limit, first);
+  launch_kernel(name, SG_KERNEL(read_bad_value), 1, 1, s, ix, index, first);
   unsigned long long host[2];
   check_cuda(cudaMemcpyAsync(host, first, sizeof host, cudaMemcpyDeviceToHost, s), name);
   check_cuda(cudaStreamSynchronize(s), name);
@@ -224,7 +224,7 @@ void index_linear(const Stream& stream, const cpu::Layout<2>& l, int64_t* out,
                   const int64_t* index, int64_t size, int64_t stride, bool accumulate) {
   if (l.numel == 0) return;
   const Indexer<2, int64_t> ix = make_indexer<int64_t>(l);
-  launch_kernel("index_linear", linear_kernel, blocks_for(l.numel), kThreads,
+  launch_kernel("index_linear", SG_KERNEL(linear_kernel), blocks_for(l.numel), kThreads,
                 raw_cuda_stream(stream), ix, l.numel, out, index, size, stride, accumulate);
 }
 

@@ -115,10 +115,11 @@ void layer_norm_forward(const Stream& stream, DType dt, const NormRows& d, doubl
   if (d.m == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    launch_kernel(d.rms ? "rms_norm on cuda" : "layer_norm on cuda", layer_norm_kernel<T>,
-                  row_blocks(d.m), kThreads, raw_cuda_stream(stream), d, eps, static_cast<T*>(out),
-                  static_cast<T*>(mean), static_cast<T*>(rstd), static_cast<const T*>(in),
-                  static_cast<const T*>(weight), static_cast<const T*>(bias));
+    launch_kernel(d.rms ? "rms_norm on cuda" : "layer_norm on cuda",
+                  SG_KERNEL(layer_norm_kernel<T>), row_blocks(d.m), kThreads,
+                  raw_cuda_stream(stream), d, eps, static_cast<T*>(out), static_cast<T*>(mean),
+                  static_cast<T*>(rstd), static_cast<const T*>(in), static_cast<const T*>(weight),
+                  static_cast<const T*>(bias));
   });
 }
 
@@ -131,14 +132,14 @@ void layer_norm_backward(const Stream& stream, DType dt, const NormRows& d, void
     using T = decltype(t);
     if (grad_in != nullptr && d.m > 0) {
       launch_kernel(d.rms ? "rms_norm_backward on cuda" : "layer_norm_backward on cuda",
-                    layer_norm_input_grad_kernel<T>, row_blocks(d.m), kThreads, cs, d,
+                    SG_KERNEL(layer_norm_input_grad_kernel<T>), row_blocks(d.m), kThreads, cs, d,
                     static_cast<T*>(grad_in), static_cast<const T*>(grad_out),
                     static_cast<const T*>(in), static_cast<const T*>(mean),
                     static_cast<const T*>(rstd), static_cast<const T*>(weight));
     }
     if ((grad_weight != nullptr || grad_bias != nullptr) && d.n > 0) {
       launch_kernel(d.rms ? "rms_norm_backward on cuda" : "layer_norm_backward on cuda",
-                    layer_norm_param_grad_kernel<T>, blocks_for(d.n), kThreads, cs, d,
+                    SG_KERNEL(layer_norm_param_grad_kernel<T>), blocks_for(d.n), kThreads, cs, d,
                     static_cast<T*>(grad_weight), static_cast<T*>(grad_bias),
                     static_cast<const T*>(grad_out), static_cast<const T*>(in),
                     static_cast<const T*>(mean), static_cast<const T*>(rstd));

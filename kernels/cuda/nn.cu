@@ -203,7 +203,7 @@ void im2col(const Stream& stream, DType dt, const ImageShape& s, const Window2d&
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     const int64_t n = s.batch * s.channels * w.kernel[0] * w.kernel[1] * s.oh * s.ow;
-    launch_kernel("im2col on cuda", im2col_kernel<T>, blocks_for(n), kThreads,
+    launch_kernel("im2col on cuda", SG_KERNEL(im2col_kernel<T>), blocks_for(n), kThreads,
                   raw_cuda_stream(stream), s, w, static_cast<T*>(cols), static_cast<const T*>(img));
   });
 }
@@ -213,7 +213,7 @@ void col2im(const Stream& stream, DType dt, const ImageShape& s, const Window2d&
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     const int64_t n = s.batch * s.channels * s.height * s.width;
-    launch_kernel("col2im on cuda", col2im_kernel<T>, blocks_for(n), kThreads,
+    launch_kernel("col2im on cuda", SG_KERNEL(col2im_kernel<T>), blocks_for(n), kThreads,
                   raw_cuda_stream(stream), s, w, static_cast<T*>(img), static_cast<const T*>(cols));
   });
 }
@@ -222,9 +222,9 @@ void max_pool2d(const Stream& stream, DType dt, const ImageShape& s, const Windo
                 void* values, int64_t* indices, const void* img) {
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    launch_kernel("max_pool2d on cuda", max_pool_kernel<T>, blocks_for(s.channels * s.oh * s.ow),
-                  kThreads, raw_cuda_stream(stream), s, w, static_cast<T*>(values), indices,
-                  static_cast<const T*>(img));
+    launch_kernel("max_pool2d on cuda", SG_KERNEL(max_pool_kernel<T>),
+                  blocks_for(s.channels * s.oh * s.ow), kThreads, raw_cuda_stream(stream), s, w,
+                  static_cast<T*>(values), indices, static_cast<const T*>(img));
   });
 }
 
@@ -242,7 +242,7 @@ void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, co
            " positions; were the indices modified after the forward?");
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    launch_kernel("max_pool2d_backward on cuda", max_pool_backward_kernel<T>,
+    launch_kernel("max_pool2d_backward on cuda", SG_KERNEL(max_pool_backward_kernel<T>),
                   blocks_for(s.channels * s.height * s.width), kThreads, cs, s, w,
                   static_cast<T*>(grad_in), static_cast<const T*>(grad_out), indices);
   });
@@ -254,10 +254,10 @@ void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, doubl
   if (d.c == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    launch_kernel("batch_norm on cuda", batch_norm_kernel<T>, static_cast<unsigned>(d.c), kThreads,
-                  raw_cuda_stream(stream), d, eps, static_cast<T*>(out), static_cast<T*>(mean),
-                  static_cast<T*>(var), static_cast<const T*>(in), static_cast<const T*>(weight),
-                  static_cast<const T*>(bias));
+    launch_kernel("batch_norm on cuda", SG_KERNEL(batch_norm_kernel<T>), static_cast<unsigned>(d.c),
+                  kThreads, raw_cuda_stream(stream), d, eps, static_cast<T*>(out),
+                  static_cast<T*>(mean), static_cast<T*>(var), static_cast<const T*>(in),
+                  static_cast<const T*>(weight), static_cast<const T*>(bias));
   });
 }
 
@@ -267,7 +267,7 @@ void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, doub
   if (d.c == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
-    launch_kernel("batch_norm_backward on cuda", batch_norm_backward_kernel<T>,
+    launch_kernel("batch_norm_backward on cuda", SG_KERNEL(batch_norm_backward_kernel<T>),
                   static_cast<unsigned>(d.c), kThreads, raw_cuda_stream(stream), d, eps,
                   static_cast<T*>(grad_in), static_cast<T*>(grad_weight),
                   static_cast<T*>(grad_bias), static_cast<const T*>(grad_out),

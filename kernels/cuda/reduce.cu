@@ -153,11 +153,11 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
   const Indexer<2, int64_t> k = make_indexer<int64_t>(kept);
   const Indexer<1, int64_t> r = make_indexer<int64_t>(red);
   if (dt == DType::kFloat32) {
-    launch_kernel("reduce (sum, max or min) on cuda", reduce_kernel<float>,
+    launch_kernel("reduce (sum, max or min) on cuda", SG_KERNEL(reduce_kernel<float>),
                   blocks_for_outputs(kept.numel), kThreads, raw_cuda_stream(stream), k, kept.numel,
                   r, red.numel, op, static_cast<float*>(out), static_cast<const float*>(in));
   } else {
-    launch_kernel("reduce (sum, max or min) on cuda", reduce_kernel<double>,
+    launch_kernel("reduce (sum, max or min) on cuda", SG_KERNEL(reduce_kernel<double>),
                   blocks_for_outputs(kept.numel), kThreads, raw_cuda_stream(stream), k, kept.numel,
                   r, red.numel, op, static_cast<double*>(out), static_cast<const double*>(in));
   }
@@ -168,13 +168,15 @@ void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3
   if (l.numel == 0) return;
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(l);
   if (dt == DType::kFloat32) {
-    launch_kernel("argmax / argmin on cuda", arg_reduce_kernel<float>, blocks_for_outputs(l.numel),
-                  kThreads, raw_cuda_stream(stream), ix, l.numel, n, stride, is_max,
-                  static_cast<float*>(values), indices, static_cast<const float*>(in));
+    launch_kernel("argmax / argmin on cuda", SG_KERNEL(arg_reduce_kernel<float>),
+                  blocks_for_outputs(l.numel), kThreads, raw_cuda_stream(stream), ix, l.numel, n,
+                  stride, is_max, static_cast<float*>(values), indices,
+                  static_cast<const float*>(in));
   } else {
-    launch_kernel("argmax / argmin on cuda", arg_reduce_kernel<double>, blocks_for_outputs(l.numel),
-                  kThreads, raw_cuda_stream(stream), ix, l.numel, n, stride, is_max,
-                  static_cast<double*>(values), indices, static_cast<const double*>(in));
+    launch_kernel("argmax / argmin on cuda", SG_KERNEL(arg_reduce_kernel<double>),
+                  blocks_for_outputs(l.numel), kThreads, raw_cuda_stream(stream), ix, l.numel, n,
+                  stride, is_max, static_cast<double*>(values), indices,
+                  static_cast<const double*>(in));
   }
 }
 
@@ -184,12 +186,12 @@ void cumsum(const Stream& stream, DType dt, const cpu::Layout<2>& lines, int64_t
   const Indexer<2, int64_t> ix = make_indexer<int64_t>(lines);
   const cudaStream_t s = raw_cuda_stream(stream);
   if (dt == DType::kFloat32) {
-    launch_kernel("cumsum on cuda", cumsum_kernel<float>, blocks_for(lines.numel), kThreads, s, ix,
-                  lines.numel, n, out_step, in_step, static_cast<float*>(out),
+    launch_kernel("cumsum on cuda", SG_KERNEL(cumsum_kernel<float>), blocks_for(lines.numel),
+                  kThreads, s, ix, lines.numel, n, out_step, in_step, static_cast<float*>(out),
                   static_cast<const float*>(in));
   } else {
-    launch_kernel("cumsum on cuda", cumsum_kernel<double>, blocks_for(lines.numel), kThreads, s, ix,
-                  lines.numel, n, out_step, in_step, static_cast<double*>(out),
+    launch_kernel("cumsum on cuda", SG_KERNEL(cumsum_kernel<double>), blocks_for(lines.numel),
+                  kThreads, s, ix, lines.numel, n, out_step, in_step, static_cast<double*>(out),
                   static_cast<const double*>(in));
   }
 }

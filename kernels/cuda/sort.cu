@@ -63,7 +63,7 @@ template <typename T>
 void launch_sort(const Stream& stream, const SortArgs& a, void* values, int64_t* indices,
                  const void* in) {
   const int64_t total = a.walk.numel * a.n;
-  launch_kernel("sort / topk on cuda", sort_kernel<T>, blocks_for(total), kThreads,
+  launch_kernel("sort / topk on cuda", SG_KERNEL(sort_kernel<T>), blocks_for(total), kThreads,
                 raw_cuda_stream(stream), make_indexer<int64_t>(a.walk), a, total,
                 static_cast<T*>(values), indices, static_cast<const T*>(in));
 }
@@ -87,11 +87,11 @@ void multinomial(const Stream& stream, DType dt, const MultinomialArgs& a, int64
   const int64_t total = a.rows * a.samples;
   if (total == 0) return;
   if (dt == DType::kFloat32) {
-    launch_kernel("multinomial on cuda", multinomial_kernel<float>, blocks_for(total), kThreads,
-                  raw_cuda_stream(stream), a, out, static_cast<const float*>(probs));
+    launch_kernel("multinomial on cuda", SG_KERNEL(multinomial_kernel<float>), blocks_for(total),
+                  kThreads, raw_cuda_stream(stream), a, out, static_cast<const float*>(probs));
   } else {
-    launch_kernel("multinomial on cuda", multinomial_kernel<double>, blocks_for(total), kThreads,
-                  raw_cuda_stream(stream), a, out, static_cast<const double*>(probs));
+    launch_kernel("multinomial on cuda", SG_KERNEL(multinomial_kernel<double>), blocks_for(total),
+                  kThreads, raw_cuda_stream(stream), a, out, static_cast<const double*>(probs));
   }
 }
 

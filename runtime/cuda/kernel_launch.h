@@ -6,12 +6,13 @@
 // cudaErrorInvalidConfiguration), the arguments are copied, and the grid runs later on
 // the stream, in stream order, through the block interpreter.
 //
-//   launch_kernel("relu on cuda", relu_kernel<float>, blocks_for(n), kThreads,
+//   launch_kernel("relu on cuda", SG_KERNEL(relu_kernel<float>), blocks_for(n), kThreads,
 //                 raw_cuda_stream(stream), y, x, n);
 //
-// `kernel` is a __global__ function (a template's specialisation named with all its
-// arguments, or a pointer to one); args are converted to its parameters as a launch
-// converts them. `what` names the op in the error message.
+// SG_KERNEL(k) names a __global__ function (a template's specialisation with all its
+// arguments) together with its source spelling, which the interpreted device records for
+// its coverage list (cudaemu::launched_kernels); args are converted to the kernel's
+// parameters as a launch converts them. `what` names the op in the error message.
 //
 // Thread-safety: as a launch: any thread whose current device is the stream's (inside
 // launch()/Backend::submit it is). Failure: DeviceError through check_cuda when the launch
@@ -32,6 +33,7 @@
 
 #include "cudaemu_runtime.h"
 #include "runtime/base/error.h"
+#include "runtime/cudaemu/block_runner.h"
 #include "runtime/cudaemu/emu_launch.h"
 #elif !defined(__CUDACC__)
 #error "kernel_launch.h launches kernels: include it from CUDA sources (.cu) only"
@@ -39,11 +41,22 @@
 
 namespace streamgrad {
 
+template <typename Fn>
+struct KernelRef {
+  Fn fn;
+  const char* name;  // as the source spells it, template arguments included
+};
+
+#define SG_KERNEL(...) \
+  ::streamgrad::KernelRef<decltype(&__VA_ARGS__)> { &__VA_ARGS__, #__VA_ARGS__ }
+
 template <typename... Params, typename... Args>
-void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block,
+void launch_kernel(const char* what, KernelRef<void (*)(Params...)> ref, dim3 grid, dim3 block,
                    cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "a launch passes every parameter");
+  void (*const kernel)(Params...) = ref.fn;
 #if defined(STREAMGRAD_CUDA_EMULATED)
+  cudaemu::note_kernel(ref.name);
   bool refused = false;
   try {
     cudaemu::check_launch(what, grid, block, 0, cudaemu::emu_launch_options());

@@ -1,10 +1,15 @@
 #include "runtime/cudaemu/block_runner.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/error.h"
@@ -78,6 +83,52 @@ void set_emu_launch_options(const LaunchOptions& options) {
   check_options(options, "set_emu_launch_options");
   std::lock_guard<std::mutex> lock(g_options_mu);
   g_options = options;
+}
+
+namespace {
+
+struct KernelLog {
+  std::mutex mu;
+  std::set<std::string> names;
+};
+
+KernelLog& kernel_log() {
+  // Never destroyed: the exit handler below reads it after static destructors may run.
+  static KernelLog* log = [] {
+    auto* l = new KernelLog();
+    if (std::getenv("STREAMGRAD_CUDAEMU_KERNEL_LOG") != nullptr) {
+      std::atexit([] {
+        const char* path = std::getenv("STREAMGRAD_CUDAEMU_KERNEL_LOG");
+        KernelLog& k = kernel_log();
+        std::lock_guard<std::mutex> lock(k.mu);
+        std::string text;
+        for (const std::string& n : k.names) text += n + "\n";
+        // One append per process: small writes to an O_APPEND file do not interleave.
+        if (FILE* f = std::fopen(path, "a")) {
+          std::fwrite(text.data(), 1, text.size(), f);
+          std::fclose(f);
+        }
+      });
+    }
+    return l;
+  }();
+  return *log;
+}
+
+}  // namespace
+
+void note_kernel(const char* name) {
+  std::string n(name);
+  n = n.substr(0, n.find('<'));
+  KernelLog& k = kernel_log();
+  std::lock_guard<std::mutex> lock(k.mu);
+  k.names.insert(std::move(n));
+}
+
+std::vector<std::string> launched_kernels() {
+  KernelLog& k = kernel_log();
+  std::lock_guard<std::mutex> lock(k.mu);
+  return {k.names.begin(), k.names.end()};
 }
 
 void check_launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,

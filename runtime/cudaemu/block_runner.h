@@ -7,6 +7,7 @@
 //                                 points, and the dynamic shared memory opt-in.
 //   emu_launch_options() / set_emu_launch_options()   the process-wide defaults.
 //   check_launch()                the checks a launch makes before it runs, alone.
+//   note_kernel() / launched_kernels()   which kernels this process launched.
 //   internal::run_launch()        what emu_launch() (emu_launch.h) calls.
 //   internal::*                   the scheduler entry points the header's builtins call.
 //
@@ -34,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/cudaemu/dim3.h"
 
@@ -61,6 +63,14 @@ constexpr size_t kMaxOptInSharedBytes = 227 * 1024;
 // The defaults emu_launch() uses. Thread-safe.
 LaunchOptions emu_launch_options();
 void set_emu_launch_options(const LaunchOptions& options);
+
+// The kernels launched in this process, by name (a template's arguments dropped:
+// "reduce_kernel<float>" counts as "reduce_kernel"), sorted: launch_kernel notes each
+// launch. With STREAMGRAD_CUDAEMU_KERNEL_LOG=FILE the names are also appended to FILE
+// when the process exits, one per line, so that a whole test suite's coverage of the
+// kernels can be read after it (.ci/run does). Thread-safe.
+void note_kernel(const char* name);
+std::vector<std::string> launched_kernels();
 
 // What a launch checks before any thread runs (shape limits, zero blocks or threads,
 // dynamic shared memory): throws that DeviceError without running anything. Launches

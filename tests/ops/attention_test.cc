@@ -74,6 +74,25 @@ TEST_CASE("attention equals the composite, with every kind of mask", "[ops][atte
   }
 }
 
+// Head dimensions past 256 take the cuda kernels' other path (one that keeps no per-thread
+// copy of the query row: kernels/cuda/attention.cu); every device must agree with the
+// composite there too.
+TEST_CASE("attention with head dimensions over 256 equals the composite", "[ops][attention]") {
+  const Device d = test_device();
+  const bool causal = GENERATE(false, true);
+  INFO(d << (causal ? ", causal" : ""));
+  const Tensor q = random_input({1, 2, 3, 260}, d, 11, -0.2, 0.2);
+  const Tensor k = random_input({1, 2, 4, 260}, d, 12, -0.2, 0.2);
+  const Tensor v = random_input({1, 2, 4, 300}, d, 13);
+  const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+  const Tensor want = composite(q, k, v, Tensor(), causal);
+  check_close(out, want, 1e-12);
+  const Tensor w = random_input({1, 2, 3, 300}, d, 14).detach();
+  const TensorList g = grad({sum(mul(out, w))}, {q, k, v});
+  const TensorList gw = grad({sum(mul(want, w))}, {q, k, v});
+  for (int i = 0; i < 3; ++i) check_close(g[i], gw[i], 1e-12);
+}
+
 TEST_CASE("attention's fused kernels give the same bits at every thread count",
           "[ops][attention]") {
   const Device cpu("cpu");
