@@ -69,17 +69,14 @@ void check_cuda(cudaError_t err, const char* what) {
   // Non-sticky errors also linger as the thread's last error, where a later
   // cudaGetLastError() after a kernel launch would blame the wrong call.
   (void)cudaGetLastError();
+  std::string detail;
 #if defined(STREAMGRAD_CUDA_EMULATED)
   // The interpreted device knows which kernel, block and thread failed, and how.
-  const std::string detail = cudaemu::last_error_detail();
-  throw DeviceError(absl::StrCat(what, " failed: ", cudaGetErrorName(err), " (",
-                                 cudaGetErrorString(err), "); ", hint_for(err),
-                                 detail.empty() ? "" : ". The interpreted device says: ",
-                                 detail));
-#else
-  throw DeviceError(absl::StrCat(what, " failed: ", cudaGetErrorName(err), " (",
-                                 cudaGetErrorString(err), "); ", hint_for(err)));
+  detail = cudaemu::last_error_detail();
+  if (!detail.empty()) detail = ". The interpreted device says: " + detail;
 #endif
+  throw DeviceError(absl::StrCat(what, " failed: ", cudaGetErrorName(err), " (",
+                                 cudaGetErrorString(err), "); ", hint_for(err), detail));
 }
 
 }  // namespace streamgrad

@@ -2,7 +2,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -19,6 +18,12 @@ namespace {
 
 // About 292 years: anything longer is a caller's mistake, and the cast must not overflow.
 constexpr double kMaxNs = 9.2e18;
+
+// The sleep in nanoseconds; `!(ns > 0)` also sends NaN to 0.
+uint64_t budget_ns(double microseconds) {
+  const double ns = microseconds * 1000.0;
+  return !(ns > 0) ? 0 : static_cast<uint64_t>(ns < kMaxNs ? ns : kMaxNs);
+}
 
 [[noreturn]] void launch_failed(cudaError_t err) {
   int device = -1;
@@ -38,7 +43,7 @@ constexpr double kMaxNs = 9.2e18;
 // The interpreted device has no global timer to spin on: its stream sleeps on the host
 // thread that runs it, which keeps the stream busy just as long.
 void launch_sleep_kernel(cudaStream_t stream, double microseconds) {
-  const double ns = !(microseconds * 1000.0 > 0) ? 0 : std::min(microseconds * 1000.0, kMaxNs);
+  const uint64_t ns = budget_ns(microseconds);
   const cudaError_t err = cudaemu::enqueue_on_stream(stream, "sleep", [ns] {
     std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>(ns)));
   });
@@ -67,10 +72,7 @@ __global__ void sleep_kernel(uint64_t nanoseconds) {
 }  // namespace
 
 void launch_sleep_kernel(cudaStream_t stream, double microseconds) {
-  const double ns = microseconds * 1000.0;
-  // `!(ns > 0)` also sends NaN to 0.
-  const uint64_t budget = !(ns > 0) ? 0 : static_cast<uint64_t>(ns < kMaxNs ? ns : kMaxNs);
-  sleep_kernel<<<1, 1, 0, stream>>>(budget);
+  sleep_kernel<<<1, 1, 0, stream>>>(budget_ns(microseconds));
   // A launch reports configuration errors only through the thread's last error.
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) launch_failed(err);

@@ -37,20 +37,12 @@ bool parse_count(const char* text, uint64_t* out) {
 }
 
 SimSchedulerOptions options_from_config(std::string* problem) {
-  SimSchedulerOptions o;
   try {
-    const RuntimeConfig& c = config();
-    o.kind = parse_sim_scheduler(c.sim_scheduler);
-    o.policy = parse_sim_policy(c.sim_policy);
-    o.seed = c.sim_seed;
-    o.jitter_us = c.sim_jitter_us;
-    o.pct_depth = c.sim_pct_depth;
-    o.pct_steps = c.sim_pct_steps;
+    return sim_internal::options_from_config();
   } catch (const Error& e) {
     *problem = e.what();
     return SimSchedulerOptions{};
   }
-  return o;
 }
 
 sim_internal::SimLimits limits_from_config() {

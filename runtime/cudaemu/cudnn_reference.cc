@@ -39,59 +39,53 @@ void taps(const ConvGeom& g, int k, int oy, int ox, F f) {
   }
 }
 
-}  // namespace
-
-template <typename T>
-void forward(const ConvGeom& g, const T* x, const T* w, T* y, T alpha, T beta) {
+// Calls f(batch, filter, output row, output col) for every output position, in order.
+template <typename F>
+void outputs(const ConvGeom& g, F f) {
   for (int b = 0; b < g.n; ++b) {
     for (int k = 0; k < g.k; ++k) {
       for (int oy = 0; oy < g.oh; ++oy) {
-        for (int ox = 0; ox < g.ow; ++ox) {
-          T sum = 0;
-          taps(g, k, oy, ox, [&](int c, int ci, int fi, int fj, int iy, int ix) {
-            sum += x[at(b, c, iy, ix, g.c, g.h, g.w)] * w[at(k, ci, fi, fj, g.cpg, g.kh, g.kw)];
-          });
-          T& out = y[at(b, k, oy, ox, g.k, g.oh, g.ow)];
-          out = beta == T(0) ? alpha * sum : alpha * sum + beta * out;
-        }
+        for (int ox = 0; ox < g.ow; ++ox) f(b, k, oy, ox);
       }
     }
   }
 }
 
+}  // namespace
+
+template <typename T>
+void forward(const ConvGeom& g, const T* x, const T* w, T* y, T alpha, T beta) {
+  outputs(g, [&](int b, int k, int oy, int ox) {
+    T sum = 0;
+    taps(g, k, oy, ox, [&](int c, int ci, int fi, int fj, int iy, int ix) {
+      sum += x[at(b, c, iy, ix, g.c, g.h, g.w)] * w[at(k, ci, fi, fj, g.cpg, g.kh, g.kw)];
+    });
+    T& out = y[at(b, k, oy, ox, g.k, g.oh, g.ow)];
+    out = beta == T(0) ? alpha * sum : alpha * sum + beta * out;
+  });
+}
+
 template <typename T>
 void backward_data(const ConvGeom& g, const T* w, const T* dy, T* dx, T alpha, T beta) {
   std::vector<T> sum(static_cast<size_t>(g.n) * g.c * g.h * g.w, T(0));
-  for (int b = 0; b < g.n; ++b) {
-    for (int k = 0; k < g.k; ++k) {
-      for (int oy = 0; oy < g.oh; ++oy) {
-        for (int ox = 0; ox < g.ow; ++ox) {
-          const T d = dy[at(b, k, oy, ox, g.k, g.oh, g.ow)];
-          taps(g, k, oy, ox, [&](int c, int ci, int fi, int fj, int iy, int ix) {
-            sum[at(b, c, iy, ix, g.c, g.h, g.w)] += d * w[at(k, ci, fi, fj, g.cpg, g.kh, g.kw)];
-          });
-        }
-      }
-    }
-  }
+  outputs(g, [&](int b, int k, int oy, int ox) {
+    const T d = dy[at(b, k, oy, ox, g.k, g.oh, g.ow)];
+    taps(g, k, oy, ox, [&](int c, int ci, int fi, int fj, int iy, int ix) {
+      sum[at(b, c, iy, ix, g.c, g.h, g.w)] += d * w[at(k, ci, fi, fj, g.cpg, g.kh, g.kw)];
+    });
+  });
   blend(dx, sum, alpha, beta);
 }
 
 template <typename T>
 void backward_filter(const ConvGeom& g, const T* x, const T* dy, T* dw, T alpha, T beta) {
   std::vector<T> sum(static_cast<size_t>(g.k) * g.cpg * g.kh * g.kw, T(0));
-  for (int b = 0; b < g.n; ++b) {
-    for (int k = 0; k < g.k; ++k) {
-      for (int oy = 0; oy < g.oh; ++oy) {
-        for (int ox = 0; ox < g.ow; ++ox) {
-          const T d = dy[at(b, k, oy, ox, g.k, g.oh, g.ow)];
-          taps(g, k, oy, ox, [&](int c, int ci, int fi, int fj, int iy, int ix) {
-            sum[at(k, ci, fi, fj, g.cpg, g.kh, g.kw)] += d * x[at(b, c, iy, ix, g.c, g.h, g.w)];
-          });
-        }
-      }
-    }
-  }
+  outputs(g, [&](int b, int k, int oy, int ox) {
+    const T d = dy[at(b, k, oy, ox, g.k, g.oh, g.ow)];
+    taps(g, k, oy, ox, [&](int c, int ci, int fi, int fj, int iy, int ix) {
+      sum[at(k, ci, fi, fj, g.cpg, g.kh, g.kw)] += d * x[at(b, c, iy, ix, g.c, g.h, g.w)];
+    });
+  });
   blend(dw, sum, alpha, beta);
 }
 

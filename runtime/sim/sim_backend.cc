@@ -35,18 +35,6 @@ class SimEvent final : public BackendEvent {
   std::shared_ptr<Marker> latest;  // the most recent record(); null: never recorded
 };
 
-SimSchedulerOptions options_from_config() {
-  const RuntimeConfig& c = config();
-  SimSchedulerOptions o;
-  o.kind = parse_sim_scheduler(c.sim_scheduler);
-  o.policy = parse_sim_policy(c.sim_policy);
-  o.seed = c.sim_seed;
-  o.jitter_us = c.sim_jitter_us;
-  o.pct_depth = c.sim_pct_depth;
-  o.pct_steps = c.sim_pct_steps;
-  return o;
-}
-
 SimExecutor* g_drained_at_exit = nullptr;  // the (never destroyed) backend's executor
 std::atomic<bool> g_poison_new_memory{false};
 
@@ -70,7 +58,7 @@ void drain_before_exit() {
 class SimBackend final : public Backend {
  public:
   SimBackend()
-      : exec_(options_from_config(),
+      : exec_(sim_internal::options_from_config(),
               {static_cast<size_t>(config().sim_queue_depth), config().sim_workers}),
         physical_(config().sim_visible) {
     memory_.resize(physical_.size());
@@ -319,5 +307,21 @@ const char* sim_policy_name(SimPolicy policy) {
   }
   return "unknown";
 }
+
+namespace sim_internal {
+
+SimSchedulerOptions options_from_config() {
+  const RuntimeConfig& c = config();
+  SimSchedulerOptions o;
+  o.kind = parse_sim_scheduler(c.sim_scheduler);
+  o.policy = parse_sim_policy(c.sim_policy);
+  o.seed = c.sim_seed;
+  o.jitter_us = c.sim_jitter_us;
+  o.pct_depth = c.sim_pct_depth;
+  o.pct_steps = c.sim_pct_steps;
+  return o;
+}
+
+}  // namespace sim_internal
 
 }  // namespace streamgrad

@@ -189,6 +189,11 @@ class SimExecutor {
   size_t pct_next_change_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// The scheduler options STREAMGRAD_SIM_SCHEDULER, _POLICY, _SEED, _JITTER_US, _PCT_DEPTH
+// and _PCT_STEPS ask for (runtime/backend/config.h), as every executor starts: the sim
+// backend's and the interpreted CUDA device's. Throws ValueError for a malformed setting.
+SimSchedulerOptions options_from_config();
+
 // Implementation details follow.
 
 // A host wait: under the deterministic scheduler the waiting thread runs queued work
