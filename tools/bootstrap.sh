@@ -25,3 +25,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 fi
+
+# Bazel 4 never evicts its disk cache: keep it bounded before each build.
+"$(dirname "$0")/trim_disk_cache.sh"
