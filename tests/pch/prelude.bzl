@@ -1,0 +1,98 @@
+"""cc_prelude: a header precompiled once per configuration for the test sources that use it.
+
+Every test source parses the same heavy headers (Catch2, the tensor API, the operators):
+about a second of each test file's compile, paid again in each of CI's three
+configurations. cc_prelude compiles one header with the exact command line the C++ rules
+give a test source in the current configuration, so GCC accepts the result (`<name>.h.gch`
+beside a generated `<name>.h`); a test compiled with `-include tests/pch/<name>.h` (the
+catch_test macro adds it) then loads it instead of parsing those headers.
+
+GCC uses a precompiled header only when the options that shape it (optimisation level,
+sanitizers, -fPIC, macros) match the source's; the test sources add -Winvalid-pch, so a
+mismatch is a warning (an error in the default build, which has -Werror), never a silent
+slowdown. Sources compiled with other options (per_file_copt) simply parse the header.
+"""
+
+load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
+
+def _cc_prelude_impl(ctx):
+    cc_toolchain = find_cpp_toolchain(ctx)
+    features = cc_common.configure_features(
+        ctx = ctx,
+        cc_toolchain = cc_toolchain,
+        requested_features = ctx.features,
+        unsupported_features = ctx.disabled_features,
+    )
+    deps = cc_common.merge_cc_infos(cc_infos = [d[CcInfo] for d in ctx.attr.deps])
+    context = deps.compilation_context
+
+    # The generated header only includes the real one: the -include search finds it in the
+    # output tree, next to its .gch, and never a source file of the same name.
+    header = ctx.actions.declare_file(ctx.label.name + ".h")
+    ctx.actions.write(header, "#include \"%s\"\n" % ctx.file.hdr.short_path)
+    gch = ctx.actions.declare_file(ctx.label.name + ".h.gch")
+
+    action = "c++-compile"
+    variables = cc_common.create_compile_variables(
+        cc_toolchain = cc_toolchain,
+        feature_configuration = features,
+        source_file = header.path,
+        output_file = gch.path,
+        user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
+                             ctx.attr.copts + ["-x", "c++-header"],
+        include_directories = context.includes,
+        quote_include_directories = depset(
+            [".", ctx.genfiles_dir.path, ctx.bin_dir.path],
+            transitive = [context.quote_includes],
+        ),
+        system_include_directories = context.system_includes,
+        preprocessor_defines = context.defines,
+        use_pic = True,
+        add_legacy_cxx_options = True,
+    )
+    ctx.actions.run(
+        executable = cc_common.get_tool_for_action(
+            feature_configuration = features,
+            action_name = action,
+        ),
+        arguments = cc_common.get_memory_inefficient_command_line(
+            feature_configuration = features,
+            action_name = action,
+            variables = variables,
+        ),
+        env = cc_common.get_environment_variables(
+            feature_configuration = features,
+            action_name = action,
+            variables = variables,
+        ),
+        inputs = depset(
+            [header, ctx.file.hdr],
+            transitive = [context.headers, cc_toolchain.all_files],
+        ),
+        outputs = [gch],
+        mnemonic = "CppPrecompileHeader",
+        progress_message = "Precompiling %s" % ctx.file.hdr.short_path,
+        # 100-200 MB per configuration, rebuilt whenever a header it holds changes: not
+        # worth a place in the disk cache.
+        execution_requirements = {"no-cache": "1"},
+    )
+    mine = CcInfo(compilation_context = cc_common.create_compilation_context(
+        headers = depset([header, gch, ctx.file.hdr]),
+    ))
+    return [
+        DefaultInfo(files = depset([gch])),
+        cc_common.merge_cc_infos(cc_infos = [mine, deps]),
+    ]
+
+cc_prelude = rule(
+    implementation = _cc_prelude_impl,
+    attrs = {
+        "hdr": attr.label(allow_single_file = [".h"], mandatory = True),
+        "deps": attr.label_list(providers = [CcInfo]),
+        "copts": attr.string_list(),
+        "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
+    },
+    fragments = ["cpp"],
+    toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
+    incompatible_use_toolchain_transition = True,
+)
