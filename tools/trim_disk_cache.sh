@@ -13,12 +13,13 @@ set -euo pipefail
 
 limit_gb=${1:-${SG_DISK_CACHE_GB:-20}}
 cache=${SG_DISK_CACHE_DIR:-$HOME/.cache/bazel-disk}
-[ -d "$cache" ] || exit 0
 if ! [[ "$limit_gb" =~ ^[0-9]+$ ]]; then
   echo "trim_disk_cache: the limit must be a whole number of GB, got '$limit_gb'" >&2
   exit 2
 fi
-limit=$((limit_gb * 1024 * 1024 * 1024))
+[ -d "$cache" ] || exit 0
+# SG_DISK_CACHE_LIMIT_BYTES overrides the limit at byte precision (its test uses it).
+limit=${SG_DISK_CACHE_LIMIT_BYTES:-$((limit_gb * 1024 * 1024 * 1024))}
 
 # One line per file: last use (epoch seconds), size in bytes, path; newest first, so that
 # everything after the running total passes the limit is the least recently used.
