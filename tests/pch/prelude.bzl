@@ -13,17 +13,10 @@ mismatch is a warning (an error in the default build, which has -Werror), never 
 slowdown. Sources compiled with other options (per_file_copt) simply parse the header.
 """
 
-load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
+load("//:build_defs.bzl", "cc_toolchain_setup")
 
 def _cc_prelude_impl(ctx):
-    cc_toolchain = find_cpp_toolchain(ctx)
-    features = cc_common.configure_features(
-        ctx = ctx,
-        cc_toolchain = cc_toolchain,
-        requested_features = ctx.features,
-        unsupported_features = ctx.disabled_features,
-    )
-    deps = cc_common.merge_cc_infos(cc_infos = [d[CcInfo] for d in ctx.attr.deps])
+    cc_toolchain, features, deps = cc_toolchain_setup(ctx)
     context = deps.compilation_context
 
     # The generated header only includes the real one: the -include search finds it in the

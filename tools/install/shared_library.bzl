@@ -12,17 +12,10 @@ Outputs lib<name>.so (SONAME lib<name>.so) and <name>.linkopts: the deps' link f
 writes.
 """
 
-load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
+load("//:build_defs.bzl", "cc_toolchain_setup")
 
 def _whole_shared_library_impl(ctx):
-    cc_toolchain = find_cpp_toolchain(ctx)
-    feature_configuration = cc_common.configure_features(
-        ctx = ctx,
-        cc_toolchain = cc_toolchain,
-        requested_features = ctx.features,
-        unsupported_features = ctx.disabled_features,
-    )
-    merged = cc_common.merge_cc_infos(cc_infos = [d[CcInfo] for d in ctx.attr.deps])
+    cc_toolchain, feature_configuration, merged = cc_toolchain_setup(ctx)
     libraries = []
     flags = []
     for linker_input in merged.linking_context.linker_inputs.to_list():
