@@ -28,7 +28,7 @@ void check_options(const LaunchOptions& o, const char* what) {
            kMaxOptInSharedBytes, " bytes a block can opt in to; ask for at most that");
 }
 
-thread_local internal::Launch* tl_launch = nullptr;
+SG_EMU_TLS internal::Launch* tl_launch = nullptr;
 
 uint64_t splitmix64(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);

@@ -26,10 +26,15 @@ struct dim3 {
   constexpr operator uint3() const { return uint3{x, y, z}; }
 };
 
-inline thread_local uint3 threadIdx{0, 0, 0};
-inline thread_local uint3 blockIdx{0, 0, 0};
-inline thread_local dim3 blockDim{1, 1, 1};
-inline thread_local dim3 gridDim{1, 1, 1};
+// initial-exec: the scheduler writes threadIdx before every switch, and in a shared library
+// the default model makes each access a __tls_get_addr call, which ASan intercepts (about a
+// tenth of an interpreted reduction's time). The libraries that use these are loaded at
+// startup, never dlopen'ed, so the static TLS block holds them.
+#define SG_EMU_TLS thread_local __attribute__((tls_model("initial-exec")))
+inline SG_EMU_TLS uint3 threadIdx{0, 0, 0};
+inline SG_EMU_TLS uint3 blockIdx{0, 0, 0};
+inline SG_EMU_TLS dim3 blockDim{1, 1, 1};
+inline SG_EMU_TLS dim3 gridDim{1, 1, 1};
 constexpr int warpSize = 32;
 
 #endif  // !__CUDACC__
