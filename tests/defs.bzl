@@ -45,7 +45,7 @@ def prelude_for(deps):
         if _at(d, _OPS_LEVEL):
             return OPS_PRELUDE
     for d in deps:
-        if _at(d, ["//runtime", "//kernels"]) or d == ":test_devices":
+        if _at(d, ["//runtime", "//kernels"]):
             return RUNTIME_PRELUDE
     return NO_PRELUDE
 

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,7 @@ namespace {
 
 struct KernelLog {
   std::mutex mu;
+  std::unordered_set<const char*> seen;  // the spellings already noted, by address
   std::set<std::string> names;
 };
 
@@ -118,11 +120,12 @@ KernelLog& kernel_log() {
 }  // namespace
 
 void note_kernel(const char* name) {
-  std::string n(name);
-  n = n.substr(0, n.find('<'));
   KernelLog& k = kernel_log();
   std::lock_guard<std::mutex> lock(k.mu);
-  k.names.insert(std::move(n));
+  // Every launch calls this with its call site's literal: only a new one costs a string.
+  if (!k.seen.insert(name).second) return;
+  const std::string n(name);
+  k.names.insert(n.substr(0, n.find('<')));
 }
 
 std::vector<std::string> launched_kernels() {
