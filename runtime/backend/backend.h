@@ -83,6 +83,11 @@ class Backend {
   virtual bool query_event(BackendEvent& event) = 0;
   virtual void synchronize_event(BackendEvent& event) = 0;
   virtual double elapsed_ms(BackendEvent& start, BackendEvent& end) = 0;
+  // True when the backend itself tells the launch observers (observer.h) of each event
+  // record and wait as its device runtime performs them; Event and the allocator then do
+  // not. The interpreted CUDA device does, so that the stream sanitizer checks the waits
+  // the cuda backend really made rather than those the runtime asked it for.
+  virtual bool reports_orderings() const noexcept = 0;
 
   // Work. submit() is the only way work reaches a stream; runtime/backend/launch.h wraps it.
   virtual void submit(const Stream& stream, HostFn fn) = 0;

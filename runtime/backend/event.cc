@@ -187,7 +187,7 @@ void Event::record(const Stream& stream) {
   }
   g_records.fetch_add(1, std::memory_order_relaxed);
   if (detail::sync_faults_on()) detail::sync_fault_note_record(impl_.get(), s);
-  if (detail::have_observers()) {
+  if (detail::have_observers() && !b.reports_orderings()) {
     const void* key = impl_.get();
     detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, s); });
   }
@@ -213,9 +213,10 @@ void Event::block(const Stream& stream) const {
       detail::sync_fault_skip(SyncKind::kWait, s, impl_.get(), nullptr)) {
     return;
   }
-  backend(d.type()).block_event(*impl_, s);
+  Backend& b = backend(d.type());
+  b.block_event(*impl_, s);
   g_waits.fetch_add(1, std::memory_order_relaxed);
-  if (detail::have_observers()) {
+  if (detail::have_observers() && !b.reports_orderings()) {
     const void* key = impl_.get();
     detail::notify_observers([&](LaunchObserver& o) { o.on_event_block(key, s); });
   }

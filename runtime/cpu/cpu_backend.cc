@@ -58,6 +58,7 @@ class CpuBackend final : public Backend {
                                                      static_cast<CpuEvent&>(start).when)
         .count();
   }
+  bool reports_orderings() const noexcept override { return false; }
 
   void submit(const Stream&, HostFn fn) override { fn(); }
   void sleep(const Stream&, double microseconds) override {

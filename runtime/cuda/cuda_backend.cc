@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/backend/observer.h"
 #include "runtime/base/error.h"
 #include "runtime/cuda/cuda_facts.h"
 #include "runtime/cuda/cuda_stream.h"
@@ -17,8 +18,54 @@
 
 namespace streamgrad {
 namespace cuda_internal {
+namespace {
+
+#ifdef STREAMGRAD_CUDAEMU
+// The interpreted device's runtime reports each record and wait it performed; this passes
+// them to the launch observers in their terms: the event's BackendEvent (the event's user
+// data) and the streamgrad stream (user data: its id + 1). Events and streams the backend
+// did not make carry no user data and are not reported.
+class OrderingForwarder final : public cudaemu::OrderingListener {
+ public:
+  void on_record(uintptr_t event_data, uintptr_t stream_data, int device) override {
+    if (event_data == 0 || stream_data == 0 || !detail::have_observers()) return;
+    const void* key = reinterpret_cast<const void*>(event_data);
+    const Stream s = stream_of(stream_data, device);
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, s); });
+  }
+  void on_wait(uintptr_t stream_data, int device, uintptr_t event_data) override {
+    if (event_data == 0 || stream_data == 0 || !detail::have_observers()) return;
+    const void* key = reinterpret_cast<const void*>(event_data);
+    const Stream s = stream_of(stream_data, device);
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_block(key, s); });
+  }
+
+ private:
+  static Stream stream_of(uintptr_t stream_data, int device) {
+    return Stream::unchecked(Device(DeviceType::kCuda, device),
+                             static_cast<StreamId>(stream_data - 1));
+  }
+};
+#endif
+
+// Lets the interpreted runtime name a stream it reports to OrderingForwarder.
+void tag_stream(cudaStream_t s, StreamId id, int index) {
+#ifdef STREAMGRAD_CUDAEMU
+  check(cudaemu::set_user_data(s, static_cast<uintptr_t>(id) + 1), "cudaemu::set_user_data",
+        index);
+#else
+  (void)s, (void)id, (void)index;
+#endif
+}
+
+}  // namespace
 
 CudaBackend::CudaBackend() {
+#ifdef STREAMGRAD_CUDAEMU
+  // Leaked, as the backend is: static destructors may still record and wait at exit.
+  static auto* const forwarder = new OrderingForwarder;
+  cudaemu::set_ordering_listener(forwarder);
+#endif
   int count = 0;
   count_error_ = cudaGetDeviceCount(&count);
   if (count_error_ != cudaSuccess) {
@@ -58,9 +105,11 @@ StreamId CudaBackend::create_stream(int index, int priority) {
   cudaStream_t s = nullptr;
   check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, clamped),
         "cudaStreamCreateWithPriority (Stream::create)", index);
+  const auto id = static_cast<StreamId>(d.streams.size());
+  tag_stream(s, id, index);
   d.streams.push_back(s);
   d.priorities.push_back(clamped);
-  return static_cast<StreamId>(d.streams.size() - 1);
+  return id;
 }
 
 bool CudaBackend::stream_exists(const Stream& s) const noexcept {
@@ -131,6 +180,14 @@ void CudaBackend::block_event(BackendEvent& event, const Stream& s) {
         "Event::block (cudaStreamWaitEvent)", index);
 }
 
+bool CudaBackend::reports_orderings() const noexcept {
+#ifdef STREAMGRAD_CUDAEMU
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool CudaBackend::query_event(BackendEvent& event) {
   CudaEvent& e = as_cuda(event);
   const cudaError_t err = cudaEventQuery(e.get());
@@ -178,6 +235,7 @@ cudaStream_t CudaBackend::stream(int index, StreamId id) {
     DeviceSwitch on(index);
     check(cudaStreamCreateWithFlags(&d.streams[id], cudaStreamNonBlocking),
           "cudaStreamCreateWithFlags (default stream)", index);
+    tag_stream(d.streams[id], id, index);
   }
   return d.streams[id];
 }

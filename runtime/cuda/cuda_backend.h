@@ -18,7 +18,11 @@
 #define STREAMGRAD_RUNTIME_CUDA_CUDA_BACKEND_H_
 
 #include <cuda_runtime_api.h>
+#ifdef STREAMGRAD_CUDAEMU
+#include "cudaemu_runtime.h"
+#endif
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -61,6 +65,12 @@ class CudaEvent final : public BackendEvent {
     DeviceSwitch on(device);
     check(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming),
           "cudaEventCreateWithFlags", device);
+#ifdef STREAMGRAD_CUDAEMU
+    // The observers' key for this event, handed back with each record the runtime makes.
+    check(cudaemu::set_user_data(event_, reinterpret_cast<uintptr_t>(
+                                             static_cast<const BackendEvent*>(this))),
+          "cudaemu::set_user_data", device);
+#endif
   }
   // Errors are ignored: an event may die during process teardown, after the runtime.
   ~CudaEvent() override {
@@ -109,6 +119,9 @@ class CudaBackend final : public Backend {
   bool query_event(BackendEvent& event) override;
   void synchronize_event(BackendEvent& event) override;
   double elapsed_ms(BackendEvent& start, BackendEvent& end) override;
+  // On the interpreted device only: there the emulated runtime tells the observers of the
+  // records and waits it performed (cuda_backend.cc, OrderingForwarder).
+  bool reports_orderings() const noexcept override;
 
   // fn enqueues kernels on raw_cuda_stream(s); launches go to the current device, so the
   // stream's device is made current while fn runs.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cuda_runtime_api.h"
+#include "cudaemu_runtime.h"
 #include "runtime/sim/sim_executor.h"
 
 struct CUstream_st {
@@ -38,12 +39,14 @@ struct CUstream_st {
   // The legacy stream's tail this stream last waited for: a stream waits for each legacy
   // action once, before its first action after it.
   std::shared_ptr<streamgrad::sim_internal::Marker> legacy_seen;
+  uintptr_t user_data = 0;  // cudaemu::set_user_data's
 };
 
 struct CUevent_st {
   int device;
   unsigned flags;
   std::shared_ptr<streamgrad::sim_internal::Marker> marker;  // null: never recorded
+  uintptr_t user_data = 0;                                     // cudaemu::set_user_data's
 };
 
 namespace streamgrad {
@@ -117,6 +120,9 @@ class Runtime {
   void configure();  // reads the environment, adds executor devices
   std::unique_ptr<SimExecutor> exec_;
 };
+
+// set_ordering_listener's listener, or null.
+cudaemu::OrderingListener* ordering_listener();
 
 // The calling thread's state.
 int& current_device();

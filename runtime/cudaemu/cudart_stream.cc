@@ -3,6 +3,8 @@
 // the threaded scheduler and in a policy's order under the deterministic one; an event is
 // an executor marker. The legacy default stream's implicit ordering is Runtime::ordered's.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -12,6 +14,7 @@
 
 namespace {
 
+using streamgrad::cudaemu::OrderingListener;
 using streamgrad::cudaemu::internal::fail;
 using streamgrad::cudaemu::internal::Marker;
 using streamgrad::cudaemu::internal::Runtime;
@@ -19,6 +22,15 @@ namespace internal = streamgrad::cudaemu::internal;
 
 constexpr int kLeastPriority = 0;
 constexpr int kGreatestPriority = -5;
+
+// What the ordering listener is told, read under mu and told after it.
+struct Ordering {
+  uintptr_t event_data = 0;
+  uintptr_t stream_data = 0;
+  int device = 0;
+};
+
+std::atomic<OrderingListener*> g_listener{nullptr};
 
 // Where a host wait finds a stream: its device and executor stream, read under mu.
 struct Place {
@@ -153,15 +165,24 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (internal::refuse_in_task("cudaStreamWaitEvent", &err)) return err;
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
   Runtime& rt = Runtime::get();
-  std::lock_guard<std::mutex> lk(rt.mu);
-  CUstream_st* s = nullptr;
-  if ((err = rt.resolve(stream, &s)) != cudaSuccess) return err;
-  if ((err = rt.check_event(event)) != cudaSuccess) return err;
-  if ((err = internal::sticky_of(s->device)) != cudaSuccess) return err;
-  // An event never recorded is complete: there is nothing to wait for.
-  if (event->marker == nullptr) return cudaSuccess;
-  std::shared_ptr<Marker> marker = event->marker;  // a later record must not change this wait
-  return rt.ordered(*s, [&](int d, int id) { rt.exec().enqueue_wait(d, id, marker); });
+  Ordering told;
+  {
+    std::lock_guard<std::mutex> lk(rt.mu);
+    CUstream_st* s = nullptr;
+    if ((err = rt.resolve(stream, &s)) != cudaSuccess) return err;
+    if ((err = rt.check_event(event)) != cudaSuccess) return err;
+    if ((err = internal::sticky_of(s->device)) != cudaSuccess) return err;
+    // An event never recorded is complete: there is nothing to wait for.
+    if (event->marker == nullptr) return cudaSuccess;
+    std::shared_ptr<Marker> marker = event->marker;  // a later record must not change it
+    err = rt.ordered(*s, [&](int d, int id) { rt.exec().enqueue_wait(d, id, marker); });
+    if (err != cudaSuccess) return err;
+    told = Ordering{event->user_data, s->user_data, s->device};
+  }
+  if (OrderingListener* l = internal::ordering_listener()) {
+    l->on_wait(told.stream_data, told.device, told.event_data);
+  }
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
@@ -192,7 +213,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   cudaError_t err;
   if (internal::refuse_in_task("cudaEventRecord", &err)) return err;
   Runtime& rt = Runtime::get();
-  std::lock_guard<std::mutex> lk(rt.mu);
+  std::unique_lock<std::mutex> lk(rt.mu);
   CUstream_st* s = nullptr;
   if ((err = rt.check_event(event)) != cudaSuccess) return err;
   if ((err = rt.resolve(stream, &s)) != cudaSuccess) return err;
@@ -202,8 +223,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                              " and the stream to device ", s->device));
   }
   if ((err = internal::sticky_of(s->device)) != cudaSuccess) return err;
-  return rt.ordered(*s,
-                    [&](int d, int id) { event->marker = rt.exec().enqueue_record(d, id); });
+  err = rt.ordered(*s, [&](int d, int id) { event->marker = rt.exec().enqueue_record(d, id); });
+  if (err != cudaSuccess) return err;
+  const Ordering told{event->user_data, s->user_data, s->device};
+  lk.unlock();
+  if (OrderingListener* l = internal::ordering_listener()) {
+    l->on_record(told.event_data, told.stream_data, told.device);
+  }
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
@@ -276,3 +303,40 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 }  // extern "C"
+
+namespace streamgrad {
+namespace cudaemu {
+
+namespace internal {
+OrderingListener* ordering_listener() { return g_listener.load(std::memory_order_acquire); }
+}  // namespace internal
+
+cudaError_t set_user_data(cudaStream_t stream, uintptr_t value) {
+  Runtime& rt = Runtime::get();
+  std::lock_guard<std::mutex> lk(rt.mu);
+  CUstream_st* s = nullptr;
+  const cudaError_t err = rt.resolve(stream, &s);
+  if (err != cudaSuccess) return err;
+  if (s->legacy) {
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaemu::set_user_data: the legacy default stream takes no user data");
+  }
+  s->user_data = value;
+  return cudaSuccess;
+}
+
+cudaError_t set_user_data(cudaEvent_t event, uintptr_t value) {
+  Runtime& rt = Runtime::get();
+  std::lock_guard<std::mutex> lk(rt.mu);
+  const cudaError_t err = rt.check_event(event);
+  if (err != cudaSuccess) return err;
+  event->user_data = value;
+  return cudaSuccess;
+}
+
+void set_ordering_listener(OrderingListener* listener) {
+  g_listener.store(listener, std::memory_order_release);
+}
+
+}  // namespace cudaemu
+}  // namespace streamgrad

@@ -11,9 +11,12 @@ void PendingUses::add(const void* block, const std::vector<Stream>& streams) {
   SG_INTERNAL_CHECK(!streams.empty(), "a pending block needs at least one stream");
   for (const Stream& on : streams) {
     std::unique_ptr<BackendEvent> event = get_event(on.device());
-    backend(on.device().type()).record_event(*event, on);
-    const void* key = event.get();
-    detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });
+    Backend& b = backend(on.device().type());
+    b.record_event(*event, on);
+    if (!b.reports_orderings()) {
+      const void* key = event.get();
+      detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });
+    }
     entries_.push_back(Entry{std::move(event), on.device(), block});
     ++events_left_[block];
   }

@@ -128,6 +128,7 @@ class SimBackend final : public Backend {
     auto& b = static_cast<SimEvent&>(end);
     return exec_.elapsed_ms(*a.latest, *b.latest);
   }
+  bool reports_orderings() const noexcept override { return false; }
 
   void submit(const Stream& s, HostFn fn) override {
     exec_.enqueue_work(s.device().index(), s.id(), detail::wrap_host_work(s, std::move(fn)));

@@ -23,8 +23,17 @@
 //       STREAMGRAD_SIM_QUEUE_DEPTH and STREAMGRAD_SIM_WORKERS. The emulated devices have
 //       their own executor: sim devices and cuda devices schedule independently.
 //   step()   deterministic scheduler: runs one queued task; false if none can run.
+//   set_user_data(stream or event, value)   a value of the caller's kept with a stream or
+//       an event made by cudaStreamCreate* / cudaEventCreate* (0 until set), handed back to
+//       the ordering listener.
+//   set_ordering_listener(listener)   one process-wide OrderingListener (nullptr: none),
+//       told of every cudaEventRecord and cudaStreamWaitEvent that enqueued something, on
+//       the calling thread, after the runtime has let go of its lock. It sees the ordering
+//       the streams really follow, not what the caller meant to ask for: the cuda backend
+//       forwards it to the stream sanitizer, so that a wait the backend forgets to make is
+//       a finding (a wait on an event never recorded orders nothing and is not reported).
 //   reset_for_testing()   waits for all work, frees every allocation, forgets streams,
-//       events, peer access and sticky errors, and re-reads STREAMGRAD_CUDAEMU_DEVICES and
+//       events, peer access and sticky errors (not the ordering listener), and re-reads STREAMGRAD_CUDAEMU_DEVICES and
 //       STREAMGRAD_CUDAEMU_MEMORY_BYTES. Handles from before the reset become invalid. Call
 //       it while no other host thread uses the runtime.
 //
@@ -65,6 +74,7 @@
 #ifndef STREAMGRAD_RUNTIME_CUDAEMU_INCLUDE_CUDAEMU_RUNTIME_H_
 #define STREAMGRAD_RUNTIME_CUDAEMU_INCLUDE_CUDAEMU_RUNTIME_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -82,6 +92,19 @@ std::string last_error_detail();
 void set_scheduler(const SimSchedulerOptions& options);
 SimSchedulerOptions scheduler();
 bool step();
+
+class OrderingListener {
+ public:
+  virtual ~OrderingListener() = default;
+  // `event` was recorded on `stream` (of `device`): it now captures the stream's work.
+  virtual void on_record(uintptr_t event_data, uintptr_t stream_data, int device) = 0;
+  // `stream` (of `device`) now waits for the event's latest record.
+  virtual void on_wait(uintptr_t stream_data, int device, uintptr_t event_data) = 0;
+};
+
+cudaError_t set_user_data(cudaStream_t stream, uintptr_t value);
+cudaError_t set_user_data(cudaEvent_t event, uintptr_t value);
+void set_ordering_listener(OrderingListener* listener);
 
 void reset_for_testing();
 

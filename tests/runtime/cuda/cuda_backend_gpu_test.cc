@@ -1,5 +1,5 @@
 // The cuda backend on a device: streams, priorities, events, ordering between streams, the
-// caching allocator and launch. GPU-only (tag "gpu", tests/gpu_required.h): runs on a GPU
+// caching allocator, launch, and the stream sanitizer on cuda streams. GPU-only (tag "gpu", tests/gpu_required.h): runs on a GPU
 // and on the interpreted CUDA device (--config=cudaemu).
 #include <cuda_runtime_api.h>
 
@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/observe/stream_sanitizer.h"
 #include "runtime/runtime.h"
 #include "tests/gpu_required.h"
 
@@ -141,6 +142,62 @@ TEST_CASE("cuda launch runs the work at once with the stream's device current",
   });
   CHECK(ran);
   CHECK(during == last.index());
+}
+
+// A copy stream fills a device buffer from the host and a compute stream reads it, as a
+// data loader and a training step do. On the interpreted device the sanitizer learns of
+// waits from the emulated runtime (cudaStreamWaitEvent as the backend really called it),
+// so a wait the backend forgets is a finding here too.
+struct CopyThenCompute {
+  SanitizerSuppression races_on_purpose;  // the unordered case races deliberately
+  Stream copy = Stream::create(Device("cuda:0"));
+  Stream compute = Stream::create(Device("cuda:0"));
+  Storage buf = Storage::allocate(kBytes, copy);
+  std::vector<unsigned char> host = std::vector<unsigned char>(kBytes, 3);
+
+  void load() { copy_async(copy, buf.data(), host.data(), kBytes); }
+  void consume() {
+    const MemRange r[] = {{buf.data(), kBytes}};
+    launch(compute, {"consume", r, {}}, [] {});
+  }
+  ~CopyThenCompute() { synchronize(Device("cuda:0")); }
+};
+
+TEST_CASE("cuda: the sanitizer accepts a copy ordered before compute by an event",
+          "[cuda][gpu][sanitizer]") {
+  require_cuda_device();
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  CopyThenCompute f;
+  f.load();
+  Event copied;
+  copied.record(f.copy);
+  copied.block(f.compute);
+  f.consume();
+  // The next batch overwrites the buffer: the copy stream waits for the read first.
+  Event consumed;
+  consumed.record(f.compute);
+  consumed.block(f.copy);
+  f.load();
+  f.compute.wait_stream(f.copy);
+  f.consume();
+  CHECK(san.findings().empty());
+}
+
+TEST_CASE("cuda: the sanitizer reports compute that reads a copy it did not wait for",
+          "[cuda][gpu][sanitizer]") {
+  require_cuda_device();
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  CopyThenCompute f;
+  f.load();
+  Event copied;
+  copied.record(f.copy);  // recorded, but the compute stream never waits for it
+  f.consume();
+  const auto found = san.findings();
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].current.op == "consume");
+  CHECK(found[0].current.stream == f.compute);
+  CHECK(found[0].previous.stream == f.copy);
+  CHECK(found[0].message.find("on cuda:0/s") != std::string::npos);
 }
 
 }  // namespace

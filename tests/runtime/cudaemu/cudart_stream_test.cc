@@ -3,6 +3,7 @@
 // first), so a missing wait is a wrong value on every run.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,52 @@ TEST_CASE("non-blocking streams run out of order unless an event orders them", "
   copy_on(consumer, &x, &seen);
   CUDA_OK(cudaDeviceSynchronize());
   CHECK(seen == (with_wait ? 1 : 0));
+}
+
+// Records what the ordering listener was told, as "record e@s dN" / "wait s dN e".
+struct Listener final : cudaemu::OrderingListener {
+  void on_record(uintptr_t event, uintptr_t stream, int device) override {
+    told.push_back("record " + std::to_string(event) + "@" + std::to_string(stream) + " d" +
+                   std::to_string(device));
+  }
+  void on_wait(uintptr_t stream, int device, uintptr_t event) override {
+    told.push_back("wait " + std::to_string(stream) + " d" + std::to_string(device) + " " +
+                   std::to_string(event));
+  }
+  std::vector<std::string> told;
+};
+
+TEST_CASE("the ordering listener hears the records and waits the runtime performed",
+          "[cudart]") {
+  Fresh fresh;
+  Listener listener;
+  cudaemu::set_ordering_listener(&listener);
+  cudaStream_t a = make_stream(cudaStreamNonBlocking);
+  cudaStream_t b = make_stream(cudaStreamNonBlocking);
+  CUDA_OK(cudaemu::set_user_data(a, 11));
+  CUDA_OK(cudaemu::set_user_data(b, 12));
+  cudaEvent_t e, never;
+  CUDA_OK(cudaEventCreate(&e));
+  CUDA_OK(cudaEventCreate(&never));
+  CUDA_OK(cudaemu::set_user_data(e, 21));
+  CUDA_OK(cudaEventRecord(e, a));
+  CUDA_OK(cudaStreamWaitEvent(b, e, 0));
+  CUDA_OK(cudaStreamWaitEvent(b, never, 0));  // never recorded: orders nothing, not told
+  CHECK(cudaStreamWaitEvent(b, e, 1) == cudaErrorInvalidValue);  // refused: not told
+  (void)cudaGetLastError();
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t c = make_stream(cudaStreamNonBlocking);  // no user data: told as 0
+  CUDA_OK(cudaStreamWaitEvent(c, e, 0));                // across devices
+  CUDA_OK(cudaSetDevice(0));
+  CHECK(listener.told ==
+        std::vector<std::string>{"record 21@11 d0", "wait 12 d0 21", "wait 0 d1 21"});
+  // The legacy stream has no user data of its own to give.
+  CHECK(cudaemu::set_user_data(cudaStreamLegacy, 1) == cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+  cudaemu::set_ordering_listener(nullptr);
+  CUDA_OK(cudaEventRecord(e, a));
+  CHECK(listener.told.size() == 3);
+  CUDA_OK(cudaDeviceSynchronize());
 }
 
 TEST_CASE("the threaded scheduler runs streams concurrently and the host asynchronously",
