@@ -1,4 +1,5 @@
 #include "runtime/memory/caching_allocator.h"
+#include "runtime/memory/caching_allocator_block.h"
 
 #include <algorithm>
 #include <array>
@@ -15,20 +16,11 @@
 
 namespace streamgrad {
 
-struct DeviceAllocator::Block {
-  char* ptr;
-  size_t size;
-  StreamId stream;
-  size_t requested = 0;
-  bool allocated = false;
-  bool pending = false;
-  Block* prev = nullptr;  // neighbours inside the segment, in address order
-  Block* next = nullptr;
-  std::vector<StreamId> uses;  // other streams of the device (record_stream)
-};
+
+StreamId DeviceAllocator::free_key(const Block* b) { return b->shared ? kAnyStream : b->stream; }
 
 bool DeviceAllocator::BySize::operator()(const Block* a, const Block* b) const {
-  if (a->stream != b->stream) return a->stream < b->stream;
+  if (free_key(a) != free_key(b)) return free_key(a) < free_key(b);
   if (a->size != b->size) return a->size < b->size;
   return a->ptr < b->ptr;
 }
@@ -104,7 +96,17 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   bool over_limit = false;
   Block* b = reserve_segment(size, stream, over_limit);
   if (b == nullptr) {
+    // Give the cache back, then look again before failing: the wait may have freed a
+    // block inside a segment that stays partly in use, which no new segment can replace.
     empty_cache();
+    if (caching_) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (Block* cached = take_cached(size, stream.id())) {
+        mark_allocated(cached, bytes);
+        ++stats_.num_cache_hits;
+        return cached->ptr;
+      }
+    }
     b = reserve_segment(size, stream, over_limit);
   }
   std::lock_guard<std::mutex> lk(mu_);
@@ -151,14 +153,27 @@ DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stre
   return b;
 }
 
-DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId stream) {
-  Block key{nullptr, size, stream};
+DeviceAllocator::Block* DeviceAllocator::find_fit(size_t size, StreamId key_stream) {
+  Block key{nullptr, size, key_stream};
   auto it = free_blocks_.lower_bound(&key);
-  if (it == free_blocks_.end() || (*it)->stream != stream) return nullptr;
-  Block* b = *it;
-  free_blocks_.erase(it);
+  if (it == free_blocks_.end() || free_key(*it) != key_stream) return nullptr;
+  return *it;
+}
+
+DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId stream) {
+  Block* b = find_fit(size, stream);
+  if (b == nullptr) b = find_fit(size, kAnyStream);
+  if (b == nullptr) {
+    // Other streams' free blocks become everyone's once those streams have run dry.
+    if (share_idle_streams(stream) == 0) return nullptr;
+    b = find_fit(size, stream);
+    if (b == nullptr) b = find_fit(size, kAnyStream);
+    if (b == nullptr) return nullptr;
+  }
+  free_blocks_.erase(b);
   if (b->size - size >= kRound) {
-    Block* rest = new Block{b->ptr + size, b->size - size, stream};
+    Block* rest = new Block{b->ptr + size, b->size - size, b->stream};
+    rest->shared = b->shared;
     rest->prev = b;
     rest->next = b->next;
     if (b->next != nullptr) b->next->prev = rest;
@@ -166,6 +181,8 @@ DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId strea
     b->size = size;
     free_blocks_.insert(rest);
   }
+  b->shared = false;
+  b->stream = stream;
   return b;
 }
 
@@ -220,27 +237,8 @@ void DeviceAllocator::release_block(Block* b, RawFrees& to_free) {
     drop_segment(b, to_free);
     return;
   }
-  const auto is_free = [](const Block* n) {
-    return n != nullptr && !n->allocated && !n->pending;
-  };
-  if (is_free(b->prev)) {
-    Block* prev = b->prev;
-    free_blocks_.erase(prev);
-    prev->size += b->size;
-    prev->next = b->next;
-    if (b->next != nullptr) b->next->prev = prev;
-    delete b;
-    b = prev;
-  }
-  if (is_free(b->next)) {
-    Block* next = b->next;
-    free_blocks_.erase(next);
-    b->size += next->size;
-    b->next = next->next;
-    if (next->next != nullptr) next->next->prev = b;
-    delete next;
-  }
-  free_blocks_.insert(b);
+  b->shared = false;  // its stream's alone until that stream is seen idle
+  cache_free_block(b);
 }
 
 void DeviceAllocator::drop_segment(Block* b, RawFrees& to_free) {
@@ -267,17 +265,6 @@ void DeviceAllocator::raw_free_all(const RawFrees& segments) {
   for (const RawFree& f : segments) {
     backend_.raw_free(device_.index(), f.ptr);
     detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(f.ptr, f.size); });
-  }
-}
-
-void DeviceAllocator::release_free_segments(RawFrees& to_free) {
-  std::vector<Block*> whole;
-  for (Block* b : free_blocks_) {
-    if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
-  }
-  for (Block* b : whole) {
-    free_blocks_.erase(b);
-    drop_segment(b, to_free);
   }
 }
 

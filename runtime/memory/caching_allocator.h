@@ -10,17 +10,22 @@
 //     cache miss reserves one segment of exactly the rounded size from the backend.
 //     Requests of 0 bytes return nullptr.
 //   - A block belongs to the stream it was allocated on. Freed on that stream, it is
-//     reusable on that stream at once (stream order makes this safe) and by no other
-//     stream. Cached blocks are split (best fit) and coalesced with free neighbours.
+//     reusable on that stream at once (stream order makes this safe); other streams get
+//     it once the allocator has seen its stream idle (asked on a miss, before a new
+//     segment is reserved: everything enqueued there, every use of the block included,
+//     has run). Cached blocks are split (best fit) and coalesced with free neighbours of
+//     the same stream, or shared with shared ones.
 //   - record_stream(ptr, s) notes a use on another stream s of the same device. When such a
 //     block is freed, an event is recorded on each of those streams and the block returns
 //     to the cache only once all have completed. (cpu has one stream whose work is done
 //     when launched: record_stream checks the pointer and has nothing to wait for.)
 //   - On a cache miss that the device cannot satisfy, or that would take reserved bytes
-//     past the per-process memory fraction (set_memory_fraction), cached free segments
-//     are returned to the device and the allocation is retried once; then
-//     OutOfMemoryError, leaving every live block and statistic as it was (except
-//     num_ooms and the released cache).
+//     past the per-process memory fraction (set_memory_fraction), the allocator waits for
+//     the other-stream uses it is waiting on, returns whole free segments to the device,
+//     searches its free blocks again (a wait may have freed one inside a segment still
+//     partly in use) and then retries the device once; then OutOfMemoryError, leaving
+//     every live block and statistic as it was (except num_ooms and the released cache),
+//     its message listing per stream what is allocated and cached.
 //   - STREAMGRAD_NO_MEMORY_CACHING=1: segments go back to the device as soon as they are
 //     free (after their other-stream uses complete), never reused from a cache; on cpu too.
 //
@@ -172,7 +177,19 @@ class DeviceAllocator {
     bool operator()(const Block* a, const Block* b) const;
   };
 
+  // A free block's key in free_blocks_: its stream, or kAnyStream once shared.
+  static constexpr StreamId kAnyStream = -1;
+  static StreamId free_key(const Block* b);
+  // The smallest free block of at least `size` bytes under `key_stream`, or nullptr.
+  Block* find_fit(size_t size, StreamId key_stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Best fit among the stream's own free blocks and the shared ones (after sharing idle
+  // streams' blocks when neither fits), split, owned by `stream`; nullptr on a miss.
   Block* take_cached(size_t size, StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // caching_allocator_reuse.cc. Shares the free blocks of every stream but `except` that
+  // has run all its work (a query, no wait); returns how many blocks it shared.
+  int share_idle_streams(StreamId except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts a free block in free_blocks_, merged with free neighbours of the same kind.
+  void cache_free_block(Block* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void mark_allocated(Block* b, size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A block whose uses are all complete becomes free: cached (coalesced) or released.
   void release_block(Block* b, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -184,6 +201,8 @@ class DeviceAllocator {
   Block* reserve_segment(size_t size, const Stream& stream, bool& over_limit);
   OutOfMemoryError out_of_memory(size_t bytes, const Stream& stream, bool over_limit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // " (sim:0/s1: 1.00 MiB allocated, 0 B cached; any stream: ...)" over the segments.
+  std::string by_stream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void release_free_segments(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void drop_segment(Block* b, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns segments to the device and tells the observers the memory is gone (its

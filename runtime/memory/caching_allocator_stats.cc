@@ -2,6 +2,7 @@
 // process-wide per-device allocators with their free-function API (caching_allocator.h).
 // Block and segment management is in caching_allocator.cc.
 #include <array>
+#include <map>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "runtime/backend/devices.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/caching_allocator.h"
+#include "runtime/memory/caching_allocator_block.h"
 
 namespace streamgrad {
 
@@ -37,8 +39,34 @@ OutOfMemoryError DeviceAllocator::out_of_memory(size_t bytes, const Stream& stre
   return OutOfMemoryError(
       absl::StrCat(device_.str(), ": out of memory: tried to allocate ", format_bytes(bytes),
                    " on stream ", stream.str(), "; ", format_bytes(allocated),
-                   " allocated and ", format_bytes(reserved), " reserved by streamgrad", why),
+                   " allocated and ", format_bytes(reserved), " reserved by streamgrad",
+                   by_stream(), why),
       bytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved));
+}
+
+std::string DeviceAllocator::by_stream() {
+  struct Held {
+    size_t allocated = 0, cached = 0, pending = 0;
+  };
+  std::map<StreamId, Held> held;  // kAnyStream: shared free blocks
+  for (const auto& [addr, seg] : segments_) {
+    for (const Block* b = seg.head; b != nullptr; b = b->next) {
+      Held& h = held[b->allocated ? b->stream : free_key(b)];
+      (b->allocated ? h.allocated : b->pending ? h.pending : h.cached) += b->size;
+    }
+  }
+  std::string out;
+  for (const auto& [s, h] : held) {
+    absl::StrAppend(&out, out.empty() ? " (" : "; ",
+                    s == kAnyStream ? "any stream" : Stream::unchecked(device_, s).str(), ": ",
+                    format_bytes(static_cast<int64_t>(h.allocated)), " allocated, ",
+                    format_bytes(static_cast<int64_t>(h.cached)), " cached");
+    if (h.pending > 0) {
+      absl::StrAppend(&out, ", ", format_bytes(static_cast<int64_t>(h.pending)),
+                      " waiting for other streams' uses");
+    }
+  }
+  return out.empty() ? out : out + ")";
 }
 
 MemoryStats DeviceAllocator::stats() {

@@ -3,6 +3,8 @@
 // allocator that stays usable.
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include "runtime/runtime.h"
 
 namespace streamgrad {
@@ -48,6 +50,45 @@ TEST_CASE("a cached block on another stream is released to satisfy an allocation
   Storage b = Storage::allocate(700 * 1024, t);     // t may not reuse it; it is freed instead
   CHECK(b.defined());
   CHECK(memory_stats(kDev).reserved_bytes.current == 700 * 1024);
+}
+
+TEST_CASE("out of memory, the allocator finds a block freed inside a partly used segment",
+          "[allocator][oom]") {
+  SimSchedulerOptions det;
+  det.kind = SimSchedulerKind::kDeterministic;  // the reader's use stays queued until waited
+  SimSchedulerScope scope(det);
+  synchronize(kDev);
+  empty_cache(kDev);
+  const Stream s = Stream::create(kDev), reader = Stream::create(kDev);
+  { Storage whole = Storage::allocate(768 * 1024, s); }  // one segment, cached on s
+  Storage y = Storage::allocate(256 * 1024, s);          // its first quarter
+  void* z_at;
+  {
+    Storage z = Storage::allocate(512 * 1024, s);  // the rest of it
+    z_at = z.data();
+    const MemRange r[] = {{z_at, 512 * 1024}};
+    launch(reader, {"read_z", r, {}}, [] {});
+    z.record_stream(reader);
+  }  // freed, waiting for the reader: no new 512 KiB segment fits beside the 768 KiB one
+  Storage w = Storage::allocate(512 * 1024, s);
+  CHECK(w.data() == z_at);
+  CHECK(memory_stats(kDev).reserved_bytes.current == 768 * 1024);
+}
+
+TEST_CASE("the out-of-memory message lists what each stream holds", "[allocator][oom]") {
+  synchronize(kDev);
+  empty_cache(kDev);
+  const Stream s = Stream::create(kDev), t = Stream::create(kDev);
+  Storage a = Storage::allocate(600 * 1024, s);
+  try {
+    Storage b = Storage::allocate(600 * 1024, t);
+    FAIL("allocation past the limit succeeded");
+  } catch (const OutOfMemoryError& e) {
+    const std::string msg = e.what();
+    CHECK_THAT(msg, Catch::Contains("on stream " + t.str()) &&
+                        Catch::Contains("(" + s.str() +
+                                        ": 600.00 KiB (614400 bytes) allocated, 0 bytes cached)"));
+  }
 }
 
 }  // namespace

@@ -116,6 +116,9 @@ TEST_CASE("cuda allocator reuses a block freed on its stream", "[cuda][gpu]") {
     return;
   }
   const Stream s = Stream::create(Device("cuda:0"));
+  // Earlier cases' cached blocks are anyone's once their streams are idle: start empty.
+  synchronize(Device("cuda:0"));
+  empty_cache(Device("cuda:0"));
   const MemoryStats before = memory_stats(Device("cuda:0"));
   void* p = alloc.allocate(kBytes, s);
   REQUIRE(p != nullptr);
@@ -149,29 +152,34 @@ TEST_CASE("cuda launch runs the work at once with the stream's device current",
 // waits from the emulated runtime (cudaStreamWaitEvent as the backend really called it),
 // so a wait the backend forgets is a finding here too.
 struct CopyThenCompute {
-  SanitizerSuppression races_on_purpose;  // the unordered case races deliberately
-  Stream copy = Stream::create(Device("cuda:0"));
-  Stream compute = Stream::create(Device("cuda:0"));
-  Storage buf = Storage::allocate(kBytes, copy);
-  std::vector<unsigned char> host = std::vector<unsigned char>(kBytes, 3);
+  CopyThenCompute() {
+    load();
+    copied.record(copy);  // the compute stream's wait, if a case makes it, is on this
+  }
+  ~CopyThenCompute() { synchronize(Device("cuda:0")); }
 
   void load() { copy_async(copy, buf.data(), host.data(), kBytes); }
   void consume() {
     const MemRange r[] = {{buf.data(), kBytes}};
     launch(compute, {"consume", r, {}}, [] {});
   }
-  ~CopyThenCompute() { synchronize(Device("cuda:0")); }
+
+  struct Required {
+    Required() { require_cuda_device(); }
+  } required;                             // first: before any member touches cuda
+  SanitizerSuppression races_on_purpose;  // the unordered case races deliberately
+  StreamSanitizer san{StreamSanitizer::Mode::kCollect};
+  Stream copy = Stream::create(Device("cuda:0"));
+  Stream compute = Stream::create(Device("cuda:0"));
+  Storage buf = Storage::allocate(kBytes, copy);
+  std::vector<unsigned char> host = std::vector<unsigned char>(kBytes, 3);
+  Event copied;
 };
 
 TEST_CASE("cuda: the sanitizer accepts a copy ordered before compute by an event",
           "[cuda][gpu][sanitizer]") {
-  require_cuda_device();
-  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
   CopyThenCompute f;
-  f.load();
-  Event copied;
-  copied.record(f.copy);
-  copied.block(f.compute);
+  f.copied.block(f.compute);
   f.consume();
   // The next batch overwrites the buffer: the copy stream waits for the read first.
   Event consumed;
@@ -180,19 +188,14 @@ TEST_CASE("cuda: the sanitizer accepts a copy ordered before compute by an event
   f.load();
   f.compute.wait_stream(f.copy);
   f.consume();
-  CHECK(san.findings().empty());
+  CHECK(f.san.findings().empty());
 }
 
 TEST_CASE("cuda: the sanitizer reports compute that reads a copy it did not wait for",
           "[cuda][gpu][sanitizer]") {
-  require_cuda_device();
-  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
   CopyThenCompute f;
-  f.load();
-  Event copied;
-  copied.record(f.copy);  // recorded, but the compute stream never waits for it
-  f.consume();
-  const auto found = san.findings();
+  f.consume();  // without f.copied.block(f.compute)
+  const auto found = f.san.findings();
   REQUIRE(found.size() == 1);
   CHECK(found[0].current.op == "consume");
   CHECK(found[0].current.stream == f.compute);

@@ -1,0 +1,102 @@
+// The caching allocator's reuse of free blocks across streams (caching_allocator.h): a
+// free block is its stream's alone until the allocator sees that stream idle, and
+// everyone's after that; free neighbours of the same kind merge; whole free segments go
+// back to the device. Allocation and freeing are in caching_allocator.cc.
+//
+// Why a stream's idleness and not an event per free: the host learns that every use of
+// the block enqueued before its free has run (stream order) without recording anything on
+// the hot path, and the question is asked only on a miss, when the alternative is a new
+// segment. Blocks of streams that stay busy remain theirs (their next allocation reuses
+// them at once); the out-of-memory path gives whole segments back whatever their streams.
+#include <utility>
+#include <vector>
+
+#include "runtime/backend/observer.h"
+#include "runtime/memory/caching_allocator.h"
+#include "runtime/memory/caching_allocator_block.h"
+
+namespace streamgrad {
+
+int DeviceAllocator::share_idle_streams(StreamId except) {
+  // Streams holding free blocks of their own: keys >= 0 sort after the shared ones.
+  std::vector<StreamId> owners;
+  Block first{nullptr, 0, 0};
+  for (auto it = free_blocks_.lower_bound(&first); it != free_blocks_.end();) {
+    const StreamId s = (*it)->stream;
+    if (s != except) owners.push_back(s);
+    Block next{nullptr, 0, s + 1};
+    it = free_blocks_.lower_bound(&next);
+  }
+  int shared = 0;
+  for (StreamId s : owners) {
+    const Stream stream = Stream::unchecked(device_, s);
+    if (!backend_.query_stream(stream)) continue;
+    // The host now knows that everything enqueued on the stream has run: for the stream
+    // sanitizer this orders the next owner's accesses after the last one's.
+    detail::notify_observers([&](LaunchObserver& o) { o.on_stream_synchronize(stream); });
+    Block lo{nullptr, 0, s}, hi{nullptr, 0, s + 1};
+    std::vector<Block*> mine(free_blocks_.lower_bound(&lo), free_blocks_.lower_bound(&hi));
+    for (Block* b : mine) free_blocks_.erase(b);
+    for (Block* b : mine) {
+      b->shared = true;
+      cache_free_block(b);
+      ++shared;
+    }
+  }
+  return shared;
+}
+
+void DeviceAllocator::cache_free_block(Block* b) {
+  // A neighbour merges only if it is free in the same way: two streams' own blocks stay
+  // apart, and a shared block does not take on a stream's restriction.
+  const auto same_kind = [b](const Block* n) {
+    return n != nullptr && !n->allocated && !n->pending && n->shared == b->shared &&
+           (b->shared || n->stream == b->stream);
+  };
+  // Merges `right` into its left neighbour `left`; neither is in free_blocks_ afterwards.
+  const auto absorb = [this](Block* left, Block* right) {
+    free_blocks_.erase(left);
+    free_blocks_.erase(right);
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next != nullptr) right->next->prev = left;
+    delete right;
+  };
+  if (same_kind(b->prev)) {
+    Block* prev = b->prev;
+    absorb(prev, b);
+    b = prev;
+  }
+  if (same_kind(b->next)) absorb(b, b->next);
+  free_blocks_.insert(b);
+}
+
+void DeviceAllocator::release_free_segments(RawFrees& to_free) {
+  // A segment all of whose blocks are free goes back, whichever streams they belong to:
+  // the raw free waits for all queued work of the device (Backend::raw_free), so no use
+  // of any of them can still be running.
+  std::vector<uintptr_t> whole;
+  for (const auto& [addr, seg] : segments_) {
+    bool all_free = true;
+    for (const Block* b = seg.head; b != nullptr && all_free; b = b->next) {
+      all_free = !b->allocated && !b->pending;
+    }
+    if (all_free) whole.push_back(addr);
+  }
+  for (uintptr_t addr : whole) {
+    Block* head = segments_.at(addr).head;
+    size_t size = 0;
+    for (Block* b = head; b != nullptr;) {
+      Block* next = b->next;
+      free_blocks_.erase(b);
+      size += b->size;
+      if (b != head) delete b;
+      b = next;
+    }
+    head->size = size;
+    head->next = nullptr;
+    drop_segment(head, to_free);
+  }
+}
+
+}  // namespace streamgrad
