@@ -23,6 +23,7 @@
 //   STREAMGRAD_SIM_WORKERS=N          threaded: most worker threads shared by all sim
 //                                     streams (default kSimDefaultWorkers, N >= 1).
 //   STREAMGRAD_SANITIZE_STREAMS=1     turns the stream sanitizer on.
+//   (STREAMGRAD_ALLOC_CONF is the allocator's own: runtime/memory/alloc_conf.h.)
 //   STREAMGRAD_TRACE=path.json        records a Chrome trace, written at exit (trace.h).
 //                                     A path that cannot be written is reported on stderr
 //                                     when the variable is read, and nothing is traced.

@@ -37,6 +37,7 @@ DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
       backend_(backend),
       caching_(caching),
       cpu_(device.is_cpu()),
+      conf_(device.is_cpu() ? AllocConf{} : alloc_conf()),
       total_memory_(known_or_max(backend.total_memory(device.index()))),
       limit_(std::numeric_limits<size_t>::max()) {
   if (!cpu_) return;
@@ -87,6 +88,8 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
         mark_allocated(b, bytes);
         ++stats_.num_cache_hits;
         hit = b->ptr;
+      } else if (conf_.garbage_collection_threshold > 0) {
+        collect_garbage(size, to_free);  // a new segment follows
       }
     }
   }
@@ -157,7 +160,14 @@ DeviceAllocator::Block* DeviceAllocator::find_fit(size_t size, StreamId key_stre
   Block key{nullptr, size, key_stream};
   auto it = free_blocks_.lower_bound(&key);
   if (it == free_blocks_.end() || free_key(*it) != key_stream) return nullptr;
-  return *it;
+  Block* b = *it;
+  // Blocks above max_split_size stay whole for big requests; every larger block is
+  // oversize too, and wastes more.
+  if (b->size > conf_.max_split_size &&
+      (size <= conf_.max_split_size || b->size - size >= kOversizeWaste)) {
+    return nullptr;
+  }
+  return b;
 }
 
 DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId stream) {
@@ -171,7 +181,7 @@ DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId strea
     if (b == nullptr) return nullptr;
   }
   free_blocks_.erase(b);
-  if (b->size - size >= kRound) {
+  if (b->size - size >= kRound && b->size <= conf_.max_split_size) {
     Block* rest = new Block{b->ptr + size, b->size - size, b->stream};
     rest->shared = b->shared;
     rest->prev = b;
@@ -238,6 +248,7 @@ void DeviceAllocator::release_block(Block* b, RawFrees& to_free) {
     return;
   }
   b->shared = false;  // its stream's alone until that stream is seen idle
+  b->freed_at = ++frees_;
   cache_free_block(b);
 }
 

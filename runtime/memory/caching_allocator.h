@@ -26,6 +26,9 @@
 //     partly in use) and then retries the device once; then OutOfMemoryError, leaving
 //     every live block and statistic as it was (except num_ooms and the released cache),
 //     its message listing per stream what is allocated and cached.
+//   - STREAMGRAD_ALLOC_CONF (alloc_conf.h) on sim and cuda: max_split_size_mb keeps
+//     cached blocks above it whole; garbage_collection_threshold frees least recently
+//     freed cached segments before a new segment would take reserved memory past it.
 //   - STREAMGRAD_NO_MEMORY_CACHING=1: segments go back to the device as soon as they are
 //     free (after their other-stream uses complete), never reused from a cache; on cpu too.
 //
@@ -69,6 +72,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -77,6 +81,7 @@
 #include "runtime/backend/stream.h"
 #include "runtime/base/device.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/alloc_conf.h"
 #include "runtime/memory/memory_stats.h"
 #include "runtime/memory/pending_uses.h"
 
@@ -204,6 +209,13 @@ class DeviceAllocator {
   // " (sim:0/s1: 1.00 MiB allocated, 0 B cached; any stream: ...)" over the segments.
   std::string by_stream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void release_free_segments(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Segments all of whose blocks are free, with the latest free among their blocks.
+  std::vector<std::pair<uint64_t, uintptr_t>> whole_free_segments()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void drop_whole_segment(uintptr_t addr, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // garbage_collection_threshold (alloc_conf.h): frees whole free segments, least
+  // recently freed first, while a new segment of `size` would pass the threshold.
+  void collect_garbage(size_t size, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void drop_segment(Block* b, RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns segments to the device and tells the observers the memory is gone (its
   // access history can go with it: raw_free waits for every queued use).
@@ -213,6 +225,8 @@ class DeviceAllocator {
   Backend& backend_;
   const bool caching_;
   const bool cpu_;
+  const AllocConf conf_;  // STREAMGRAD_ALLOC_CONF's, on sim and cuda; defaults on cpu
+  uint64_t frees_ ABSL_GUARDED_BY(mu_) = 0;
   std::mutex mu_;
   absl::flat_hash_map<void*, CpuBlock> cpu_live_ ABSL_GUARDED_BY(mu_);
   // Per size class, oldest free first.

@@ -6,6 +6,7 @@
 #define STREAMGRAD_RUNTIME_MEMORY_CACHING_ALLOCATOR_BLOCK_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "runtime/memory/caching_allocator.h"
@@ -23,6 +24,7 @@ struct DeviceAllocator::Block {
   // the allocator looked (caching_allocator_reuse.cc). Otherwise a free block is its
   // stream's alone.
   bool shared = false;
+  uint64_t freed_at = 0;  // DeviceAllocator::frees_'s count when last freed (gc order)
   Block* prev = nullptr;  // neighbours inside the segment, in address order
   Block* next = nullptr;
   std::vector<StreamId> uses;  // other streams of the device (record_stream)

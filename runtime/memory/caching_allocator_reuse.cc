@@ -8,6 +8,8 @@
 // the hot path, and the question is asked only on a miss, when the alternative is a new
 // segment. Blocks of streams that stay busy remain theirs (their next allocation reuses
 // them at once); the out-of-memory path gives whole segments back whatever their streams.
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -71,31 +73,55 @@ void DeviceAllocator::cache_free_block(Block* b) {
   free_blocks_.insert(b);
 }
 
-void DeviceAllocator::release_free_segments(RawFrees& to_free) {
-  // A segment all of whose blocks are free goes back, whichever streams they belong to:
+std::vector<std::pair<uint64_t, uintptr_t>> DeviceAllocator::whole_free_segments() {
+  // A segment all of whose blocks are free can go back, whichever streams they belong to:
   // the raw free waits for all queued work of the device (Backend::raw_free), so no use
   // of any of them can still be running.
-  std::vector<uintptr_t> whole;
+  std::vector<std::pair<uint64_t, uintptr_t>> out;
   for (const auto& [addr, seg] : segments_) {
     bool all_free = true;
+    uint64_t last = 0;
     for (const Block* b = seg.head; b != nullptr && all_free; b = b->next) {
       all_free = !b->allocated && !b->pending;
+      last = std::max(last, b->freed_at);
     }
-    if (all_free) whole.push_back(addr);
+    if (all_free) out.emplace_back(last, addr);
   }
-  for (uintptr_t addr : whole) {
-    Block* head = segments_.at(addr).head;
-    size_t size = 0;
-    for (Block* b = head; b != nullptr;) {
-      Block* next = b->next;
-      free_blocks_.erase(b);
-      size += b->size;
-      if (b != head) delete b;
-      b = next;
-    }
-    head->size = size;
-    head->next = nullptr;
-    drop_segment(head, to_free);
+  return out;
+}
+
+void DeviceAllocator::drop_whole_segment(uintptr_t addr, RawFrees& to_free) {
+  Block* head = segments_.at(addr).head;
+  size_t size = 0;
+  for (Block* b = head; b != nullptr;) {
+    Block* next = b->next;
+    free_blocks_.erase(b);
+    size += b->size;
+    if (b != head) delete b;
+    b = next;
+  }
+  head->size = size;
+  head->next = nullptr;
+  drop_segment(head, to_free);
+}
+
+void DeviceAllocator::release_free_segments(RawFrees& to_free) {
+  for (const auto& [last, addr] : whole_free_segments()) drop_whole_segment(addr, to_free);
+}
+
+void DeviceAllocator::collect_garbage(size_t size, RawFrees& to_free) {
+  const double allowed = static_cast<double>(std::min(limit_, total_memory_)) *
+                         conf_.garbage_collection_threshold;
+  const auto over = [&] {
+    return static_cast<double>(stats_.reserved_bytes.current) + static_cast<double>(size) >
+           allowed;
+  };
+  if (!over()) return;
+  std::vector<std::pair<uint64_t, uintptr_t>> whole = whole_free_segments();
+  std::sort(whole.begin(), whole.end());  // least recently freed first
+  for (const auto& [last, addr] : whole) {
+    if (!over()) break;
+    drop_whole_segment(addr, to_free);
   }
 }
 
