@@ -178,6 +178,7 @@ void Event::record(const Stream& stream) {
         e.release(), detail::PooledEventDeleter{d.type(), d.index(), timing_});
   }
   try {
+    detail::OrderingReport report;
     b.record_event(*impl_, s);
   } catch (...) {
     // A pooled object may still hold another Event's record: this Event must stay
@@ -214,7 +215,10 @@ void Event::block(const Stream& stream) const {
     return;
   }
   Backend& b = backend(d.type());
-  b.block_event(*impl_, s);
+  {
+    detail::OrderingReport report;
+    b.block_event(*impl_, s);
+  }
   g_waits.fetch_add(1, std::memory_order_relaxed);
   if (detail::have_observers() && !b.reports_orderings()) {
     const void* key = impl_.get();

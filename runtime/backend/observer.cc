@@ -43,10 +43,29 @@ bool have_observers() { return observers().count.load(std::memory_order_acquire)
 
 void notify_observers(const std::function<void(LaunchObserver&)>& fn) {
   if (!have_observers()) return;
+  // An observer's own device work (the trace recorder times spans with cuda events) can
+  // come back here from inside a notification when the backend reports orderings itself
+  // (the interpreted CUDA device): it is none of the observers' business, and taking the
+  // lock again would deadlock.
+  thread_local bool notifying = false;
+  if (notifying) return;
   Observers& o = observers();
   std::lock_guard<std::mutex> lk(o.mu);
+  notifying = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{notifying};
   for (LaunchObserver* obs : o.list) fn(*obs);
 }
+
+namespace {
+thread_local bool t_ordering_report = false;
+}  // namespace
+
+OrderingReport::OrderingReport() : previous_(t_ordering_report) { t_ordering_report = true; }
+OrderingReport::~OrderingReport() { t_ordering_report = previous_; }
+bool in_ordering_report() { return t_ordering_report; }
 
 void install_observer_plugins() {
   // Every launch comes here; after the first, call_once is one atomic load. A launch on

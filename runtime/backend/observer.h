@@ -18,6 +18,8 @@
 //
 // Thread-safety: all functions are thread-safe. Observers are called on the thread that
 // launched or synchronised, possibly several at once, and must be thread-safe themselves.
+// What an observer itself does from inside a notification (the trace recorder records
+// cuda events to time spans) is not reported to the observers.
 // Failure: an observer that throws from on_launch stops the launch (the stream sanitizer
 // in throw mode does so); the work is then not enqueued and on_launch_end still runs.
 #ifndef STREAMGRAD_RUNTIME_BACKEND_OBSERVER_H_
@@ -120,6 +122,23 @@ struct ObserverPlugin {
 };
 
 namespace detail {
+// Marks, on the calling thread, the backend calls whose event records and waits the
+// observers hear of: Event::record / Event::block and the allocator's PendingUses open
+// one around theirs. A backend that reports orderings itself (reports_orderings()) reports
+// only inside one, so that the events an observer records for its own use (the trace
+// recorder's timing) are not reported back to it.
+class OrderingReport {
+ public:
+  OrderingReport();
+  ~OrderingReport();
+  OrderingReport(const OrderingReport&) = delete;
+  OrderingReport& operator=(const OrderingReport&) = delete;
+
+ private:
+  bool previous_;
+};
+bool in_ordering_report();
+
 // Runs the plug-ins' installers, once; launch() calls it before its first work.
 void install_observer_plugins();
 // Every observer's wrap_host_work, for backends that run work on host threads.

@@ -22,25 +22,30 @@ namespace {
 
 #ifdef STREAMGRAD_CUDAEMU
 // The interpreted device's runtime reports each record and wait it performed; this passes
-// them to the launch observers in their terms: the event's BackendEvent (the event's user
-// data) and the streamgrad stream (user data: its id + 1). Events and streams the backend
-// did not make carry no user data and are not reported.
+// those made for Event and the allocator (inside a detail::OrderingReport) to the launch
+// observers in their terms: the event's BackendEvent (the event's user data) and the
+// streamgrad stream (user data: its id + 1). Events and streams the backend did not make
+// carry no user data and are not reported; nor are an observer's own events.
 class OrderingForwarder final : public cudaemu::OrderingListener {
  public:
   void on_record(uintptr_t event_data, uintptr_t stream_data, int device) override {
-    if (event_data == 0 || stream_data == 0 || !detail::have_observers()) return;
+    if (!wanted(event_data, stream_data)) return;
     const void* key = reinterpret_cast<const void*>(event_data);
     const Stream s = stream_of(stream_data, device);
     detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, s); });
   }
   void on_wait(uintptr_t stream_data, int device, uintptr_t event_data) override {
-    if (event_data == 0 || stream_data == 0 || !detail::have_observers()) return;
+    if (!wanted(event_data, stream_data)) return;
     const void* key = reinterpret_cast<const void*>(event_data);
     const Stream s = stream_of(stream_data, device);
     detail::notify_observers([&](LaunchObserver& o) { o.on_event_block(key, s); });
   }
 
  private:
+  static bool wanted(uintptr_t event_data, uintptr_t stream_data) {
+    return event_data != 0 && stream_data != 0 && detail::in_ordering_report() &&
+           detail::have_observers();
+  }
   static Stream stream_of(uintptr_t stream_data, int device) {
     return Stream::unchecked(Device(DeviceType::kCuda, device),
                              static_cast<StreamId>(stream_data - 1));

@@ -12,7 +12,10 @@ void PendingUses::add(const void* block, const std::vector<Stream>& streams) {
   for (const Stream& on : streams) {
     std::unique_ptr<BackendEvent> event = get_event(on.device());
     Backend& b = backend(on.device().type());
-    b.record_event(*event, on);
+    {
+      detail::OrderingReport report;
+      b.record_event(*event, on);
+    }
     if (!b.reports_orderings()) {
       const void* key = event.get();
       detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });

@@ -1,6 +1,6 @@
 // The cuda element-wise kernels (kernels/cuda/cuda_kernels.h) against the cpu kernels on the
 // same inputs: every unary, scalar and binary op, axpy, fill and copy between every pair
-// of dtypes, uniform and normal, comparisons and where, cat, stack and arange, on
+// of dtypes (float16 and bfloat16 included), uniform and normal, comparisons and where, cat, stack and arange, on
 // contiguous, transposed, sliced and broadcast (stride 0) views, and one launch past the
 // 32-bit index path. Tolerances: bit-for-bit for the arithmetic (IEEE +, -, *, / and sqrt
 // are correctly rounded on both devices, and the device code is compiled without FMA
@@ -17,6 +17,7 @@
 #include "kernels/foreach.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_kernels.h"
+#include "runtime/base/half.h"
 #include "runtime/runtime.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -119,19 +120,36 @@ TEMPLATE_TEST_CASE("cuda binary ops and axpy equal the cpu kernels, broadcasting
   }
 }
 
+template <typename T>
+constexpr bool is_16bit() {
+  return std::is_same<T, Half>::value || std::is_same<T, BFloat16>::value;
+}
+
+// `v` as a T; the 16-bit types round from float, as their conversions do.
+template <typename T>
+T make(double v) {
+  if constexpr (is_16bit<T>()) {
+    return T::from_float(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
 template <typename To, typename From>
 void check_copy() {
   std::vector<From> src(12);
-  const double values[] = {0, 1, -2.5, 3.75, 1e30, -1e30, 7, 0.5, -0.5, 2, -9, 1};
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<From>(values[i]);
-  if constexpr (std::is_floating_point<From>::value) {
-    src[3] = std::numeric_limits<From>::quiet_NaN();
+  // 1e30 overflows float16 (to infinity) and 70000.5 rounds in both 16-bit types; 1e-6 is
+  // a float16 subnormal.
+  const double values[] = {0, 1, -2.5, 3.75, 1e30, -1e30, 7, 70000.5, -0.5, 1e-6, -9, 1};
+  for (size_t i = 0; i < src.size(); ++i) src[i] = make<From>(values[i]);
+  if constexpr (std::is_floating_point<From>::value || is_16bit<From>()) {
+    src[3] = make<From>(std::numeric_limits<double>::quiet_NaN());
   }
   std::vector<To> outs[2];
   int i = 0;
   for (const Device d : {Device("cpu"), Device("cuda:0")}) {
     Buffer<From> in(d, src);
-    Buffer<To> out(d, 24, To(0));
+    Buffer<To> out(d, 24, make<To>(0));
     k::copy(current_stream(d), out.view(Shape({3, 4}, {8, 2}, 1)),
             in.view(Shape({4, 3}).transposed(0, 1)));
     outs[i++] = out.read();
@@ -145,6 +163,8 @@ void check_copies_to() {
   check_copy<To, double>();
   check_copy<To, int64_t>();
   check_copy<To, uint8_t>();
+  check_copy<To, Half>();
+  check_copy<To, BFloat16>();
 }
 
 TEST_CASE("cuda copy converts every dtype pair as the cpu does; fill writes every dtype",
@@ -154,6 +174,8 @@ TEST_CASE("cuda copy converts every dtype pair as the cpu does; fill writes ever
   check_copies_to<double>();
   check_copies_to<int64_t>();
   check_copies_to<uint8_t>();
+  check_copies_to<Half>();
+  check_copies_to<BFloat16>();
   std::vector<double> outs[2];
   int i = 0;
   for (const Device d : {Device("cpu"), Device("cuda:0")}) {
