@@ -51,9 +51,10 @@ int DeviceAllocator::share_idle_streams(StreamId except) {
 void DeviceAllocator::cache_free_block(Block* b) {
   // A neighbour merges only if it is free in the same way: two streams' own blocks stay
   // apart, and a shared block does not take on a stream's restriction.
-  const auto same_kind = [b](const Block* n) {
-    return n != nullptr && !n->allocated && !n->pending && n->shared == b->shared &&
-           (b->shared || n->stream == b->stream);
+  // (Takes the block as an argument: `b` becomes its left neighbour after the first merge.)
+  const auto same_kind = [](const Block* a, const Block* n) {
+    return n != nullptr && !n->allocated && !n->pending && n->shared == a->shared &&
+           (a->shared || n->stream == a->stream);
   };
   // Merges `right` into its left neighbour `left`; neither is in free_blocks_ afterwards.
   const auto absorb = [this](Block* left, Block* right) {
@@ -64,12 +65,12 @@ void DeviceAllocator::cache_free_block(Block* b) {
     if (right->next != nullptr) right->next->prev = left;
     delete right;
   };
-  if (same_kind(b->prev)) {
+  if (same_kind(b, b->prev)) {
     Block* prev = b->prev;
     absorb(prev, b);
     b = prev;
   }
-  if (same_kind(b->next)) absorb(b, b->next);
+  if (same_kind(b, b->next)) absorb(b, b->next);
   free_blocks_.insert(b);
 }
 

@@ -113,5 +113,21 @@ TEST_CASE("blocks of two streams in one segment stay apart until both are shared
   CHECK(memory_stats(kDev).reserved_bytes.current == 0);
 }
 
+TEST_CASE("a block freed between two free neighbours merges with both", "[allocator]") {
+  start_empty();
+  const Stream s = Stream::create(kDev);
+  { Storage whole = Storage::allocate(3 * 4096, s); }  // one segment, cached on s
+  Storage a = Storage::allocate(4096, s), b = Storage::allocate(4096, s),
+          c = Storage::allocate(4096, s);
+  void* start = a.data();
+  REQUIRE(static_cast<char*>(c.data()) == static_cast<char*>(start) + 2 * 4096);
+  a = Storage();
+  c = Storage();
+  b = Storage();  // joins a on its left, then c on its right: one free block again
+  Storage again = Storage::allocate(3 * 4096, s);
+  CHECK(again.data() == start);
+  CHECK(memory_stats(kDev).reserved_bytes.peak == 3 * 4096);
+}
+
 }  // namespace
 }  // namespace streamgrad
