@@ -73,6 +73,14 @@ class LaunchObserver {
   // (Event::synchronize, or a query() that returned true).
   virtual void on_event_complete(const void* event) {}
   virtual void on_stream_synchronize(const Stream& stream) {}
+  // The host learnt that `stream` finished every access it made to [ptr, ptr + bytes):
+  // a caching allocator saw the stream idle before handing a freed block to another
+  // stream. Unlike on_stream_synchronize it orders nothing else, so that whether the
+  // program's other accesses are ordered does not depend on when the allocator looked.
+  virtual void on_stream_done_with(const Stream& stream, const void* ptr, size_t bytes) {}
+  // The same learnt from an event (the allocators' record_stream events): the work before
+  // the event's latest record is over, as far as [ptr, ptr + bytes) is concerned.
+  virtual void on_event_done_with(const void* event, const void* ptr, size_t bytes) {}
   virtual void on_device_synchronize(Device device) {}
   // [ptr, ptr + bytes) was just obtained from the device (raw allocation) or returned to
   // it (raw free, which waits for every queued use): nothing can still be using it,

@@ -230,7 +230,7 @@ void DeviceAllocator::free(void* ptr) {
       // back only once those streams have passed it.
       std::vector<Stream> on;
       for (StreamId use : b->uses) on.push_back(Stream::unchecked(device_, use));
-      pending_.add(b, on);
+      pending_.add(b, b->ptr, b->size, on);
       b->pending = true;
       ++stats_.num_deferred_frees;
       b->uses.clear();

@@ -167,7 +167,7 @@ void CachingHostAllocator::free(void* ptr) {
     } else {
       // See S8: a non-blocking copy may still read or write the block after this host
       // point; it is handed out again only once every stream that used it passed here.
-      pending_.add(b, busy);
+      pending_.add(b, b->ptr, b->size, busy);
       ++stats_.num_deferred_frees;
     }
   }
@@ -181,9 +181,10 @@ std::vector<Stream> CachingHostAllocator::busy_uses(const Block& b) {
       busy.push_back(s);
       continue;
     }
-    // The host just learnt that s finished everything (the block's uses included), as a
-    // synchronisation would tell it: no event needed, and the sanitizer orders reuse.
-    detail::notify_observers([&](LaunchObserver& o) { o.on_stream_synchronize(s); });
+    // The host just learnt that s finished the block's uses: no event needed, and the
+    // sanitizer orders the block's reuse (only its reuse: the timing was luck).
+    detail::notify_observers(
+        [&](LaunchObserver& o) { o.on_stream_done_with(s, b.ptr, b.size); });
   }
   return busy;
 }

@@ -7,7 +7,8 @@
 
 namespace streamgrad {
 
-void PendingUses::add(const void* block, const std::vector<Stream>& streams) {
+void PendingUses::add(const void* block, const void* ptr, size_t bytes,
+                      const std::vector<Stream>& streams) {
   SG_INTERNAL_CHECK(!streams.empty(), "a pending block needs at least one stream");
   for (const Stream& on : streams) {
     std::unique_ptr<BackendEvent> event = get_event(on.device());
@@ -20,7 +21,7 @@ void PendingUses::add(const void* block, const std::vector<Stream>& streams) {
       const void* key = event.get();
       detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });
     }
-    entries_.push_back(Entry{std::move(event), on.device(), block});
+    entries_.push_back(Entry{std::move(event), on.device(), block, ptr, bytes});
     ++events_left_[block];
   }
 }
@@ -35,8 +36,7 @@ void PendingUses::poll(std::vector<const void*>& done) {
       continue;
     }
     // The host now knows that stream passed the free: reuse is ordered after its uses.
-    const void* key = e.event.get();
-    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
+    notify_done(e);
     complete(std::move(e), done);
   }
   entries_ = std::move(still);
@@ -51,9 +51,13 @@ PendingUses::Batch PendingUses::take() {
 void PendingUses::wait(Batch& batch) {
   for (Entry& e : batch) {
     backend(e.device.type()).synchronize_event(*e.event);
-    const void* key = e.event.get();
-    detail::notify_observers([&](LaunchObserver& o) { o.on_event_complete(key); });
+    notify_done(e);
   }
+}
+
+void PendingUses::notify_done(const Entry& e) {
+  const void* key = e.event.get();
+  detail::notify_observers([&](LaunchObserver& o) { o.on_event_done_with(key, e.ptr, e.bytes); });
 }
 
 void PendingUses::finish(Batch&& batch, std::vector<const void*>& done) {

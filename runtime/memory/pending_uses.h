@@ -7,8 +7,9 @@
 //
 // An event recorded at free time completes once the stream has run everything enqueued
 // on it before the free, so a block comes back only after every use that the host could
-// have enqueued. Observers (sanitizer, trace) see each record and each completion the
-// host learns of, so reuse after a completed event is ordered for the sanitizer too.
+// have enqueued. Observers (sanitizer, trace) see each record, and each completion the
+// host learns of as concerning the block's bytes alone (on_event_done_with): reuse is
+// ordered for the sanitizer, and nothing else is, whenever the allocator happened to look.
 // Events are pooled per device.
 //
 // Thread-safety: none of its own; the owning allocator calls every method under its lock,
@@ -36,11 +37,14 @@ class PendingUses {
     std::unique_ptr<BackendEvent> event;
     Device device;
     const void* block;
+    const void* ptr;  // the block's bytes, for the observers
+    size_t bytes;
   };
   using Batch = std::deque<Entry>;
 
-  // Records an event on each of `streams` for `block`; `streams` must not be empty.
-  void add(const void* block, const std::vector<Stream>& streams);
+  // Records an event on each of `streams` for `block`, whose bytes are [ptr, ptr + bytes);
+  // `streams` must not be empty.
+  void add(const void* block, const void* ptr, size_t bytes, const std::vector<Stream>& streams);
   // Appends the blocks whose last event has completed (queried without waiting).
   void poll(std::vector<const void*>& done);
   bool empty() const { return entries_.empty(); }
@@ -53,6 +57,7 @@ class PendingUses {
 
  private:
   std::unique_ptr<BackendEvent> get_event(Device device);
+  static void notify_done(const Entry& e);
   // The event completed: pool it and count the block down.
   void complete(Entry&& e, std::vector<const void*>& done);
 

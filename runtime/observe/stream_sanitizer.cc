@@ -191,6 +191,33 @@ void StreamSanitizer::on_stream_synchronize(const Stream& stream) {
   merge(host_, clocks_[index_of(stream)]);
 }
 
+void StreamSanitizer::forget_done(const Clock& done, const void* ptr, size_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(ptr), e = b + bytes;
+  split_at(b);
+  split_at(e);
+  // Accesses ordered before `done` are over; the rest stay as ordered as they were. (A
+  // write before `done` was itself ordered after the writes before it, or was reported.)
+  for (auto it = memory_.lower_bound(b); it != memory_.end() && it->first < e; ++it) {
+    Segment& seg = it->second;
+    if (seg.last_write.stream >= 0 && ordered(done, seg.last_write)) seg.last_write = Epoch{};
+    for (auto r = seg.reads.begin(); r != seg.reads.end();) {
+      r = ordered(done, r->second) ? seg.reads.erase(r) : std::next(r);
+    }
+  }
+}
+
+void StreamSanitizer::on_stream_done_with(const Stream& stream, const void* ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const Clock done = clocks_[index_of(stream)];
+  forget_done(done, ptr, bytes);
+}
+
+void StreamSanitizer::on_event_done_with(const void* event, const void* ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = events_.find(event);
+  if (it != events_.end()) forget_done(it->second, ptr, bytes);
+}
+
 void StreamSanitizer::on_device_synchronize(Device device) {
   std::lock_guard<std::mutex> lk(mu_);
   for (size_t i = 0; i < streams_.size(); ++i) {

@@ -95,6 +95,8 @@ class StreamSanitizer final : public LaunchObserver {
   void on_event_block(const void* event, const Stream& stream) override;
   void on_event_complete(const void* event) override;
   void on_stream_synchronize(const Stream& stream) override;
+  void on_stream_done_with(const Stream& stream, const void* ptr, size_t bytes) override;
+  void on_event_done_with(const void* event, const void* ptr, size_t bytes) override;
   void on_device_synchronize(Device device) override;
   void on_memory_reset(const void* ptr, size_t bytes) override;
   void on_buffer_allocated(const void* ptr, size_t bytes, const Stream& stream) override;
@@ -130,6 +132,10 @@ class StreamSanitizer final : public LaunchObserver {
   void split_at(uintptr_t at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t buffer_at(uintptr_t p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void erase_buffers(uintptr_t begin, uintptr_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the accesses to [ptr, ptr + bytes) that `done` orders: the host learnt they
+  // are over (a caching allocator is about to reuse the bytes).
+  void forget_done(const Clock& done, const void* ptr, size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const std::string* intern(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string describe_access(const Epoch& e, bool write, bool past) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

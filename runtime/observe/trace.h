@@ -65,6 +65,10 @@ class TraceRecorder final : public LaunchObserver {
   void on_event_record(const void* event, const Stream& stream) override;
   void on_event_block(const void* event, const Stream& stream) override;
   void on_event_complete(const void* event) override;
+  // An allocator's record_stream event: shown as any completion is.
+  void on_event_done_with(const void* event, const void*, size_t) override {
+    on_event_complete(event);
+  }
   void on_stream_synchronize(const Stream& stream) override;
   void on_device_synchronize(Device device) override;
 

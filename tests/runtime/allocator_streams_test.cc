@@ -1,12 +1,15 @@
 // The caching allocator across streams: a block freed on a stream is reused by another
 // stream once the allocator has seen its stream run dry, never before (values and the
 // stream sanitizer both say so under the adversarial scheduler), and streams that come
-// and go reuse one another's memory instead of each reserving its own. On sim:1, as
+// and go reuse one another's memory instead of each reserving its own. What the allocator
+// learns by looking (a stream idle, a record_stream event complete) orders the reuse of
+// the block for the sanitizer and nothing else. On sim:1, as
 // allocator_test, so that byte counts are this file's alone.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "runtime/observe/stream_sanitizer.h"
 #include "runtime/runtime.h"
@@ -127,6 +130,76 @@ TEST_CASE("a block freed between two free neighbours merges with both", "[alloca
   Storage again = Storage::allocate(3 * 4096, s);
   CHECK(again.data() == start);
   CHECK(memory_stats(kDev).reserved_bytes.peak == 3 * 4096);
+}
+
+// Whether the allocator happens to look while a stream is idle is timing; it must not
+// decide whether the sanitizer sees the program's own missing waits.
+void read_on(const Stream& t, const void* p) {
+  const MemRange r[] = {{p, sizeof(int)}};
+  launch(t, {"read", r, {}}, [] {});
+}
+
+void wait_idle(const Stream& s) {
+  while (!s.query()) std::this_thread::yield();  // the observers hear nothing of this
+}
+
+TEST_CASE("a stream seen idle orders the reuse of its freed memory and nothing else",
+          "[allocator][sanitizer]") {
+  SimSchedulerScope scope(scheduler(SimSchedulerKind::kThreaded));
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  start_empty();
+  const Stream s = Stream::create(kDev), t = Stream::create(kDev);
+  Storage kept = Storage::allocate(4096, s);
+  write_on(s, kept.data(), 5);
+  void* first;
+  {
+    Storage freed = Storage::allocate(4096, s);
+    first = freed.data();
+    write_on(s, first, 1);
+  }
+  wait_idle(s);
+  Storage reused = Storage::allocate(4096, t);  // a miss on t: s is seen idle, its block shared
+  REQUIRE(reused.data() == first);
+  write_on(t, reused.data(), 2);
+  CHECK(san.findings().empty());
+  read_on(t, kept.data());  // t never waited for s's write of `kept`
+  const auto found = san.findings();
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].current.stream == t);
+  CHECK(found[0].previous.stream == s);
+  CHECK(found[0].previous.op == "write");
+  synchronize(kDev);
+}
+
+TEST_CASE("a record_stream event seen complete orders the block's reuse and nothing else",
+          "[allocator][sanitizer]") {
+  SimSchedulerScope scope(scheduler(SimSchedulerKind::kThreaded));
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  start_empty();
+  const Stream s = Stream::create(kDev), t = Stream::create(kDev), u = Stream::create(kDev);
+  Storage theirs = Storage::allocate(4096, t);
+  write_on(t, theirs.data(), 7);
+  void* first;
+  {
+    Storage x = Storage::allocate(4096, s);
+    first = x.data();
+    write_on(s, first, 1);
+    t.wait_stream(s);
+    read_on(t, first);
+    x.record_stream(t);
+  }  // back on s's list once t passed this point
+  wait_idle(t);
+  wait_idle(s);
+  Storage again = Storage::allocate(4096, s);  // polls t's event: complete
+  REQUIRE(again.data() == first);
+  write_on(s, again.data(), 2);
+  CHECK(san.findings().empty());
+  read_on(u, theirs.data());  // u never waited for t's write of `theirs`
+  const auto found = san.findings();
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].current.stream == u);
+  CHECK(found[0].previous.stream == t);
+  synchronize(kDev);
 }
 
 }  // namespace
