@@ -20,7 +20,8 @@ ALL_BACKENDS = if_cuda([
 
 def _prelude(kind):
     return struct(
-        copts = ["-include", "tests/pch/%s_prelude.h" % kind, "-Winvalid-pch"],
+        copts = ["-include", "tests/pch/%s_prelude.h" % kind, "-Winvalid-pch",
+                 "-include", "tests/pch/%s_prelude_stamp.h" % kind],
         deps = ["//tests/pch:%s_prelude" % kind],
     )
 

@@ -5,7 +5,8 @@ about a second of each test file's compile, paid again in each of CI's three
 configurations. cc_prelude compiles one header with the exact command line the C++ rules
 give a test source in the current configuration, so GCC accepts the result (`<name>.h.gch`
 beside a generated `<name>.h`); a test compiled with `-include tests/pch/<name>.h` (the
-catch_test macro adds it) then loads it instead of parsing those headers.
+catch_test macro adds it) then loads it instead of parsing those headers, and includes
+`<name>_stamp.h` after it, so that a change to the prelude rebuilds the test (see below).
 
 GCC uses a precompiled header only when the options that shape it (optimisation level,
 sanitizers, -fPIC, macros) match the source's; the test sources add -Winvalid-pch, so a
@@ -69,8 +70,21 @@ def _cc_prelude_impl(ctx):
         # worth a place in the disk cache.
         execution_requirements = {"no-cache": "1"},
     )
+    # GCC's dependency file never names a precompiled header, nor the headers inside it,
+    # and Bazel keeps as inputs of a compile only what that file names: without more, a
+    # test object would outlive a change to any header of the prelude (stale vtables,
+    # crashes). The stamp is a header that names the precompiled header's digest; the
+    # tests include it after the prelude, so their dependency files name it.
+    stamp = ctx.actions.declare_file(ctx.label.name + "_stamp.h")
+    ctx.actions.run_shell(
+        inputs = [gch],
+        outputs = [stamp],
+        command = 'printf "// %%s\\n" "$(sha1sum < %s | cut -d" " -f1)" > %s' % (gch.path, stamp.path),
+        mnemonic = "CppPrecompileStamp",
+        progress_message = "Stamping %s" % ctx.file.hdr.short_path,
+    )
     mine = CcInfo(compilation_context = cc_common.create_compilation_context(
-        headers = depset([header, gch, ctx.file.hdr]),
+        headers = depset([header, gch, stamp, ctx.file.hdr]),
     ))
     return [
         DefaultInfo(files = depset([gch])),
