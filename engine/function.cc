@@ -93,7 +93,7 @@ class CustomFunctionNode final : public Node {
 
 void FunctionCtx::save_for_backward(const TensorList& tensors) {
   saved_.clear();
-  for (const Tensor& t : tensors) saved_.emplace_back(t);
+  for (const Tensor& t : tensors) saved_.emplace_back(t, /*defer_pack=*/true);
 }
 
 TensorList FunctionCtx::saved_tensors() const {
@@ -170,6 +170,9 @@ struct FunctionApply {
         if (s.is_same(out)) s.mark_output_of(node, out.output_nr());
       }
     }
+    // Saved-tensor hooks see the saved outputs once they are known to be outputs, so
+    // that what a hook keeps never holds the node (see SavedTensor).
+    for (SavedTensor& s : ctx->saved_) s.pack_with_hooks();
     return outputs;
   }
 };

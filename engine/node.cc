@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/accumulate_grad.h"
 #include "engine/grad_mode.h"
+#include "engine/saved_hooks.h"
 #include "engine/view_history.h"
 #include "kernels/kernels.h"
 #include "runtime/base/error.h"
@@ -118,23 +119,104 @@ void set_history(const Tensor& out, const std::shared_ptr<Node>& node) {
   out.set_history(node, nr);
 }
 
+// What a pack hook returned, and what unpack needs to give the result its history back.
+struct SavedTensor::Packed {
+  std::shared_ptr<const SavedTensorsHookPair> hooks;
+  std::any value;
+  Shape sizes;
+  DType dtype = DType::kFloat32;
+  Device device{"cpu"};
+  std::shared_ptr<Node> grad_fn;  // a saved input's producer (an output's is kept weakly)
+  uint32_t output_nr = 0;
+  // A saved leaf that requires grad, to reach its AccumulateGrad at unpack (made then if
+  // need be: the node that saves it may not hold one yet when pack runs).
+  std::weak_ptr<TensorImpl> leaf;
+};
+
 void SavedTensor::mark_output_of(const std::shared_ptr<Node>& node, uint32_t output_nr) {
-  if (!data_.defined()) return;
-  data_ = data_.detach();  // same data and version counter, no history: no cycle
+  if (!data_.defined() && !packed_) return;
+  if (packed_) {
+    // Packed before its history was set, or with it: either way no strong reference to
+    // the node may stay (the cycle above).
+    auto p = std::make_shared<Packed>(*packed_);
+    p->grad_fn = nullptr;
+    packed_ = std::move(p);
+  } else {
+    data_ = data_.detach();  // same data and version counter, no history: no cycle
+  }
   is_output_ = true;
   weak_grad_fn_ = node;
   output_nr_ = output_nr;
 }
 
-SavedTensor::SavedTensor(const Tensor& t) {
+SavedTensor::SavedTensor(const Tensor& t, bool defer_pack) {
   if (!t.defined()) return;
   data_ = t;
   saved_version_ = t.version();
   was_defined_ = true;
+  if (!defer_pack) pack_with_hooks();
+}
+
+void SavedTensor::pack_with_hooks() {
+  if (!data_.defined() || packed_) return;
+  std::shared_ptr<const SavedTensorsHookPair> hooks = detail::current_saved_tensors_hooks();
+  if (hooks == nullptr) return;
+  auto p = std::make_shared<Packed>();
+  p->hooks = hooks;
+  p->sizes = data_.sizes();
+  p->dtype = data_.dtype();
+  p->device = data_.device();
+  std::shared_ptr<Node> producer = is_output_ ? weak_grad_fn_.lock() : data_.grad_fn();
+  if (!is_output_) {
+    p->grad_fn = producer;
+    p->output_nr = data_.output_nr();
+    if (producer == nullptr && data_.requires_grad()) p->leaf = data_.impl_ptr();
+  }
+  const SavedTensorInfo info{current_stream(data_.device()), producer.get(),
+                             data_.requires_grad()};
+  const uint32_t version = data_.version();
+  {
+    NoGradGuard no_grad;
+    p->value = hooks->pack(data_.detach(), info);
+  }
+  SG_CHECK(data_.version() == version, Error,
+           "a saved-tensor pack hook modified its input in place (", data_.describe(),
+           " went from version ", version, " to ", data_.version(),
+           "); a pack hook must leave the tensor it is given as it is: work on a copy "
+           "(clone) instead");
+  packed_ = std::move(p);
+  data_ = Tensor();  // what pack kept is all that stays alive
+}
+
+Tensor SavedTensor::unpack_packed(const char* node_name) const {
+  const Packed& p = *packed_;
+  const Tensor got = p.hooks->unpack(p.value);
+  const std::string saved = absl::StrCat(dtype_name(p.dtype), "[", absl::StrJoin(p.sizes, ", "),
+                                         "] on ", p.device.str());
+  SG_CHECK(got.defined(), Error, node_name,
+           ": the unpack hook of a saved tensor returned an undefined tensor; it must return "
+           "a tensor equal to the one its pack hook was given (", saved, ")");
+  SG_CHECK(got.sizes() == p.sizes && got.dtype() == p.dtype && got.device() == p.device, Error,
+           node_name, ": the unpack hook of a saved tensor returned ", got.describe(),
+           ", but the tensor saved was ", saved, "; unpack must return a tensor of the "
+           "saved shape, dtype and device (copy it back with to(), for example)");
+  Tensor out = got.detach();  // the saved tensor's history, never the hook's tensor's
+  if (is_output_) {
+    if (std::shared_ptr<Node> node = weak_grad_fn_.lock()) out.set_history(node, output_nr_);
+  } else if (p.grad_fn != nullptr) {
+    out.set_history(p.grad_fn, p.output_nr);
+  } else if (std::shared_ptr<TensorImpl> leaf = p.leaf.lock()) {
+    // Gradients through the unpacked tensor (double backward) reach the saved leaf.
+    AutogradMeta& meta = out.autograd_meta();
+    meta.requires_grad = true;
+    meta.grad_accumulator = grad_accumulator(Tensor(std::move(leaf)));
+  }
+  return out;
 }
 
 Tensor SavedTensor::unpack(const char* node_name) const {
   if (!was_defined_) return Tensor();
+  if (packed_) return unpack_packed(node_name);
   SG_CHECK(data_.defined(), Error, node_name,
            ": trying to backward through the graph a second time (or to use saved tensors "
            "after they were freed); pass retain_graph=true to the first backward() if you "
@@ -165,7 +247,10 @@ Tensor SavedTensor::unpack(const char* node_name) const {
   return data_;
 }
 
-void SavedTensor::reset() { data_ = Tensor(); }
+void SavedTensor::reset() {
+  data_ = Tensor();
+  packed_.reset();  // frees what the pack hook kept (host copies, for example)
+}
 
 void set_engine_ops(const EngineOps& ops) { g_ops.store(new EngineOps(ops)); }
 

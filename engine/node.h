@@ -148,23 +148,36 @@ void set_history(const Tensor& out, const std::shared_ptr<Node>& node);
 // grad_fn -> node -> saved tensor): mark_output_of() keeps only its data and the node
 // weakly, and unpack() rebuilds a tensor with that history (the reference framework's
 // saved-variable rule for outputs).
+//
+// Under saved-tensor hooks (saved_hooks.h) the tensor goes to the pack hook when saved and
+// only what the hook returned is kept; unpack() calls the unpack hook and gives its result
+// the saved tensor's history. The version check is then the hooks' business, as in the
+// reference framework.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t);
+  // `defer_pack`: the hooks run at pack_with_hooks() instead, once the saver knows which
+  // saved tensors are its outputs (custom functions).
+  explicit SavedTensor(const Tensor& t, bool defer_pack = false);
   Tensor unpack(const char* node_name) const;
   void reset();  // release_variables()
   bool defined() const { return data_.defined() || was_defined_; }
   bool is_same(const Tensor& t) const { return data_.defined() && data_.is_same(t); }
   void mark_output_of(const std::shared_ptr<Node>& node, uint32_t output_nr);
+  // Hands the tensor to this thread's innermost pack hook, if there is one (once).
+  void pack_with_hooks();
 
  private:
+  struct Packed;
+  Tensor unpack_packed(const char* node_name) const;
+
   Tensor data_;
   uint32_t saved_version_ = 0;
   bool was_defined_ = false;  // defined once, now released
   bool is_output_ = false;
   std::weak_ptr<Node> weak_grad_fn_;  // is_output_ only
   uint32_t output_nr_ = 0;
+  std::shared_ptr<const Packed> packed_;  // set by pack_with_hooks(); data_ is then empty
 };
 
 // What the engine needs from ops/, which sits above it: set by ops/ at start-up.
