@@ -25,19 +25,24 @@ Tensor pin_memory(const Tensor& t) {
            " requires grad and the pinned copy would have no autograd history; pin "
            "t.detach() instead");
   if (is_pinned(t)) return t;
-  const Stream host = current_stream(Device(DeviceType::kCpu));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::pinned(static_cast<size_t>(t.numel()) * element_size(t.dtype()));
-  impl->sizes = t.sizes();
-  impl->strides = kernels::contiguous_strides(t.sizes());
-  impl->dtype = t.dtype();
-  impl->stream = host;
-  impl->version = std::make_shared<std::atomic<uint32_t>>(0);
-  Tensor out(std::move(impl));
+  Tensor out = empty_pinned(t.sizes(), t.dtype());
   // A launch (not a memcpy) so that the stream sanitizer sees the host write into the
   // block, which may have been read by a copy on another stream before it was cached.
-  kernels::copy(host, out.view(), t.view());
+  kernels::copy(out.stream(), out.view(), t.view());
   return out;
+}
+
+Tensor empty_pinned(const Shape& sizes, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  int64_t numel = 1;
+  for (int64_t n : sizes) numel *= n;
+  impl->storage = Storage::pinned(static_cast<size_t>(numel) * element_size(dtype));
+  impl->sizes = sizes;
+  impl->strides = kernels::contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->stream = current_stream(Device(DeviceType::kCpu));
+  impl->version = std::make_shared<std::atomic<uint32_t>>(0);
+  return Tensor(std::move(impl));
 }
 
 }  // namespace streamgrad

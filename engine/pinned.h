@@ -11,7 +11,7 @@
 // memory (same sizes and dtype, on cpu) and returns it; a tensor that is already pinned
 // is returned as it is. The result has no autograd history.
 //
-// Thread-safety: both functions are thread-safe.
+// Thread-safety: all functions are thread-safe.
 // Failure: Error for an undefined tensor; DeviceError for a tensor that is not on cpu;
 // ValueError for a tensor that requires grad (pin its detach()); OutOfMemoryError when no
 // pinned memory is left. Nothing is allocated when they throw.
@@ -23,6 +23,9 @@
 namespace streamgrad {
 
 Tensor pin_memory(const Tensor& t);
+// A new contiguous cpu tensor in pinned memory, its values unset (for a non-blocking copy
+// from a device to land in).
+Tensor empty_pinned(const Shape& sizes, DType dtype);
 // True when t's storage is pinned host memory.
 bool is_pinned(const Tensor& t);
 

@@ -1,0 +1,80 @@
+// Activation offload: while an OffloadGuard lives, the activations that forward saves for
+// backward are copied to pinned host memory and their device memory goes back to the
+// allocator; backward copies them back, prefetching a stated number ahead of the node
+// that needs them. Built on saved-tensor hooks (engine/saved_hooks.h).
+//
+//   {
+//     nn::OffloadGuard offload;          // OffloadOptions: min_bytes, prefetch
+//     loss = model.forward(batch);      // saved activations leave the device
+//   }
+//   loss.backward();                      // ... and come back ahead of their nodes
+//
+// Streams, never a host synchronisation and never the default stream by assumption:
+//   forward   a copy-out stream of the device waits for an event recorded on the stream of
+//             the op that saves the tensor (the value is complete there), copies it to
+//             pinned memory, and keeps the device block from reuse until the copy ran;
+//   backward  when a node unpacks a saved tensor, the copy-in stream of the device brings
+//             it back (unless prefetched already) and keeps `prefetch` more on the way:
+//             the latest saved of those backward has not used yet, which are the ones it
+//             needs next. Each copy waits for its copy-out's event; the node's stream
+//             waits for the copy-in's event. The copy is handed to the node's stream
+//             (record_stream), so its memory is not reused before the node is done.
+// Each device has one copy-out and one copy-in stream for the process (offload_streams).
+// Tensors on cpu, tensors smaller than min_bytes and leaves that require grad (parameters:
+// their module holds them, so a copy would free nothing) stay where they are. A tensor
+// saved by several nodes is copied once per save.
+//
+// Results are those of the plain run, bit for bit: only where the bytes wait changes.
+//
+// Thread-safety: a guard is per thread, as saved-tensor hooks are; the unpack side is safe
+// for backward workers of several devices unpacking at once.
+// Failure: OutOfMemoryError when pinned or device memory runs out (at save, or at unpack
+// in backward); nothing else beyond what the copies themselves throw.
+#ifndef STREAMGRAD_NN_OFFLOAD_H_
+#define STREAMGRAD_NN_OFFLOAD_H_
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+#include "engine/saved_hooks.h"
+#include "runtime/runtime.h"
+
+namespace streamgrad {
+namespace nn {
+
+struct OffloadOptions {
+  // Saved tensors smaller than this stay on the device: a copy costs more than it frees.
+  size_t min_bytes = 1024;
+  // How many saved tensors are brought back ahead of the one a node asks for.
+  int prefetch = 2;
+};
+
+// Counts since the process started, for tests and benchmarks.
+struct OffloadStats {
+  size_t offloaded = 0;       // tensors copied out
+  size_t offloaded_bytes = 0;
+  size_t prefetched = 0;      // copies in that ran ahead of their node
+  size_t fetched_late = 0;    // copies in that started only when their node asked
+};
+OffloadStats offload_stats();
+
+// The copy-out and copy-in streams of `device` (created at first use).
+std::pair<Stream, Stream> offload_streams(Device device);
+
+class OffloadGuard {
+ public:
+  explicit OffloadGuard(OffloadOptions options = {});
+  OffloadGuard(const OffloadGuard&) = delete;
+  OffloadGuard& operator=(const OffloadGuard&) = delete;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  SavedTensorsHooks hooks_;
+};
+
+}  // namespace nn
+}  // namespace streamgrad
+
+#endif  // STREAMGRAD_NN_OFFLOAD_H_
