@@ -139,6 +139,16 @@ void read_on(const Stream& t, const void* p) {
   launch(t, {"read", r, {}}, [] {});
 }
 
+// The sanitizer found exactly the read on `reader` of what `writer` wrote.
+void expect_one_race(const StreamSanitizer& san, const Stream& reader, const Stream& writer) {
+  const auto found = san.findings();
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].current.stream == reader);
+  CHECK(found[0].previous.stream == writer);
+  CHECK(found[0].previous.op == "write");
+  synchronize(kDev);
+}
+
 void wait_idle(const Stream& s) {
   while (!s.query()) std::this_thread::yield();  // the observers hear nothing of this
 }
@@ -163,12 +173,7 @@ TEST_CASE("a stream seen idle orders the reuse of its freed memory and nothing e
   write_on(t, reused.data(), 2);
   CHECK(san.findings().empty());
   read_on(t, kept.data());  // t never waited for s's write of `kept`
-  const auto found = san.findings();
-  REQUIRE(found.size() == 1);
-  CHECK(found[0].current.stream == t);
-  CHECK(found[0].previous.stream == s);
-  CHECK(found[0].previous.op == "write");
-  synchronize(kDev);
+  expect_one_race(san, t, s);
 }
 
 TEST_CASE("a record_stream event seen complete orders the block's reuse and nothing else",
@@ -195,11 +200,7 @@ TEST_CASE("a record_stream event seen complete orders the block's reuse and noth
   write_on(s, again.data(), 2);
   CHECK(san.findings().empty());
   read_on(u, theirs.data());  // u never waited for t's write of `theirs`
-  const auto found = san.findings();
-  REQUIRE(found.size() == 1);
-  CHECK(found[0].current.stream == u);
-  CHECK(found[0].previous.stream == t);
-  synchronize(kDev);
+  expect_one_race(san, u, t);
 }
 
 }  // namespace
