@@ -9,6 +9,7 @@
 //   train --model=twobranch --streams=2 --metrics=m.jsonl --plot=curves.svg
 //   launch --nproc=2 -- train --distributed --device=cpu   DistributedDataParallel over gloo
 //   train --amp=bf16 --device=cpu            mixed precision (autocast; fp16 adds loss scaling)
+//   train --model=gpt --device=sim:0 --offload   saved activations wait in pinned host memory
 //
 // A run is setup (tools/train_setup.h: devices, data, model, optimiser from the flags),
 // then one epoch after another, then the closing report. Per epoch: a progress line (a
@@ -31,11 +32,13 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "nn/offload.h"
 #include "nn/train_step.h"
 #include "ops/ops.h"
 #include "runtime/observe/trace.h"
@@ -104,6 +107,11 @@ ABSL_FLAG(std::string, amp, "off",
           "mixed precision: off, bf16 (autocast to bfloat16; cpu, sim, cuda) or fp16 (autocast "
           "to float16 with dynamic loss scaling; sim and cuda)");
 ABSL_FLAG(double, amp_init_scale, 65536, "--amp=fp16: the loss scale to start from");
+ABSL_FLAG(bool, offload, false,
+          "copy the activations forward saves for backward to pinned host memory on a copy "
+          "stream, and back ahead of the nodes that need them (sim, cuda; nn/offload.h)");
+ABSL_FLAG(int64_t, offload_prefetch, 2,
+          "--offload: saved tensors brought back ahead of the one a node asks for");
 
 namespace streamgrad {
 namespace {
@@ -142,6 +150,8 @@ TrainOptions options_from_flags() {
   o.plot = absl::GetFlag(FLAGS_plot);
   o.json = absl::GetFlag(FLAGS_json);
   o.amp = absl::GetFlag(FLAGS_amp);
+  o.offload = absl::GetFlag(FLAGS_offload);
+  o.offload_prefetch = absl::GetFlag(FLAGS_offload_prefetch);
   o.amp_init_scale = absl::GetFlag(FLAGS_amp_init_scale);
   o.gpt.layers = absl::GetFlag(FLAGS_layers);
   o.gpt.dim = absl::GetFlag(FLAGS_dim);
@@ -185,7 +195,10 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   double epoch_loss = 0, running = 0;
   int64_t examples = 0, interval = 0;
   for (nn::Batch b; loader.next(&b);) {
+    std::optional<nn::OffloadGuard> offload;  // one per step: its graph's saved tensors
+    if (run.offload) offload.emplace(*run.offload);
     const nn::StepResult step = nn::train_step(*run.runner, *run.optimizer, b, run.amp);
+    offload.reset();
     if (run.schedule != nullptr) run.schedule->after_batch();
     e.skipped += step.skipped ? 1 : 0;
     interval_sum = interval_sum.defined() ? add(interval_sum, step.loss) : step.loss;
@@ -340,7 +353,7 @@ int main(int argc, char** argv) {
       "accuracy per epoch.\n"
       "Usage: train [--model=mlp|cnn|twobranch|resnet|gpt] [--device=auto|cpu|sim:N|cuda:N] "
       "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--amp=off|bf16|fp16] "
-      "[--epochs=N]",
+      "[--offload] [--epochs=N]",
       __FILE__,
       {{"epochs", 0, 1000},
        {"batch_size", 0, 65536},
@@ -361,7 +374,8 @@ int main(int argc, char** argv) {
        {"dropout", 0, 0.999},
        {"sample_chars", 0, 1e6},
        {"temperature", 1e-6, 1e6},
-       {"top_k", 0, 1e9}},
+       {"top_k", 0, 1e9},
+       {"offload_prefetch", 0, 1e6}},
       {}};
   return streamgrad::run_tool(spec, argc, argv, [] {
     return streamgrad::train(streamgrad::options_from_flags());

@@ -171,6 +171,15 @@ void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
   if (auto* two = dynamic_cast<TwoBranch*>(r.model.get())) {
     two->use_streams(r.device, o.streams == 2);
   }
+  if (o.offload) {
+    if (r.device.is_cpu()) {
+      throw UsageError{"--offload moves saved activations from a device to pinned host memory; "
+                       "on cpu there is nothing to move: use --device=sim:N or cuda:N"};
+    }
+    nn::OffloadOptions off;
+    off.prefetch = static_cast<int>(o.offload_prefetch);
+    r.offload = off;
+  }
   r.runner = r.model;
   if (!r.parallel_devices.empty()) {
     r.runner = std::make_shared<nn::parallel::DataParallel>(r.model, r.parallel_devices);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "nn/data/text.h"
 #include "nn/grad_scaler.h"
 #include "nn/optim.h"
+#include "nn/offload.h"
 #include "nn/train_step.h"
 #include "tools/train_checkpoint.h"
 #include "tools/train_models_gpt.h"
@@ -40,6 +42,8 @@ struct TrainOptions {
   double dist_timeout = 60, bucket_cap_mb = 25, lr = 0, amp_init_scale = 65536;
   int64_t epochs = 5, batch_size = 64, limit = 0, test_limit = 0, streams = 2;
   int64_t workers = 1, prefetch = 2;
+  bool offload = false;  // saved activations to pinned host memory (nn/offload.h)
+  int64_t offload_prefetch = 2;
   uint64_t seed = 0;
   GptConfig gpt;  // --model=gpt's sizes (its vocab comes from the data)
   int64_t sample_chars = 300, top_k = 40;
@@ -60,6 +64,7 @@ struct TrainRun {
   std::shared_ptr<nn::Module> model;   // what checkpoints hold
   std::shared_ptr<nn::Module> runner;  // what forward runs: the model or a parallel wrapper
   nn::AmpConfig amp;
+  std::optional<nn::OffloadOptions> offload;  // --offload's, else none
   std::unique_ptr<nn::GradScaler> scaler;  // --amp=fp16 only
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<TrainSchedule> schedule;  // null for --schedule=none

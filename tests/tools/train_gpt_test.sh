@@ -5,7 +5,8 @@
 # loss; the same seed gives the same loss; saved after epoch 1 and resumed to epoch 2 it
 # ends exactly where the uninterrupted run ends, with every --schedule and AdamW's two
 # parameter groups too (their state is in the checkpoint); DataParallel over sim:0 and sim:1 and
-# --amp=bf16 train it; sizes that do not fit and missing text are one message and exit 2.
+# --amp=bf16 train it; --offload gives the same loss with a lower peak (refused on cpu);
+# sizes that do not fit and missing text are one message and exit 2.
 # --model=resnet trains and reports an accuracy.
 set -euo pipefail
 bin="$1"
@@ -77,6 +78,22 @@ grep -qF '"epoch":2,' "$tmp/plateau.resumed" && grep -qF '"lr":0.25}' "$tmp/plat
   fail "gpt --data-parallel: $(cat "$tmp/dp.err")"
 "$bin" "${gpt[@]}" --epochs=1 --device=cpu --amp=bf16 >/dev/null 2>"$tmp/bf16.err" ||
   fail "gpt --amp=bf16: $(cat "$tmp/bf16.err")"
+
+# --offload: the plain run's loss to the last digit, with less device memory at the peak;
+# on cpu it is refused.
+plain=$("$bin" "${gpt[@]}" --epochs=1 --json --sample-chars=0 --metrics="$tmp/plain.m" 2>/dev/null)
+off=$("$bin" "${gpt[@]}" --epochs=1 --json --sample-chars=0 --metrics="$tmp/off.m" --offload \
+  2>"$tmp/off.err") || fail "gpt --offload: $(cat "$tmp/off.err")"
+[ "$(field test_loss "$off")" = "$(field test_loss "$plain")" ] ||
+  fail "--offload changed the loss: $plain / $off"
+pm=$(field peak_memory_bytes "$(cat "$tmp/plain.m")")
+om=$(field peak_memory_bytes "$(cat "$tmp/off.m")")
+[ -n "$pm" ] && [ -n "$om" ] && [ "$om" -lt "$pm" ] ||
+  fail "--offload did not lower the peak: $pm -> $om bytes"
+rc=0
+"$bin" "${gpt[@]}" --epochs=1 --device=cpu --offload >/dev/null 2>"$tmp/offcpu.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -qF -- "--offload moves saved activations" "$tmp/offcpu.err" ||
+  fail "--offload on cpu: exit $rc, $(cat "$tmp/offcpu.err")"
 
 refused() {  # refused WANT ARGS...: exit 2 and one line naming WANT
   local want=$1 err rc
