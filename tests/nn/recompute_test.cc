@@ -1,0 +1,237 @@
+// Activation checkpointing, reentrant and not: the plain run's gradients bit for bit (with
+// dropout too, through the preserved random state), less memory held by the graph, early
+// stop, one recomputation when two device workers unpack at once, the forward's streams
+// replayed (with forward on two streams, under the adversarial and threaded schedulers and
+// the stream sanitizer), and the errors: inputs changed in place, a function that does
+// other work the second time, nesting.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <vector>
+
+#include "engine/backward.h"
+#include "engine/factories.h"
+#include "nn/recompute.h"
+#include "ops/ops.h"
+#include "runtime/observe/stream_sanitizer.h"
+#include "runtime/runtime.h"
+
+namespace streamgrad {
+namespace {
+
+TensorOptions f32(Device d) { return TensorOptions().dtype(DType::kFloat32).device(d); }
+
+Tensor values(int64_t rows, int64_t cols, Device d, float scale) {
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = scale * static_cast<float>(static_cast<int>(k * 7 % 23) - 11);
+  return from_vector<float>(v, {rows, cols}, f32(d));
+}
+
+std::vector<float> host(const Tensor& t) { return to(t, Device("cpu")).to_vector<float>(); }
+
+struct Weights {
+  explicit Weights(Device d)
+      : a(values(64, 64, d, 0.01f).requires_grad_()), b(values(64, 64, d, 0.02f).requires_grad_()) {}
+  Tensor a, b;
+  std::vector<std::vector<float>> grads() const { return {host(a.grad()), host(b.grad())}; }
+  void zero() {
+    a.set_grad(Tensor());
+    b.set_grad(Tensor());
+  }
+};
+
+TEST_CASE("checkpointed blocks give the plain run's gradients, dropout included",
+          "[checkpoint]") {
+  const bool reentrant = GENERATE(false, true);
+  const Device d(GENERATE(as<std::string>{}, "cpu", "sim:0"));
+  Weights w(d);
+  // The reentrant variant differentiates only through inputs that require grad (as the
+  // reference's): x does.
+  const Tensor x = values(32, 64, d, 0.05f).requires_grad_();
+  std::atomic<int> runs{0};
+  const nn::CheckpointFn block = [&](const TensorList& in) {
+    ++runs;
+    Tensor h = tanh(matmul(in[0], w.a));
+    h = dropout(h, 0.3, true);
+    return TensorList{tanh(matmul(h, w.b))};
+  };
+  manual_seed(5);
+  sum(block({x})[0]).backward();
+  const auto plain = w.grads();
+  w.zero();
+  nn::CheckpointOptions o;
+  o.use_reentrant = reentrant;
+  manual_seed(5);
+  Tensor y = nn::checkpoint(block, {x}, o)[0];
+  runs = 0;
+  sum(y).backward();
+  CHECK(runs == 1);  // recomputed once
+  const bool same = w.grads() == plain;
+  CHECK(same);
+}
+
+TEST_CASE("the graph holds less device memory, and early stop skips work no one needs",
+          "[checkpoint][memory]") {
+  const Device d("sim:1");
+  Weights w(d);
+  const Tensor x = values(256, 64, d, 0.05f);
+  std::atomic<int> tail_runs{0};
+  const nn::CheckpointFn block = [&](const TensorList& in) {
+    Tensor h = tanh(matmul(in[0], w.a));
+    h = tanh(matmul(h, w.b));
+    ++tail_runs;
+    return TensorList{mul(h, 2.0)};  // saves nothing
+  };
+  synchronize(d);
+  const int64_t base = memory_stats(d).allocated_bytes.current;
+  int64_t plain_held = 0, held = 0;
+  {
+    Tensor y = block({x})[0];
+    synchronize(d);
+    plain_held = memory_stats(d).allocated_bytes.current - base;
+  }
+  const bool early = GENERATE(true, false);
+  nn::CheckpointOptions o;
+  o.early_stop = early;
+  Tensor y = nn::checkpoint(block, {x}, o)[0];
+  synchronize(d);
+  held = memory_stats(d).allocated_bytes.current - base;
+  // Plain: the two tanh outputs and y (64 KiB each); checkpointed: y alone.
+  CHECK(plain_held >= 3 * 64 * 1024);
+  CHECK(held <= 64 * 1024);
+  tail_runs = 0;
+  sum(y).backward();
+  CHECK(tail_runs == (early ? 0 : 1));
+}
+
+TEST_CASE("the recomputation replays the forward's streams and hands tensors over by events",
+          "[checkpoint][streams]") {
+  const SimSchedulerKind kind =
+      GENERATE(SimSchedulerKind::kDeterministic, SimSchedulerKind::kThreaded);
+  const bool reentrant = GENERATE(false, true);
+  SimSchedulerOptions sched;
+  sched.kind = kind;
+  sched.policy = SimPolicy::kAdversarial;
+  sched.seed = 3;
+  SimSchedulerScope scope(sched);
+  const Device d("sim:0");
+  const Stream s1 = Stream::create(d), s2 = Stream::create(d);
+  Weights w(d);
+  const Tensor x = values(32, 64, d, 0.05f).requires_grad_();
+  // Two branches: one on whatever stream is current (s1 in forward), one on s2. In
+  // backward neither branch's nodes wait for the other's, so a saved tensor recomputed on
+  // the wrong stream, or handed over without an event, is a race.
+  const nn::CheckpointFn block = [&](const TensorList& in) {
+    const Stream here = current_stream(d);
+    Tensor left = tanh(matmul(in[0], w.a));
+    s2.wait_stream(here);
+    in[0].storage().record_stream(s2);
+    Tensor right;
+    {
+      StreamGuard g(s2);
+      right = tanh(matmul(in[0], w.b));
+    }
+    here.wait_stream(s2);
+    right.storage().record_stream(here);
+    return TensorList{add(left, right)};
+  };
+  const auto run = [&](bool checkpointed) {
+    Tensor y;
+    {
+      s1.wait_stream(current_stream(d));
+      StreamGuard g(s1);
+      nn::CheckpointOptions o;
+      o.use_reentrant = reentrant;
+      y = checkpointed ? nn::checkpoint(block, {x}, o)[0] : block({x})[0];
+    }
+    current_stream(d).wait_stream(s1);
+    sum(y).backward();
+  };
+  run(false);
+  const auto plain = w.grads();
+  w.zero();
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  run(true);
+  const bool same = w.grads() == plain;
+  CHECK(same);
+  synchronize(d);
+  const auto found = san.findings();
+  CHECK(found.empty());
+  if (!found.empty()) WARN(found[0].message);
+}
+
+TEST_CASE("two device workers unpacking at once share one recomputation", "[checkpoint]") {
+  SimSchedulerOptions sched;
+  sched.kind = SimSchedulerKind::kThreaded;
+  SimSchedulerScope scope(sched);
+  const Tensor a = values(64, 64, Device("sim:0"), 0.01f).requires_grad_();
+  const Tensor b = values(64, 64, Device("sim:1"), 0.01f).requires_grad_();
+  std::atomic<int> runs{0};
+  const nn::CheckpointFn block = [&](const TensorList& in) {
+    ++runs;
+    return TensorList{tanh(in[0]), tanh(in[1])};
+  };
+  for (int i = 0; i < 20; ++i) {
+    runs = 0;
+    const TensorList y = nn::checkpoint(block, {a, b});
+    backward({sum(y[0]), sum(y[1])});
+    CHECK(runs == 2);  // the forward and one recomputation
+  }
+}
+
+TEST_CASE("checkpoint refuses what would give wrong gradients", "[checkpoint]") {
+  Tensor w = values(8, 8, Device("cpu"), 0.1f).requires_grad_();
+  SECTION("an input changed in place after the forward") {
+    Tensor x = values(4, 8, Device("cpu"), 0.1f);
+    Tensor y = nn::checkpoint([&](const TensorList& in) { return TensorList{tanh(matmul(in[0], w))}; },
+                              {x})[0];
+    mul_(x, 2.0);
+    CHECK_THROWS_WITH(sum(y).backward(), Catch::Contains("input 0") &&
+                                             Catch::Contains("modified in place") &&
+                                             Catch::Contains("version 0, now 1"));
+  }
+  SECTION("a function that does other work when recomputed") {
+    int calls = 0;
+    Tensor x = values(4, 8, Device("cpu"), 0.1f);
+    Tensor y = nn::checkpoint(
+        [&](const TensorList& in) {
+          Tensor h = matmul(in[0], w);
+          if (calls++ > 0) h = narrow(h, 0, 0, 2);
+          return TensorList{sum(tanh(h))};
+        },
+        {x})[0];
+    CHECK_THROWS_WITH(y.backward(), Catch::Contains("recomputation saved") &&
+                                        Catch::Contains("same work each time"));
+  }
+  SECTION("nesting") {
+    Tensor x = values(4, 8, Device("cpu"), 0.1f);
+    CHECK_THROWS_WITH(nn::checkpoint(
+                          [&](const TensorList& in) {
+                            return nn::checkpoint(
+                                [&](const TensorList& i2) { return TensorList{tanh(i2[0])}; }, in);
+                          },
+                          {matmul(x, w)}),
+                      Catch::Contains("nested checkpoints are not supported"));
+  }
+}
+
+TEST_CASE("checkpoint_sequential matches the plain Sequential", "[checkpoint]") {
+  auto seq = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < 4; ++i) {
+    seq->push_back(std::make_shared<nn::Linear>(16, 16));
+    seq->push_back(std::make_shared<nn::ReLU>());
+  }
+  const Tensor x = values(8, 16, Device("cpu"), 0.1f);
+  sum(seq->forward(x)).backward();
+  std::vector<std::vector<float>> plain;
+  for (const Tensor& p : seq->parameters()) plain.push_back(p.grad().to_vector<float>());
+  for (Tensor p : seq->parameters()) p.set_grad(Tensor());
+  sum(nn::checkpoint_sequential(*seq, 3, x)).backward();
+  std::vector<std::vector<float>> got;
+  for (const Tensor& p : seq->parameters()) got.push_back(p.grad().to_vector<float>());
+  CHECK(got == plain);
+  CHECK_THROWS_WITH(nn::checkpoint_sequential(*seq, 0, x), Catch::Contains("segments"));
+}
+
+}  // namespace
+}  // namespace streamgrad
