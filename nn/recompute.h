@@ -6,6 +6,9 @@
 //                             {x})[0];
 //   Tensor y = nn::checkpoint_sequential(*seq, /*segments=*/2, x);
 //
+// `fn` is kept (a copy) and called again in backward, after checkpoint() returned: what it
+// captures must still be there then (capture by value, or objects that outlive backward).
+//
 // Non-reentrant (the default, use_reentrant = false): forward runs `fn` recording the graph
 // as usual, but every tensor saved inside it is dropped (saved-tensor hooks keep only its
 // place); the first backward node that needs one of them runs `fn` again on the same

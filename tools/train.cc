@@ -10,6 +10,7 @@
 //   launch --nproc=2 -- train --distributed --device=cpu   DistributedDataParallel over gloo
 //   train --amp=bf16 --device=cpu            mixed precision (autocast; fp16 adds loss scaling)
 //   train --model=gpt --device=sim:0 --offload   saved activations wait in pinned host memory
+//   train --model=gpt --checkpoint           blocks recomputed in backward instead of kept
 //
 // A run is setup (tools/train_setup.h: devices, data, model, optimiser from the flags),
 // then one epoch after another, then the closing report. Per epoch: a progress line (a
@@ -110,6 +111,9 @@ ABSL_FLAG(double, amp_init_scale, 65536, "--amp=fp16: the loss scale to start fr
 ABSL_FLAG(bool, offload, false,
           "copy the activations forward saves for backward to pinned host memory on a copy "
           "stream, and back ahead of the nodes that need them (sim, cuda; nn/offload.h)");
+ABSL_FLAG(bool, checkpoint, false,
+          "gpt: keep no transformer block's saved tensors in forward and recompute each block "
+          "in backward, on the streams it ran on (nn/recompute.h)");
 ABSL_FLAG(int64_t, offload_prefetch, 2,
           "--offload: saved tensors brought back ahead of the one a node asks for");
 
@@ -151,6 +155,7 @@ TrainOptions options_from_flags() {
   o.json = absl::GetFlag(FLAGS_json);
   o.amp = absl::GetFlag(FLAGS_amp);
   o.offload = absl::GetFlag(FLAGS_offload);
+  o.gpt.checkpoint = absl::GetFlag(FLAGS_checkpoint);
   o.offload_prefetch = absl::GetFlag(FLAGS_offload_prefetch);
   o.amp_init_scale = absl::GetFlag(FLAGS_amp_init_scale);
   o.gpt.layers = absl::GetFlag(FLAGS_layers);
@@ -353,7 +358,7 @@ int main(int argc, char** argv) {
       "accuracy per epoch.\n"
       "Usage: train [--model=mlp|cnn|twobranch|resnet|gpt] [--device=auto|cpu|sim:N|cuda:N] "
       "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--amp=off|bf16|fp16] "
-      "[--offload] [--epochs=N]",
+      "[--offload] [--checkpoint] [--epochs=N]",
       __FILE__,
       {{"epochs", 0, 1000},
        {"batch_size", 0, 65536},

@@ -7,6 +7,7 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nn/init.h"
+#include "nn/recompute.h"
 #include "ops/ops.h"
 #include "runtime/backend/guard.h"
 #include "runtime/base/error.h"
@@ -164,11 +165,18 @@ Tensor Gpt::forward(const Tensor& tokens) {
       arange(static_cast<double>(t), TensorOptions().dtype(DType::kInt64).device(tokens.device()));
   Tensor x = add(wte_->forward(tokens), wpe_->forward(positions));
   for (const std::shared_ptr<nn::Module>& b : *blocks_) {
-    if (config_.parallel_blocks) {
-      x = static_cast<ParallelBlock&>(*b).forward(x, two_streams_ ? side_ : nullptr);
+    // By value: a checkpointed block runs again in backward, after this call returned.
+    const auto block = [b, parallel = config_.parallel_blocks,
+                        side = two_streams_ ? side_ : nullptr](const Tensor& in) {
+      if (parallel) return static_cast<ParallelBlock&>(*b).forward(in, side);
+      return static_cast<nn::TransformerEncoderLayer&>(*b).forward(in, Tensor(), Tensor(),
+                                                                   /*is_causal=*/true);
+    };
+    if (config_.checkpoint && grad_mode_enabled()) {
+      x = nn::checkpoint([block](const TensorList& in) { return TensorList{block(in[0])}; },
+                         {x})[0];
     } else {
-      x = static_cast<nn::TransformerEncoderLayer&>(*b).forward(x, Tensor(), Tensor(),
-                                                                /*is_causal=*/true);
+      x = block(x);
     }
   }
   return linear(ln_f_->forward(x), wte_->weight);  // tied: logits [B, T, vocab]

@@ -37,6 +37,9 @@ struct GptConfig {
   int64_t vocab = 0, context = 128, dim = 128, heads = 4, layers = 4;
   double dropout = 0.0;
   bool parallel_blocks = false;
+  // Training forward keeps no block's saved tensors: each block is recomputed in backward
+  // (nn::checkpoint, non-reentrant).
+  bool checkpoint = false;
 };
 
 class Gpt : public nn::Module {

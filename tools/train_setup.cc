@@ -171,6 +171,10 @@ void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
   if (auto* two = dynamic_cast<TwoBranch*>(r.model.get())) {
     two->use_streams(r.device, o.streams == 2);
   }
+  if (o.gpt.checkpoint && o.model != "gpt") {
+    throw UsageError{absl::StrCat("--checkpoint recomputes transformer blocks: --model=gpt only "
+                                  "(got --model=", o.model, ")")};
+  }
   if (o.offload) {
     if (r.device.is_cpu()) {
       throw UsageError{"--offload moves saved activations from a device to pinned host memory; "

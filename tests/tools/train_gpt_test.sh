@@ -5,7 +5,8 @@
 # loss; the same seed gives the same loss; saved after epoch 1 and resumed to epoch 2 it
 # ends exactly where the uninterrupted run ends, with every --schedule and AdamW's two
 # parameter groups too (their state is in the checkpoint); DataParallel over sim:0 and sim:1 and
-# --amp=bf16 train it; --offload gives the same loss with a lower peak (refused on cpu);
+# --amp=bf16 train it; --offload and --checkpoint give the same loss with a lower peak
+# (refused on cpu, and for models without blocks);
 # sizes that do not fit and missing text are one message and exit 2.
 # --model=resnet trains and reports an accuracy.
 set -euo pipefail
@@ -90,6 +91,17 @@ pm=$(field peak_memory_bytes "$(cat "$tmp/plain.m")")
 om=$(field peak_memory_bytes "$(cat "$tmp/off.m")")
 [ -n "$pm" ] && [ -n "$om" ] && [ "$om" -lt "$pm" ] ||
   fail "--offload did not lower the peak: $pm -> $om bytes"
+# --checkpoint: the same again, and refused for a model without transformer blocks.
+ck=$("$bin" "${gpt[@]}" --epochs=1 --json --sample-chars=0 --metrics="$tmp/ck.m" --checkpoint \
+  2>"$tmp/ck.err") || fail "gpt --checkpoint: $(cat "$tmp/ck.err")"
+[ "$(field test_loss "$ck")" = "$(field test_loss "$plain")" ] ||
+  fail "--checkpoint changed the loss: $plain / $ck"
+cm=$(field peak_memory_bytes "$(cat "$tmp/ck.m")")
+[ -n "$cm" ] && [ "$cm" -lt "$pm" ] || fail "--checkpoint did not lower the peak: $pm -> $cm bytes"
+rc=0
+"$bin" --model=mlp --checkpoint >/dev/null 2>"$tmp/ckmlp.err" || rc=$?
+[ "$rc" -eq 2 ] && grep -qF -- "--model=gpt only" "$tmp/ckmlp.err" ||
+  fail "--checkpoint with mlp: exit $rc, $(cat "$tmp/ckmlp.err")"
 rc=0
 "$bin" "${gpt[@]}" --epochs=1 --device=cpu --offload >/dev/null 2>"$tmp/offcpu.err" || rc=$?
 [ "$rc" -eq 2 ] && grep -qF -- "--offload moves saved activations" "$tmp/offcpu.err" ||
