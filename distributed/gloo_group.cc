@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "distributed/collective_checks.h"
 #include "distributed/process_group.h"
+#include "distributed/stashed_inputs.h"
 #include "engine/factories.h"
 #include "kernels/view.h"
 #include "ops/ops.h"
@@ -87,8 +88,10 @@ void dispatch(DType dt, Fn fn) {
 class GlooWork final : public Work {
  public:
   // `error` is null on cpu, where the collective ran (or threw) at the call.
-  GlooWork(Device device, std::shared_ptr<std::exception_ptr> error, Event done)
-      : device_(device), error_(std::move(error)), done_(std::move(done)) {}
+  GlooWork(Device device, std::shared_ptr<std::exception_ptr> error, Event done,
+           internal::StashedInputs inputs = {})
+      : device_(device), error_(std::move(error)), done_(std::move(done)),
+        inputs_(std::move(inputs)) {}
   void wait() override {
     if (error_ == nullptr) return;
     const Stream caller = current_stream(device_);
@@ -98,6 +101,7 @@ class GlooWork final : public Work {
     launch(caller, LaunchDesc{"collective_check", {}, {}}, [error = error_] {
       if (*error != nullptr) std::rethrow_exception(*error);
     });
+    inputs_.release_after_wait(caller);
   }
   bool is_completed() const override { return done_.query(); }
 
@@ -105,6 +109,7 @@ class GlooWork final : public Work {
   const Device device_;
   const std::shared_ptr<std::exception_ptr> error_;
   Event done_;
+  internal::StashedInputs inputs_;
 };
 
 class GlooGroup final : public ProcessGroup {
@@ -275,18 +280,19 @@ class GlooGroup final : public ProcessGroup {
     auto error = std::make_shared<std::exception_ptr>();
     const Stream comm = comm_stream(d);
     comm.wait_stream(caller);
-    // The task holds the tensors: their memory lives until it has run.
-    launch(comm, desc, [=, keep = tensors] {
+    // The Work holds the tensors (stashed_inputs.h): their memory is not reused before
+    // the task has run, whether the caller waits for it or drops the Work.
+    launch(comm, desc, [=] {
       try {
         body(ctx, tag, ms);
       } catch (const std::exception& e) {
         *error = std::make_exception_ptr(failure(op, e));
       }
     });
-    for (const Tensor& t : tensors) t.storage().record_stream(comm);
     Event done;
     done.record(comm);
-    return std::make_shared<GlooWork>(d, std::move(error), std::move(done));
+    return std::make_shared<GlooWork>(d, std::move(error), std::move(done),
+                                      internal::StashedInputs(tensors, comm));
   }
 
   Stream comm_stream(Device d) {

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "distributed/collective_checks.h"
+#include "distributed/stashed_inputs.h"
 #include "engine/factories.h"
 #include "ops/ops.h"
 #include "runtime/backend/devices.h"
@@ -67,14 +68,18 @@ struct CommState {
 
 class NcclWork final : public Work {
  public:
-  NcclWork(Device d, std::shared_ptr<CommState> state, Event done)
-      : device_(d), state_(std::move(state)), done_(std::move(done)) {}
+  NcclWork(Device d, std::shared_ptr<CommState> state, Event done,
+           internal::StashedInputs inputs)
+      : device_(d), state_(std::move(state)), done_(std::move(done)),
+        inputs_(std::move(inputs)) {}
   void wait() override {
     {
       std::lock_guard<std::mutex> lk(state_->mu);
       SG_CHECK(state_->error.empty(), DistributedError, state_->error);
     }
-    done_.block(current_stream(device_));
+    const Stream caller = current_stream(device_);
+    done_.block(caller);
+    inputs_.release_after_wait(caller);
   }
   bool is_completed() const override { return done_.query(); }
 
@@ -82,6 +87,7 @@ class NcclWork final : public Work {
   const Device device_;
   const std::shared_ptr<CommState> state_;
   Event done_;
+  internal::StashedInputs inputs_;
 };
 
 class NcclGroup final : public ProcessGroup {
@@ -236,14 +242,14 @@ class NcclGroup final : public ProcessGroup {
       check_cuda(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming), op);
       check_cuda(cudaEventRecord(finished, raw_cuda_stream(comm)), op);
     });
-    for (const Tensor& t : tensors) t.storage().record_stream(comm);
     {
       std::lock_guard<std::mutex> lk(watch_mu_);
       pending_.push_back({finished, std::chrono::steady_clock::now() + timeout_, op});
     }
     Event done;
     done.record(comm);
-    return std::make_shared<NcclWork>(d, state_, std::move(done));
+    return std::make_shared<NcclWork>(d, state_, std::move(done),
+                                      internal::StashedInputs(tensors, comm));
   }
 
   // Retires finished collectives; aborts the communicator when one is overdue.

@@ -20,6 +20,7 @@
 #include "distributed/process_group.h"
 #include "engine/factories.h"
 #include "ops/ops.h"
+#include "runtime/observe/stream_sanitizer.h"
 #include "runtime/runtime.h"
 #include "tests/distributed/world.h"
 
@@ -93,6 +94,42 @@ TEST_CASE("collectives on sim tensors run on a communication stream, ordered by 
     pg.all_gather(all, full({3}, rank, TensorOptions().device(d)));
     TCHECK_EQ(values(all[1]), std::vector<double>(3, 1.0));
   });
+}
+
+// Issue 28: the group keeps a collective's tensors alive with its Work, not with
+// record_stream. Under the deterministic scheduler nothing runs until a host wait, so the
+// communication stream has not run the collective when the tensor is dropped.
+TEST_CASE("a waited collective's memory goes back to the caller's stream at once, an "
+          "unwaited one's only after the collective", "[distributed][sim][S8]") {
+  SimSchedulerOptions o;
+  o.kind = SimSchedulerKind::kDeterministic;
+  SimSchedulerScope scope(o);
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  run_world(1, [](int, ProcessGroup& pg) {
+    const Device d("sim:2");
+    const TensorOptions on = TensorOptions().device(d);
+    StreamGuard side(Stream::create(d));
+    void* first;
+    {
+      Tensor t = full({4096}, 1.0, on);
+      first = t.data_ptr();
+      pg.all_reduce_async(t)->wait();  // the side stream now waits for the collective
+    }
+    Tensor again = full({4096}, 2.0, on);
+    TCHECK(again.data_ptr() == first);  // record_stream would hold it until comm ran
+    void* second;
+    {
+      Tensor t = full({4096}, 3.0, on);
+      second = t.data_ptr();
+      pg.all_reduce_async(t);  // dropped without wait(): the collective may still read t
+    }
+    Tensor other = full({4096}, 4.0, on);
+    TCHECK(other.data_ptr() != second);
+    TCHECK_EQ(values(again), std::vector<double>(4096, 2.0));
+    TCHECK_EQ(values(other), std::vector<double>(4096, 4.0));
+  });
+  synchronize(Device("sim:2"));
+  CHECK(san.findings().empty());
 }
 
 TEST_CASE("repeated collectives on sim streams keep their order and their results",
