@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 
+#include "engine/factories.h"
 #include "kernels/kernels.h"
 #include "runtime/backend/devices.h"
 #include "runtime/base/error.h"
@@ -33,9 +34,8 @@ Tensor pin_memory(const Tensor& t) {
 }
 
 Tensor empty_pinned(const Shape& sizes, DType dtype) {
+  const int64_t numel = checked_numel(sizes, "empty_pinned");
   auto impl = std::make_shared<TensorImpl>();
-  int64_t numel = 1;
-  for (int64_t n : sizes) numel *= n;
   impl->storage = Storage::pinned(static_cast<size_t>(numel) * element_size(dtype));
   impl->sizes = sizes;
   impl->strides = kernels::contiguous_strides(sizes);

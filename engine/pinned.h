@@ -13,8 +13,9 @@
 //
 // Thread-safety: all functions are thread-safe.
 // Failure: Error for an undefined tensor; DeviceError for a tensor that is not on cpu;
-// ValueError for a tensor that requires grad (pin its detach()); OutOfMemoryError when no
-// pinned memory is left. Nothing is allocated when they throw.
+// ValueError for a tensor that requires grad (pin its detach()) and for a negative size
+// given to empty_pinned; OutOfMemoryError when no pinned memory is left. Nothing is
+// allocated when they throw.
 #ifndef STREAMGRAD_ENGINE_PINNED_H_
 #define STREAMGRAD_ENGINE_PINNED_H_
 

@@ -156,6 +156,22 @@ void load_data(const TrainOptions& o, TrainRun& r) {
   }
 }
 
+// --checkpoint and --offload, refused before any data is read where they cannot apply.
+void set_memory_options(const TrainOptions& o, TrainRun& r) {
+  if (o.gpt.checkpoint && o.model != "gpt") {
+    throw UsageError{absl::StrCat("--checkpoint recomputes transformer blocks: --model=gpt only "
+                                  "(got --model=", o.model, ")")};
+  }
+  if (!o.offload) return;
+  if (r.device.is_cpu()) {
+    throw UsageError{"--offload moves saved activations from a device to pinned host memory; "
+                     "on cpu there is nothing to move: use --device=sim:N or cuda:N"};
+  }
+  nn::OffloadOptions off;
+  off.prefetch = static_cast<int>(o.offload_prefetch);
+  r.offload = off;
+}
+
 // The model, what runs it, and its mixed precision.
 void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
   GptConfig gpt = o.gpt;
@@ -170,19 +186,6 @@ void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
   }
   if (auto* two = dynamic_cast<TwoBranch*>(r.model.get())) {
     two->use_streams(r.device, o.streams == 2);
-  }
-  if (o.gpt.checkpoint && o.model != "gpt") {
-    throw UsageError{absl::StrCat("--checkpoint recomputes transformer blocks: --model=gpt only "
-                                  "(got --model=", o.model, ")")};
-  }
-  if (o.offload) {
-    if (r.device.is_cpu()) {
-      throw UsageError{"--offload moves saved activations from a device to pinned host memory; "
-                       "on cpu there is nothing to move: use --device=sim:N or cuda:N"};
-    }
-    nn::OffloadOptions off;
-    off.prefetch = static_cast<int>(o.offload_prefetch);
-    r.offload = off;
   }
   r.runner = r.model;
   if (!r.parallel_devices.empty()) {
@@ -225,6 +228,7 @@ TrainRun setup(const TrainOptions& o) {
     const char* local = std::getenv("LOCAL_RANK");  // one GPU per process of a host
     r.device = pick_device(absl::StrCat("cuda:", local != nullptr ? local : "0"));
   }
+  set_memory_options(o, r);
   r.where = where_of(r);
   if (r.rank != 0) {
     r.sink = std::shared_ptr<FILE>(std::fopen("/dev/null", "w"), &std::fclose);

@@ -208,8 +208,8 @@ void StreamSanitizer::forget_done(const Clock& done, const void* ptr, size_t byt
 
 void StreamSanitizer::on_stream_done_with(const Stream& stream, const void* ptr, size_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
-  const Clock done = clocks_[index_of(stream)];
-  forget_done(done, ptr, bytes);
+  const int s = index_of(stream);  // may grow clocks_: index after it
+  forget_done(clocks_[s], ptr, bytes);
 }
 
 void StreamSanitizer::on_event_done_with(const void* event, const void* ptr, size_t bytes) {
