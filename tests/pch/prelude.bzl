@@ -70,21 +70,39 @@ def _cc_prelude_impl(ctx):
         # worth a place in the disk cache.
         execution_requirements = {"no-cache": "1"},
     )
-    # GCC's dependency file never names a precompiled header, nor the headers inside it,
-    # and Bazel keeps as inputs of a compile only what that file names: without more, a
-    # test object would outlive a change to any header of the prelude (stale vtables,
-    # crashes). The stamp is a header that names the precompiled header's digest; the
-    # tests include it after the prelude, so their dependency files name it.
+    # Two things keep a test object right and cacheable.
+    # 1. GCC's dependency file never names a precompiled header, nor the headers inside
+    #    it, and Bazel keeps as inputs of a compile only what that file names: without
+    #    more, a test object would outlive a change to any header of the prelude (stale
+    #    vtables, crashes). The stamp is a header that names a digest of the prelude's
+    #    headers; the tests include it after the prelude, so their dependency files name
+    #    it, and it changes whenever one of those headers does.
+    # 2. GCC's precompiled header is not reproducible (it is a memory image: addresses
+    #    and a per-process random value differ from run to run), so as a declared input it
+    #    would give every test compile a new cache key in every output base, and CI would
+    #    recompile every test object in every configuration. It is therefore not an input
+    #    of the test compiles: the stamp's action needs it, so it exists in the execution
+    #    root before any test compiles, and test compiles run outside the sandbox
+    #    (.bazelrc), where GCC finds it beside the generated header. A compile that does
+    #    not see it (a sandboxed one) parses the headers instead: slower, same object.
+    #    The digest covers what the object depends on (the headers), not the .gch.
     stamp = ctx.actions.declare_file(ctx.label.name + "_stamp.h")
+    hashed = depset([header, ctx.file.hdr], transitive = [context.headers])
+    listing = ctx.actions.args()
+    listing.add_all(hashed)
+    listing.set_param_file_format("multiline")
+    listing.use_param_file("%s", use_always = True)
     ctx.actions.run_shell(
-        inputs = [gch],
+        inputs = depset([gch], transitive = [hashed]),
         outputs = [stamp],
-        command = 'printf "// %%s\\n" "$(sha1sum < %s | cut -d" " -f1)" > %s' % (gch.path, stamp.path),
+        arguments = [listing],
+        command = ('LC_ALL=C sort "$1" | tr "\\n" "\\0" | xargs -0 sha1sum | sha1sum | ' +
+                   'cut -d" " -f1 | sed "s|^|// |" > %s') % stamp.path,
         mnemonic = "CppPrecompileStamp",
         progress_message = "Stamping %s" % ctx.file.hdr.short_path,
     )
     mine = CcInfo(compilation_context = cc_common.create_compilation_context(
-        headers = depset([header, gch, stamp, ctx.file.hdr]),
+        headers = depset([header, stamp, ctx.file.hdr]),
     ))
     return [
         DefaultInfo(files = depset([gch])),
