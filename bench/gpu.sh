@@ -46,7 +46,7 @@ if [[ -z "$bundle" ]]; then
   # --test_tag_filters= : the GPU-only targets (tag gpu), which .bazelrc leaves out.
   step tests bazel test -c opt --test_output=errors --test_tag_filters= //...
   step cuda_kernels bazel test -c opt --test_output=all --test_tag_filters= //tests/kernels/cuda/...
-  step nccl bazel test -c opt --test_output=all //tests/distributed:nccl_test
+  step nccl bazel test -c opt --test_output=all --test_tag_filters= //tests/distributed:nccl_gpu_test
 else
   bin="$bundle/bin"
   data="$bundle/data/fashion-mnist"

@@ -25,7 +25,7 @@ trap 'rm -rf "$stage"' EXIT
 # data_test reads the whole Fashion-MNIST training set, too large to travel with the rest.
 tests_query='kind(cc_test, //tests/kernels/... + //tests/ops/... + //tests/nn/... +
   //tests/engine/... + //tests/gradcheck/... + //tests/runtime/cuda/... +
-  //tests/distributed:nccl_test) except //tests/nn/data:data_test'
+  //tests/distributed:nccl_gpu_test) except //tests/nn/data:data_test'
 tools=(//tools:devices //tools:gradcheck //tools:stream_race //tools:train)
 benches=(//bench:gpu_bench //bench:sg_bench)
 
