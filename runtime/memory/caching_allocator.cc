@@ -13,6 +13,7 @@
 #include "runtime/backend/devices.h"
 #include "runtime/backend/launch.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/memory_history.h"
 
 namespace streamgrad {
 
@@ -115,6 +116,7 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   std::lock_guard<std::mutex> lk(mu_);
   if (b == nullptr) {
     ++stats_.num_ooms;
+    detail::note_memory_event(MemoryAction::kOom, device_, stream.id(), nullptr, bytes);
     throw out_of_memory(bytes, stream, over_limit);
   }
   mark_allocated(b, bytes);
@@ -153,6 +155,7 @@ DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stre
   stats_.reserved_bytes.update(static_cast<int64_t>(size));
   stats_.segments.update(1);
   ++stats_.num_segment_allocs;
+  detail::note_memory_event(MemoryAction::kSegmentAlloc, device_, b->stream, p, size);
   return b;
 }
 
@@ -205,6 +208,7 @@ void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
   stats_.active_bytes.update(static_cast<int64_t>(b->size));
   stats_.active_blocks.update(1);
   ++stats_.num_allocs;
+  detail::note_memory_event(MemoryAction::kAlloc, device_, b->stream, b->ptr, b->size);
 }
 
 void DeviceAllocator::free(void* ptr) {
@@ -221,6 +225,7 @@ void DeviceAllocator::free(void* ptr) {
     stats_.allocated_bytes.update(-static_cast<int64_t>(b->size));
     stats_.requested_bytes.update(-static_cast<int64_t>(b->requested));
     ++stats_.num_frees;
+    detail::note_memory_event(MemoryAction::kFreeRequested, device_, b->stream, b->ptr, b->size);
     b->allocated = false;
     b->requested = 0;
     if (b->uses.empty()) {
@@ -241,6 +246,7 @@ void DeviceAllocator::free(void* ptr) {
 
 void DeviceAllocator::release_block(Block* b, RawFrees& to_free) {
   b->pending = false;
+  detail::note_memory_event(MemoryAction::kFreeCompleted, device_, b->stream, b->ptr, b->size);
   stats_.active_bytes.update(-static_cast<int64_t>(b->size));
   stats_.active_blocks.update(-1);
   if (!caching_) {
@@ -258,6 +264,7 @@ void DeviceAllocator::drop_segment(Block* b, RawFrees& to_free) {
   stats_.reserved_bytes.update(-static_cast<int64_t>(b->size));
   stats_.segments.update(-1);
   ++stats_.num_segment_frees;
+  detail::note_memory_event(MemoryAction::kSegmentFree, device_, b->stream, b->ptr, b->size);
   to_free.push_back({b->ptr, b->size});
   delete b;
 }

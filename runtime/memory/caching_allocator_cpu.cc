@@ -9,6 +9,7 @@
 #include "runtime/backend/launch.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/caching_allocator.h"
+#include "runtime/memory/memory_history.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SG_CPU_CACHE_ASAN 1
@@ -71,6 +72,7 @@ void* DeviceAllocator::allocate_cpu(size_t bytes, const Stream& stream) {
     stats_.active_bytes.update(static_cast<int64_t>(size));
     stats_.active_blocks.update(1);
     ++stats_.num_allocs;
+    detail::note_memory_event(MemoryAction::kAlloc, device_, stream.id(), p, size);
   };
   if (!too_big) {
     void* hit = nullptr;
@@ -125,11 +127,13 @@ void* DeviceAllocator::allocate_cpu(size_t bytes, const Stream& stream) {
     const bool over = over_limit();
     if (p == nullptr || over) {
       ++stats_.num_ooms;
+      detail::note_memory_event(MemoryAction::kOom, device_, stream.id(), nullptr, bytes);
       error.emplace(out_of_memory(bytes, stream, over));
     } else {
       stats_.reserved_bytes.update(static_cast<int64_t>(segment));
       stats_.segments.update(1);
       ++stats_.num_segment_allocs;
+      detail::note_memory_event(MemoryAction::kSegmentAlloc, device_, stream.id(), p, segment);
       note_allocated(p);
     }
   }
@@ -159,6 +163,9 @@ void DeviceAllocator::free_cpu(void* ptr) {
     stats_.active_bytes.update(-static_cast<int64_t>(b.size));
     stats_.active_blocks.update(-1);
     ++stats_.num_frees;
+    // Nothing on cpu waits for other streams: the free completes as it is asked for.
+    detail::note_memory_event(MemoryAction::kFreeRequested, device_, b.stream, ptr, b.size);
+    detail::note_memory_event(MemoryAction::kFreeCompleted, device_, b.stream, ptr, b.size);
     // cpu work is done once launched, so nothing can still use the block: reusable now.
     if (caching_ && segment <= cpu_cache_limit_) {
       trim_cpu_cache(cpu_cache_limit_ - segment, to_free);
@@ -169,6 +176,7 @@ void DeviceAllocator::free_cpu(void* ptr) {
       stats_.reserved_bytes.update(-static_cast<int64_t>(segment));
       stats_.segments.update(-1);
       ++stats_.num_segment_frees;
+      detail::note_memory_event(MemoryAction::kSegmentFree, device_, b.stream, ptr, segment);
       to_free.push_back({ptr, segment});
     }
   }
@@ -181,6 +189,7 @@ void DeviceAllocator::trim_cpu_cache(size_t keep, RawFrees& to_free) {
     stats_.reserved_bytes.update(-static_cast<int64_t>(segment));
     stats_.segments.update(-1);
     ++stats_.num_segment_frees;
+    detail::note_memory_event(MemoryAction::kSegmentFree, device_, 0, p, segment);
     to_free.push_back({p, segment});
   };
   if (keep == 0) {
