@@ -41,6 +41,7 @@
 #include "nn/train_step.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
+#include "runtime/memory/memory_history.h"
 #include "runtime/runtime.h"
 
 #endif  // STREAMGRAD_STREAMGRAD_H_

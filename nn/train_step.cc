@@ -6,6 +6,7 @@
 #include "engine/autocast.h"
 #include "ops/ops.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/memory_history.h"
 
 namespace streamgrad {
 namespace nn {
@@ -20,17 +21,28 @@ Tensor training_loss(const Tensor& logits, const Tensor& target,
 }
 
 Tensor amp_loss(Module& model, const Batch& batch, const AmpConfig& amp) {
+  const MemoryCategoryScope category("activation");
   AutocastGuard autocast(amp.device_type, amp.dtype, amp.enabled);
   return training_loss(model.forward(batch.data), batch.target);
 }
 
 bool backward_and_step(const Tensor& loss, Optimizer& optimizer, const AmpConfig& amp) {
+  // For the memory history: backward nodes on the engine's threads file theirs under
+  // "gradient" themselves; this thread's part of backward (the seed) joins them.
   if (amp.scaler == nullptr) {
-    loss.backward();
+    {
+      const MemoryCategoryScope category("gradient");
+      loss.backward();
+    }
+    const MemoryCategoryScope category("optimizer");
     optimizer.step();
     return true;
   }
-  amp.scaler->scale(loss).backward();
+  {
+    const MemoryCategoryScope category("gradient");
+    amp.scaler->scale(loss).backward();
+  }
+  const MemoryCategoryScope category("optimizer");
   const bool stepped = amp.scaler->step(optimizer);
   amp.scaler->update();
   return stepped;

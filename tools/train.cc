@@ -11,6 +11,8 @@
 //   train --amp=bf16 --device=cpu            mixed precision (autocast; fp16 adds loss scaling)
 //   train --model=gpt --device=sim:0 --offload   saved activations wait in pinned host memory
 //   train --model=gpt --checkpoint           blocks recomputed in backward instead of kept
+//   train --memory-snapshot=m.json           every allocation of the first epoch's steps,
+//                                            for tools/memviz
 //
 // A run is setup (tools/train_setup.h: devices, data, model, optimiser from the flags),
 // then one epoch after another, then the closing report. Per epoch: a progress line (a
@@ -31,6 +33,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -42,6 +45,7 @@
 #include "nn/offload.h"
 #include "nn/train_step.h"
 #include "ops/ops.h"
+#include "runtime/memory/memory_history.h"
 #include "runtime/observe/trace.h"
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
@@ -114,6 +118,10 @@ ABSL_FLAG(bool, offload, false,
 ABSL_FLAG(bool, checkpoint, false,
           "gpt: keep no transformer block's saved tensors in forward and recompute each block "
           "in backward, on the streams it ran on (nn/recompute.h)");
+ABSL_FLAG(std::string, memory_snapshot, "",
+          "record every allocation from start-up to the end of the first epoch's training "
+          "steps (category, op, stream, size) and write the record here as JSON "
+          "(runtime/memory/memory_history.h); tools/memviz draws it");
 ABSL_FLAG(int64_t, offload_prefetch, 2,
           "--offload: saved tensors brought back ahead of the one a node asks for");
 
@@ -157,6 +165,7 @@ TrainOptions options_from_flags() {
   o.offload = absl::GetFlag(FLAGS_offload);
   o.gpt.checkpoint = absl::GetFlag(FLAGS_checkpoint);
   o.offload_prefetch = absl::GetFlag(FLAGS_offload_prefetch);
+  o.memory_snapshot = absl::GetFlag(FLAGS_memory_snapshot);
   o.amp_init_scale = absl::GetFlag(FLAGS_amp_init_scale);
   o.gpt.layers = absl::GetFlag(FLAGS_layers);
   o.gpt.dim = absl::GetFlag(FLAGS_dim);
@@ -229,6 +238,10 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   reports.train_examples += examples;
   // The training steps' peak, before evaluation's larger batches allocate theirs.
   const int64_t train_peak = memory_stats(run.device).allocated_bytes.peak;
+  if (memory_history_enabled()) {
+    record_memory_history(false);
+    if (!run.memory_snapshot.empty()) dump_memory_snapshot(run.memory_snapshot);
+  }
   const Evaluation ev = evaluate(run);
   if (run.schedule != nullptr) run.schedule->after_epoch(ev.loss);
   EpochRecord& r = e.record;
@@ -297,7 +310,20 @@ int eval_only(const TrainOptions& o, TrainRun& run) {
 }
 
 int train(const TrainOptions& o) {
+  // Before setup, so that the parameters' allocations are in the record; by rank 0 only
+  // (tools/launch sets RANK).
+  const char* rank = std::getenv("RANK");
+  const bool record = !o.memory_snapshot.empty() && !o.eval_only &&
+                      (rank == nullptr || std::string(rank) == "0");
+  if (record) {
+    // A path that cannot be written fails now, not after the epoch.
+    if (!std::ofstream(user_path(o.memory_snapshot))) {
+      throw UsageError{absl::StrCat("cannot write --memory-snapshot=", o.memory_snapshot)};
+    }
+    record_memory_history(true);
+  }
   TrainRun run = setup(o);
+  if (record) run.memory_snapshot = user_path(o.memory_snapshot);
   if (o.eval_only) return eval_only(o, run);
   std::fprintf(run.out, "train: %s on %s, %lld training examples, %lld epochs, %s\n",
                o.model.c_str(), run.where.c_str(),
@@ -358,7 +384,7 @@ int main(int argc, char** argv) {
       "accuracy per epoch.\n"
       "Usage: train [--model=mlp|cnn|twobranch|resnet|gpt] [--device=auto|cpu|sim:N|cuda:N] "
       "[--data-parallel=sim:0,sim:1] [--distributed (under tools/launch)] [--amp=off|bf16|fp16] "
-      "[--offload] [--checkpoint] [--epochs=N]",
+      "[--offload] [--checkpoint] [--memory-snapshot=FILE] [--epochs=N]",
       __FILE__,
       {{"epochs", 0, 1000},
        {"batch_size", 0, 65536},

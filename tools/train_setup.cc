@@ -14,6 +14,7 @@
 #include "nn/data/text.h"
 #include "nn/parallel/data_parallel.h"
 #include "ops/ops.h"
+#include "runtime/memory/memory_history.h"
 #include "runtime/runtime.h"
 #include "tools/cli_flags.h"
 #include "tools/train_models.h"
@@ -176,8 +177,11 @@ void set_memory_options(const TrainOptions& o, TrainRun& r) {
 void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
   GptConfig gpt = o.gpt;
   if (r.vocab != nullptr) gpt.vocab = r.vocab->size();
-  r.model = make_model(o.model, gpt);
-  r.model->to(r.device);
+  {
+    const MemoryCategoryScope category("parameter");  // for --memory-snapshot
+    r.model = make_model(o.model, gpt);
+    r.model->to(r.device);
+  }
   r.amp = nn::amp_config(o.amp, r.device);
   if (r.amp.enabled && r.amp.dtype == DType::kFloat16) {
     r.scaler = std::make_unique<nn::GradScaler>(

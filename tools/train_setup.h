@@ -38,6 +38,7 @@ constexpr const char* kDefaultTextData = "/usr/share/games/fortunes";
 struct TrainOptions {
   std::string model = "cnn", device = "auto", data_parallel, optimizer = "adam";
   std::string schedule = "cosine", data, save, resume, trace, metrics, plot, amp = "off";
+  std::string memory_snapshot;
   bool distributed = false, eval_only = false, json = false;
   double dist_timeout = 60, bucket_cap_mb = 25, lr = 0, amp_init_scale = 65536;
   int64_t epochs = 5, batch_size = 64, limit = 0, test_limit = 0, streams = 2;
@@ -65,6 +66,7 @@ struct TrainRun {
   std::shared_ptr<nn::Module> runner;  // what forward runs: the model or a parallel wrapper
   nn::AmpConfig amp;
   std::optional<nn::OffloadOptions> offload;  // --offload's, else none
+  std::string memory_snapshot;  // where --memory-snapshot's record goes, when recording
   std::unique_ptr<nn::GradScaler> scaler;  // --amp=fp16 only
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<TrainSchedule> schedule;  // null for --schedule=none

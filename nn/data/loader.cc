@@ -10,6 +10,7 @@
 #include "runtime/backend/devices.h"
 #include "runtime/backend/guard.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/memory_history.h"
 
 namespace streamgrad {
 namespace nn {
@@ -75,6 +76,7 @@ void DataLoader::start_epoch(int64_t epoch) {
 }
 
 DataLoader::Ready DataLoader::make_batch(int64_t index) const {
+  const MemoryCategoryScope category("input");  // for the memory history
   const int64_t n = examples_per_epoch(), b = options_.batch_size();
   const int64_t first = index * b, count = std::min(b, n - first);
   Shape shape = dataset_->example_shape();

@@ -16,10 +16,11 @@ namespace streamgrad {
 std::string memory_snapshot_json() {
   int64_t dropped = 0;
   const std::vector<MemoryEvent> events = detail::memory_history_and_dropped(dropped);
-  nlohmann::json out;
+  // Keys in the order written (the header's), for people reading the file.
+  nlohmann::ordered_json out;
   out["version"] = 1;
   out["dropped"] = dropped;
-  nlohmann::json& list = out["events"] = nlohmann::json::array();
+  nlohmann::ordered_json& list = out["events"] = nlohmann::ordered_json::array();
   std::set<std::string> devices{Device(DeviceType::kCpu).str()};
   for (const MemoryEvent& e : events) {
     devices.insert(e.device.str());
@@ -34,10 +35,10 @@ std::string memory_snapshot_json() {
   }
   // The allocators are asked without the history's lock: they record events under their
   // own locks, so holding ours here would order the two locks both ways.
-  nlohmann::json& segments = out["segments"] = nlohmann::json::array();
+  nlohmann::ordered_json& segments = out["segments"] = nlohmann::ordered_json::array();
   for (const std::string& name : devices) {
     for (const SegmentInfo& s : memory_snapshot(Device(name))) {
-      nlohmann::json blocks = nlohmann::json::array();
+      nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
       for (const BlockInfo& b : s.blocks) {
         blocks.push_back({{"address", b.address},
                           {"size", b.size},

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tools/train --memory-snapshot and tools/memviz: a small GPT on sim:0 records every
+# allocation of its first epoch's steps, filed under parameter, input, activation, gradient
+# (with the backward node that made it) and optimizer; memviz's page replays the record to
+# the same peak as the allocator's own statistics (train's "peak training memory"), with a
+# chart and a legend row per category; bad snapshots, missing flags and unwritable paths
+# are one message and exit 2.
+set -euo pipefail
+train="$1"
+memviz="$2"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "memviz_test: $*"; exit 1; }
+
+for i in $(seq 1 30); do
+  echo "The quick brown fox jumps over the lazy dog, number $i."
+  echo "%"
+done >"$tmp/text.txt"
+"$train" --model=gpt --data="$tmp/text.txt" --layers=1 --dim=32 --heads=2 --context=16 \
+  --batch-size=8 --limit=24 --test-limit=8 --device=sim:0 --sample-chars=0 --epochs=1 \
+  --memory-snapshot="$tmp/m.json" 2>"$tmp/train.err" || fail "train: $(cat "$tmp/train.err")"
+peak=$(sed -n 's/.*peak training memory [^(]*(\([0-9]*\) bytes).*/\1/p' "$tmp/train.err")
+[[ -n "$peak" ]] || fail "no peak in train's output: $(cat "$tmp/train.err")"
+
+# The record: each category on sim:0, and backward nodes named.
+for cat in parameter input activation gradient optimizer; do
+  grep -qE "\"action\":\"alloc\",\"device\":\"sim:0\",\"stream\":[0-9]+,\"address\":[0-9]+,\"size\":[0-9]+,\"category\":\"$cat\"" \
+    "$tmp/m.json" || fail "no sim:0 allocation filed under $cat"
+done
+grep -qE '"category":"gradient","op":"[A-Za-z]+Backward[0-9]*"' "$tmp/m.json" ||
+  fail "no gradient allocation names its backward node"
+grep -q '"segments":\[' "$tmp/m.json" || fail "no segments in the dump"
+
+# The page.
+"$memviz" --snapshot="$tmp/m.json" --out="$tmp/m.html" || fail "memviz failed"
+grep -q "<section class=\"device\" data-device=\"sim:0\">" "$tmp/m.html" || fail "no sim:0 section"
+page_peak=$(sed -n '/data-device="sim:0"/,/<\/section>/s/.*<p class="peak" data-bytes="\([0-9]*\)".*/\1/p' \
+  "$tmp/m.html")
+[[ "$page_peak" == "$peak" ]] ||
+  fail "the page's sim:0 peak ($page_peak bytes) is not train's peak training memory ($peak bytes)"
+for cat in parameter activation; do
+  grep -q "<path class=\"area\" data-category=\"$cat\"" "$tmp/m.html" || fail "no $cat area"
+  grep -q "<tr data-category=\"$cat\">" "$tmp/m.html" || fail "no $cat legend row"
+done
+grep -q '<table class="top">' "$tmp/m.html" || fail "no table of the largest blocks"
+
+# Refusals: exit 2 and one message.
+refused() {
+  local want=$1
+  shift
+  local err rc=0
+  err=$("$@" 2>&1) || rc=$?
+  [[ $rc -eq 2 ]] || fail "$* exited $rc, want 2 ($err)"
+  grep -qF -e "$want" <<<"$err" || fail "$*: '$want' not in: $err"
+}
+refused "--snapshot=FILE is required" "$memviz" --out="$tmp/x.html"
+refused "cannot read --snapshot=$tmp/none.json" "$memviz" --snapshot="$tmp/none.json"
+echo '{"events": [' >"$tmp/bad.json"
+refused "is not a memory history dump" "$memviz" --snapshot="$tmp/bad.json"
+echo '{"traceEvents": []}' >"$tmp/other.json"
+refused "has no \"events\" list" "$memviz" --snapshot="$tmp/other.json"
+refused "cannot write --out=/nonexistent/m.html" "$memviz" --snapshot="$tmp/m.json" \
+  --out=/nonexistent/m.html
+refused "cannot write --memory-snapshot=/nonexistent/m.json" "$train" --model=gpt \
+  --data="$tmp/text.txt" --device=sim:0 --memory-snapshot=/nonexistent/m.json
+echo "memviz_test: passed (peak $peak bytes on sim:0)"
