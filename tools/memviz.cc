@@ -6,9 +6,11 @@
 //
 //   memviz --snapshot=memory.json --out=memory.html [--top=20]
 //
-// A block counts from its allocation until its free completed (a block freed while other
-// streams still used it counts until they were done, as the allocator holds it). Blocks
-// allocated before recording started are not in the history and are not drawn.
+// A block counts under its category from its allocation until its owner frees it (the
+// allocator's allocated bytes, whose peak tools/train reports); a block freed while other
+// streams still use it is drawn on top, as "freed, in use elsewhere", until those uses are
+// done (the allocator's active bytes). Blocks allocated before recording started are not in
+// the history and are not drawn.
 //
 // Exit code 0, or 2 for bad flags, an unreadable or malformed snapshot, or an unwritable
 // page.
@@ -37,20 +39,24 @@ namespace {
 constexpr int kColumns = 800;  // points of each chart: the page stays small for any history
 constexpr double kWidth = 900, kHeight = 300, kLeft = 70, kBottom = 30;
 
+constexpr const char* kPending = "freed, in use elsewhere";  // always the last category
+
 struct Block {
   int64_t size;
   std::string category, op;
   int64_t stream, time_us;
+  bool pending = false;  // freed by its owner, still used on another stream
 };
 
 struct Point {
   int64_t time_us;
-  std::vector<int64_t> bytes;  // per category index
-  int64_t total() const {
+  std::vector<int64_t> bytes;  // per category index; the last is kPending
+  int64_t allocated() const {
     int64_t t = 0;
-    for (int64_t b : bytes) t += b;
+    for (size_t i = 0; i + 1 < bytes.size(); ++i) t += bytes[i];
     return t;
   }
+  int64_t active() const { return allocated() + bytes.back(); }
 };
 
 struct DeviceChart {
@@ -89,6 +95,7 @@ std::vector<std::string> category_order(const nlohmann::json& events) {
   }
   std::sort(more.begin(), more.end());
   order.insert(order.end(), more.begin(), more.end());
+  order.push_back(kPending);
   return order;
 }
 
@@ -109,7 +116,9 @@ std::map<std::string, DeviceChart> replay(const nlohmann::json& events,
     for (const auto& e : events) {
       const std::string device = e.at("device").get<std::string>();
       const std::string action = e.at("action").get<std::string>();
-      if (action != "alloc" && action != "free_completed") continue;
+      if (action != "alloc" && action != "free_requested" && action != "free_completed") {
+        continue;
+      }
       std::vector<int64_t>& b = bytes[device];
       b.resize(categories.size(), 0);
       const uint64_t address = e.at("address").get<uint64_t>();
@@ -121,16 +130,28 @@ std::map<std::string, DeviceChart> replay(const nlohmann::json& events,
       } else {
         auto it = live[device].find(address);
         if (it == live[device].end()) continue;  // allocated before recording started
-        b[index_of(it->second.category)] -= it->second.size;
-        live[device].erase(it);
+        Block& blk = it->second;
+        if (!blk.pending) b[index_of(blk.category)] -= blk.size;
+        if (action == "free_requested") {
+          if (blk.pending) continue;
+          blk.pending = true;
+          b.back() += blk.size;
+        } else {
+          if (blk.pending) b.back() -= blk.size;
+          live[device].erase(it);
+        }
       }
       DeviceChart& chart = charts[device];
       const size_t k = seen[device]++;
       if (pass == 0) {
         chart.points.push_back(Point{e.value("time_us", int64_t{0}), b});
-        if (chart.points.back().total() > chart.points[chart.peak].total()) chart.peak = k;
+        if (chart.points.back().allocated() > chart.points[chart.peak].allocated()) {
+          chart.peak = k;
+        }
       } else if (k == chart.peak) {
-        for (const auto& [addr, blk] : live[device]) chart.live_at_peak.push_back(blk);
+        for (const auto& [addr, blk] : live[device]) {
+          if (!blk.pending) chart.live_at_peak.push_back(blk);
+        }
       }
     }
   }
@@ -145,7 +166,7 @@ std::vector<const Point*> columns(const std::vector<Point>& points) {
   for (size_t i = 0; i < n; i += per) {
     const Point* best = &points[i];
     for (size_t j = i; j < std::min(n, i + per); ++j) {
-      if (points[j].total() > best->total()) best = &points[j];
+      if (points[j].active() > best->active()) best = &points[j];
     }
     out.push_back(best);
   }
@@ -155,7 +176,9 @@ std::vector<const Point*> columns(const std::vector<Point>& points) {
 std::string svg(const DeviceChart& chart, const std::vector<std::string>& categories,
                 const std::vector<std::string>& colours) {
   const std::vector<const Point*> cols = columns(chart.points);
-  const double top = std::max<int64_t>(1, chart.points[chart.peak].total());
+  int64_t most = 1;
+  for (const Point& p : chart.points) most = std::max(most, p.active());
+  const double top = static_cast<double>(most);
   const double plot_w = kWidth - kLeft - 10, plot_h = kHeight - kBottom - 10;
   const auto x = [&](size_t i) {
     return kLeft + (cols.size() < 2 ? 0 : plot_w * static_cast<double>(i) / (cols.size() - 1));
@@ -224,9 +247,13 @@ std::string page(const std::string& name, const nlohmann::json& snap, int64_t to
   for (auto& [device, chart] : charts) {
     const Point& peak = chart.points[chart.peak];
     h << "<section class=\"device\" data-device=\"" << escape(device) << "\">\n<h2>"
-      << escape(device) << "</h2>\n<p class=\"peak\" data-bytes=\"" << peak.total()
-      << "\">peak " << escape(mib(peak.total()))
-      << " at " << absl::StrFormat("%.1f", peak.time_us / 1000.0) << " ms</p>\n"
+      << escape(device) << "</h2>\n<p class=\"peak\" data-bytes=\"" << peak.allocated()
+      << "\">peak allocated " << escape(mib(peak.allocated()))
+      << " at " << absl::StrFormat("%.1f", peak.time_us / 1000.0) << " ms</p>\n";
+    int64_t active = 0;
+    for (const Point& p : chart.points) active = std::max(active, p.active());
+    h << "<p class=\"active\" data-bytes=\"" << active << "\">with blocks freed but still in "
+      << "use on other streams: at most " << escape(mib(active)) << "</p>\n"
       << svg(chart, categories, colours);
     h << "<table class=\"legend\"><tr><th class=\"l\">category</th><th>at the peak</th></tr>\n";
     for (size_t c = 0; c < categories.size(); ++c) {

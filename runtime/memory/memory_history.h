@@ -20,7 +20,7 @@
 // on, each event takes a lock and copies two short strings. The oldest events are dropped
 // beyond max_entries, and the dump says how many.
 //
-// Not in runtime/runtime.h: include this header itself (Bazel: //runtime/memory:history).
+// Not in runtime/runtime.h: include this header itself (Bazel: //runtime:memory_history).
 //
 // Thread-safety: every function is thread-safe; a MemoryCategoryScope belongs to the thread
 // that made it and nests. Failure: record_memory_history(true, 0) is a ValueError;

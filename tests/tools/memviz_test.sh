@@ -2,8 +2,10 @@
 # tools/train --memory-snapshot and tools/memviz: a small GPT on sim:0 records every
 # allocation of its first epoch's steps, filed under parameter, input, activation, gradient
 # (with the backward node that made it) and optimizer; memviz's page replays the record to
-# the same peak as the allocator's own statistics (train's "peak training memory"), with a
-# chart and a legend row per category; bad snapshots, missing flags and unwritable paths
+# the same allocated peak as the allocator's own statistics (train's "peak training
+# memory": batches freed while the compute stream still reads them count until their free
+# is asked for, as there), a larger or equal active peak, and a chart and a legend row per
+# category; bad snapshots, missing flags and unwritable paths
 # are one message and exit 2.
 set -euo pipefail
 train="$1"
@@ -37,6 +39,10 @@ page_peak=$(sed -n '/data-device="sim:0"/,/<\/section>/s/.*<p class="peak" data-
   "$tmp/m.html")
 [[ "$page_peak" == "$peak" ]] ||
   fail "the page's sim:0 peak ($page_peak bytes) is not train's peak training memory ($peak bytes)"
+active=$(sed -n '/data-device="sim:0"/,/<\/section>/s/.*<p class="active" data-bytes="\([0-9]*\)".*/\1/p' \
+  "$tmp/m.html")
+[[ -n "$active" && "$active" -ge "$peak" ]] ||
+  fail "active bytes ($active) must include the allocated peak ($peak)"
 for cat in parameter activation; do
   grep -q "<path class=\"area\" data-category=\"$cat\"" "$tmp/m.html" || fail "no $cat area"
   grep -q "<tr data-category=\"$cat\">" "$tmp/m.html" || fail "no $cat legend row"
