@@ -76,18 +76,6 @@ void record_memory_history(bool enabled, size_t max_entries) {
 
 bool memory_history_enabled() { return detail::memory_history_on(); }
 
-std::vector<MemoryEvent> memory_history() {
-  History& h = history();
-  std::lock_guard<std::mutex> lk(h.mu);
-  return {h.events.begin(), h.events.end()};
-}
-
-int64_t memory_history_dropped() {
-  History& h = history();
-  std::lock_guard<std::mutex> lk(h.mu);
-  return h.dropped;
-}
-
 namespace detail {
 std::vector<MemoryEvent> memory_history_and_dropped(int64_t& dropped) {
   History& h = history();
@@ -96,6 +84,17 @@ std::vector<MemoryEvent> memory_history_and_dropped(int64_t& dropped) {
   return {h.events.begin(), h.events.end()};
 }
 }  // namespace detail
+
+std::vector<MemoryEvent> memory_history() {
+  int64_t dropped = 0;
+  return detail::memory_history_and_dropped(dropped);
+}
+
+int64_t memory_history_dropped() {
+  History& h = history();
+  std::lock_guard<std::mutex> lk(h.mu);
+  return h.dropped;
+}
 
 MemoryCategoryScope::MemoryCategoryScope(const char* category) : previous_(t_category) {
   t_category = category;

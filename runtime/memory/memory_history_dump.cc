@@ -1,7 +1,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
