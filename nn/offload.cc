@@ -3,8 +3,10 @@
 #include <any>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "engine/factories.h"
@@ -20,6 +22,13 @@ std::atomic<size_t> g_offloaded{0}, g_offloaded_bytes{0}, g_prefetched{0}, g_fet
 
 size_t bytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * element_size(t.dtype()); }
 
+OffloadOptions check(OffloadOptions o) {
+  SG_CHECK(o.prefetch >= 0 && o.copy_window >= 0, ValueError,
+           "nn::OffloadGuard: prefetch (", o.prefetch, ") and copy_window (", o.copy_window,
+           ") count tensors and must be 0 or more");
+  return o;
+}
+
 }  // namespace
 
 // One saved tensor.
@@ -28,11 +37,45 @@ struct OffloadedTensor {
   Device device{"cpu"};
   Tensor host;     // the pinned copy
   Event out_done;  // the copy-out ran (copy-out stream)
+  // The saving op's stream: backward replays that op, and so unpacks the tensor, there.
+  std::optional<Stream> saved_on;
   Tensor back;     // the device copy, from a fetch until a node takes it
   Event in_done;   // the latest copy-in ran (copy-in stream)
   bool fetched = false;   // a copy-in is enqueued and `back` not yet taken
   bool consumed = false;  // taken by its node in this backward
   size_t index = 0;       // in save order
+
+  OffloadedTensor() = default;
+  OffloadedTensor(const OffloadedTensor&) = delete;
+  OffloadedTensor& operator=(const OffloadedTensor&) = delete;
+  // A copy brought back but never taken (the graph went without a backward, or backward
+  // stopped early) goes back to its stream's pool only after that stream waited for the
+  // copy-in that writes it.
+  ~OffloadedTensor() {
+    if (!back.defined()) return;
+    const Storage storage = back.storage();
+    try {
+      in_done.block(storage.stream());
+    } catch (...) {
+      hold_until_copied(storage, offload_streams(device).second);
+    }
+  }
+  // The fallback when a stream wait cannot be enqueued: the allocator keeps the block
+  // until it sees the copy stream pass it (later, but never early).
+  static void hold_until_copied(const Storage& storage, const Stream& copy) noexcept {
+    try {
+      storage.record_stream(copy);
+    } catch (...) {
+      // The backend is failing: its next call reports it; nothing here can do better.
+    }
+  }
+};
+
+// A device block that a copy-out may still be reading, kept from the allocator until the
+// stream it belongs to has been made to wait for that copy.
+struct HeldBlock {
+  Storage storage;
+  std::shared_ptr<OffloadedTensor> entry;
 };
 
 struct OffloadGuard::State {
@@ -46,14 +89,19 @@ struct OffloadGuard::State {
   int64_t cursor = -1;
   int in_flight = 0;
   bool started = false;
+  // Blocks copied out most recently, oldest first (at most options.copy_window).
+  std::deque<HeldBlock> held;
 
   std::any pack(const Tensor& t, const SavedTensorInfo& info);
   Tensor unpack(const std::any& packed);
   // A backward starts (again, for retain_graph): every saved tensor is needed anew.
   void start_round();
   void fetch_ahead();
-  // Enqueues e's copy back to its device on the copy-in stream.
+  // Enqueues e's copy back to its device on the copy-in stream, into memory of the
+  // stream that will use it (the saving op's).
   static void fetch(OffloadedTensor& e);
+  // Gives held blocks beyond the newest `keep` back to the allocator (under mu).
+  void release_held(size_t keep);
 };
 
 std::pair<Stream, Stream> offload_streams(Device device) {
@@ -87,6 +135,7 @@ std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info)
   // Runs on the saving op's stream, which is current here.
   const Tensor src = t.is_contiguous() ? t : contiguous(t);
   e->device = t.device();
+  e->saved_on = info.stream;
   const Stream out = offload_streams(e->device).first;
   Event ready;
   ready.record(info.stream);
@@ -97,24 +146,49 @@ std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info)
     copy_bytes(e->host.data_ptr(), Device("cpu"), src.data_ptr(), e->device, bytes,
                /*non_blocking=*/true);
   }
-  src.storage().record_stream(out);  // the device block outlives the copy that reads it
   e->out_done.record(out);
   {
     std::lock_guard<std::mutex> lk(mu);
     e->index = saved.size();
     saved.push_back(e);
+    held.push_back(HeldBlock{src.storage(), e});
+    release_held(static_cast<size_t>(options.copy_window));
   }
   ++g_offloaded;
   g_offloaded_bytes += bytes;
   return e;
 }
 
+void OffloadGuard::State::release_held(size_t keep) {
+  while (held.size() > keep) {
+    HeldBlock h = std::move(held.front());
+    held.pop_front();
+    if (h.entry->out_done.query()) continue;  // copied already: any reuse is safe
+    const Storage& storage = h.storage;
+    try {
+      h.entry->out_done.block(storage.stream());
+    } catch (...) {
+      OffloadedTensor::hold_until_copied(storage, offload_streams(h.entry->device).first);
+      throw;
+    }
+  }
+}
+
 void OffloadGuard::State::fetch(OffloadedTensor& e) {
+  const Stream owner = *e.saved_on;
   const Stream in = offload_streams(e.device).second;
   e.out_done.block(in);
   {
-    StreamGuard on(in);
+    StreamGuard on(owner);
     e.back = empty(e.host.sizes(), TensorOptions().dtype(e.host.dtype()).device(e.device));
+  }
+  // The block may have been given back by work still queued on `owner`: the copy waits
+  // for that work before writing it.
+  Event owner_done;
+  owner_done.record(owner);
+  owner_done.block(in);
+  {
+    StreamGuard on(in);
     copy_bytes(e.back.data_ptr(), e.device, e.host.data_ptr(), Device("cpu"), bytes_of(e.host),
                /*non_blocking=*/true);
   }
@@ -162,15 +236,32 @@ Tensor OffloadGuard::State::unpack(const std::any& packed) {
     e->in_done.block(node);
     fetch_ahead();
   }
-  back.storage().record_stream(node);  // made on the copy-in stream, used on the node's
+  // Unpacked on another stream than the saving op's (a hook that reads saved tensors
+  // elsewhere): the block must not be reused in its stream's order while this one reads.
+  const Storage storage = back.storage();
+  if (storage.stream() != node) storage.record_stream(node);
   return back;
 }
 
 OffloadGuard::OffloadGuard(OffloadOptions options)
-    : state_(std::make_shared<State>(options)),
+    : state_(std::make_shared<State>(check(options))),
       hooks_([state = state_](const Tensor& t,
                               const SavedTensorInfo& info) { return state->pack(t, info); },
              [state = state_](const std::any& packed) { return state->unpack(packed); }) {}
+
+OffloadGuard::~OffloadGuard() {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  try {
+    state_->release_held(0);
+  } catch (...) {
+    // release_held left every block it could not order with the allocator's own
+    // protection; the backend's next call reports the failure.
+    for (HeldBlock& h : state_->held) {
+      OffloadedTensor::hold_until_copied(h.storage, offload_streams(h.entry->device).first);
+    }
+    state_->held.clear();
+  }
+}
 
 }  // namespace nn
 }  // namespace streamgrad
