@@ -237,7 +237,7 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   reports.train_seconds += train_s;
   reports.train_examples += examples;
   // The training steps' peak, before evaluation's larger batches allocate theirs.
-  const int64_t train_peak = memory_stats(run.device).allocated_bytes.peak;
+  const MemoryStats train_memory = memory_stats(run.device);
   if (memory_history_enabled()) {
     record_memory_history(false);
     if (!run.memory_snapshot.empty()) dump_memory_snapshot(run.memory_snapshot);
@@ -251,7 +251,8 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   r.test_accuracy = ev.accuracy;
   r.examples_per_s = static_cast<double>(examples) * run.world / train_s;  // all processes
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.peak_memory_bytes = train_peak;
+  r.peak_memory_bytes = train_memory.allocated_bytes.peak;
+  r.peak_reserved_bytes = train_memory.reserved_bytes.peak;
   r.lr = run.optimizer->lr();
   return e;
 }
@@ -263,17 +264,19 @@ void report_epoch(const TrainRun& run, const EpochOutcome& e) {
                                                        run.train_data->example_shape()[0]);
     std::fprintf(run.out,
                  "epoch %d: train loss %.4f, validation loss %.4f nats/char (%.3f bits/char), "
-                 "next-char accuracy %.2f%%, %.0f tokens/s, peak training memory %s, %.1f s\n",
+                 "next-char accuracy %.2f%%, %.0f tokens/s, peak training memory %s, "
+                 "reserved %s, %.1f s\n",
                  r.epoch, r.train_loss, r.test_loss, r.test_loss / std::log(2.0),
                  100 * r.test_accuracy, tokens_per_s, format_bytes(r.peak_memory_bytes).c_str(),
-                 r.seconds);
+                 format_bytes(r.peak_reserved_bytes).c_str(), r.seconds);
     return;
   }
   std::fprintf(run.out,
                "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f "
-               "examples/s, peak training memory %s, %.1f s\n",
+               "examples/s, peak training memory %s, reserved %s, %.1f s\n",
                r.epoch, r.train_loss, r.test_loss, 100 * r.test_accuracy, r.examples_per_s,
-               format_bytes(r.peak_memory_bytes).c_str(), r.seconds);
+               format_bytes(r.peak_memory_bytes).c_str(),
+               format_bytes(r.peak_reserved_bytes).c_str(), r.seconds);
   if (run.scaler != nullptr) {
     std::fprintf(run.out,
                  "epoch %d: loss scale %g, %lld of %lld steps skipped (Inf/NaN gradients)\n",

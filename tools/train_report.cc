@@ -84,6 +84,7 @@ std::string epoch_json(const EpochRecord& r) {
   j["examples_per_s"] = r.examples_per_s;
   j["seconds"] = r.seconds;
   j["peak_memory_bytes"] = r.peak_memory_bytes;
+  j["peak_reserved_bytes"] = r.peak_reserved_bytes;
   j["lr"] = r.lr;
   return j.dump();
 }

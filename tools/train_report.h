@@ -33,6 +33,9 @@ struct EpochRecord {
   double examples_per_s = 0;   // training examples over the epoch's training wall time
   double seconds = 0;          // the epoch's wall time, evaluation included
   int64_t peak_memory_bytes = 0;  // peak allocated bytes of the epoch's training steps
+  // Peak reserved bytes (allocated plus cached segments, and blocks freed but not yet
+  // reusable) over the same steps: what the device had to hold.
+  int64_t peak_reserved_bytes = 0;
   double lr = 0;  // group 0's lr after the epoch's schedule step (get_last_lr())
 };
 

@@ -49,7 +49,7 @@ resumed=$("$bin" "${gpt[@]}" --epochs=2 --json --resume="$tmp/one.st" 2>/dev/nul
 # keep FILE [lr]: the metrics lines without their timings, or only their lrs.
 keep() {
   if [ "${2:-}" = lr ]; then sed -E 's/.*("lr":[^,}]*).*/\1/' "$1"
-  else sed -E 's/,"(examples_per_s|seconds|peak_memory_bytes)":[^,}]*//g' "$1"; fi
+  else sed -E 's/,"(examples_per_s|seconds|peak_memory_bytes|peak_reserved_bytes)":[^,}]*//g' "$1"; fi
 }
 for sched in warmup onecycle plateau; do
   # plateau: a step too large, so that epoch 2, after the resume, is worse than epoch 1.
@@ -91,6 +91,11 @@ pm=$(field peak_memory_bytes "$(cat "$tmp/plain.m")")
 om=$(field peak_memory_bytes "$(cat "$tmp/off.m")")
 [ -n "$pm" ] && [ -n "$om" ] && [ "$om" -lt "$pm" ] ||
   fail "--offload did not lower the peak: $pm -> $om bytes"
+# ... and less reserved: offloaded blocks are not kept until the device catches up.
+pr=$(field peak_reserved_bytes "$(cat "$tmp/plain.m")")
+or=$(field peak_reserved_bytes "$(cat "$tmp/off.m")")
+[ -n "$pr" ] && [ -n "$or" ] && [ "$or" -lt "$pr" ] ||
+  fail "--offload did not lower the reserved peak: $pr -> $or bytes"
 # --checkpoint: the same again, and refused for a model without transformer blocks.
 ck=$("$bin" "${gpt[@]}" --epochs=1 --json --sample-chars=0 --metrics="$tmp/ck.m" --checkpoint \
   2>"$tmp/ck.err") || fail "gpt --checkpoint: $(cat "$tmp/ck.err")"
