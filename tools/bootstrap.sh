@@ -6,9 +6,10 @@ set -euo pipefail
 
 # cmake, pkg-config, make: tools/install.sh's users and tests/consumer/cmake_consumer.sh.
 # fortunes: the default text corpus of the character-level language model (nn/data/text.h).
+# chromium: renders tools/memviz's page in tests/tools:memviz_browser_test.
 packages=(bazel-bootstrap catch2 libabsl-dev libopenblas-dev zlib1g-dev libbenchmark-dev
           dataset-fashion-mnist nlohmann-json3-dev libgloo-dev iproute2 cmake pkg-config make
-          libsleef-dev fortunes)
+          libsleef-dev fortunes chromium)
 
 missing=()
 for p in "${packages[@]}"; do

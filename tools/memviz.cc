@@ -2,7 +2,8 @@
 // tools/train --memory-snapshot writes it) as one self-contained HTML page: per device,
 // the bytes held over time stacked by category (parameter, optimizer, input, activation,
 // gradient, other, then any other category the program named), the peak, what each
-// category held at the peak, and the largest blocks live then with the op that made them.
+// category held at the peak and at most, and the largest blocks live at the peak with the op
+// that made them.
 //
 //   memviz --snapshot=memory.json --out=memory.html [--top=20]
 //
@@ -255,12 +256,20 @@ std::string page(const std::string& name, const nlohmann::json& snap, int64_t to
     h << "<p class=\"active\" data-bytes=\"" << active << "\">with blocks freed but still in "
       << "use on other streams: at most " << escape(mib(active)) << "</p>\n"
       << svg(chart, categories, colours);
-    h << "<table class=\"legend\"><tr><th class=\"l\">category</th><th>at the peak</th></tr>\n";
+    // Every colour the chart shows gets a row, also a category that held nothing at the
+    // peak (gradients, say, peak after the activations are gone).
+    std::vector<int64_t> most(categories.size(), 0);
+    for (const Point& p : chart.points) {
+      for (size_t c = 0; c < categories.size(); ++c) most[c] = std::max(most[c], p.bytes[c]);
+    }
+    h << "<table class=\"legend\"><tr><th class=\"l\">category</th><th>at the peak</th>"
+         "<th>at most</th></tr>\n";
     for (size_t c = 0; c < categories.size(); ++c) {
-      if (peak.bytes[c] == 0) continue;
+      if (most[c] == 0) continue;
       h << "<tr data-category=\"" << escape(categories[c]) << "\"><td class=\"l\"><span "
         << "class=\"sw\" style=\"background:" << colours[c % colours.size()] << "\"></span>"
-        << escape(categories[c]) << "</td><td>" << escape(mib(peak.bytes[c])) << "</td></tr>\n";
+        << escape(categories[c]) << "</td><td>" << escape(mib(peak.bytes[c])) << "</td><td>"
+        << escape(mib(most[c])) << "</td></tr>\n";
     }
     h << "</table>\n";
     std::vector<Block>& blocks = chart.live_at_peak;
