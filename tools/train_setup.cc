@@ -173,7 +173,7 @@ void set_memory_options(const TrainOptions& o, TrainRun& r) {
   r.offload = off;
 }
 
-// The model, what runs it, and its mixed precision.
+// The model, what runs it, and the loss scaler of its mixed precision.
 void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
   GptConfig gpt = o.gpt;
   if (r.vocab != nullptr) gpt.vocab = r.vocab->size();
@@ -182,7 +182,6 @@ void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
     r.model = make_model(o.model, gpt);
     r.model->to(r.device);
   }
-  r.amp = nn::amp_config(o.amp, r.device);
   if (r.amp.enabled && r.amp.dtype == DType::kFloat16) {
     r.scaler = std::make_unique<nn::GradScaler>(
         nn::GradScalerOptions().init_scale(o.amp_init_scale));
@@ -233,6 +232,7 @@ TrainRun setup(const TrainOptions& o) {
     r.device = pick_device(absl::StrCat("cuda:", local != nullptr ? local : "0"));
   }
   set_memory_options(o, r);
+  r.amp = nn::amp_config(o.amp, r.device);  // a bad --amp is refused before any data is read
   r.where = where_of(r);
   if (r.rank != 0) {
     r.sink = std::shared_ptr<FILE>(std::fopen("/dev/null", "w"), &std::fclose);
