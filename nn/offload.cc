@@ -1,5 +1,6 @@
 #include "nn/offload.h"
 
+#include <algorithm>
 #include <any>
 #include <atomic>
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "engine/factories.h"
@@ -27,6 +29,86 @@ OffloadOptions check(OffloadOptions o) {
            "nn::OffloadGuard: prefetch (", o.prefetch, ") and copy_window (", o.copy_window,
            ") count tensors and must be 0 or more");
   return o;
+}
+
+// Pinned copies of tensors whose graph is gone, kept for later saves of the same shape on
+// the same device. The host allocator reuses a pinned block only once it sees the copy
+// streams pass it, so a host running steps ahead of the device would hold the pinned
+// copies of every step it is ahead (855 MiB against 285 MiB in use, on the GPT of
+// bench/RESULTS.md). Here reuse is ordered on the device instead: the copy-out that
+// writes a recycled buffer waits for the event of the last copy-in that read it (the
+// copy-outs themselves share one stream). At most as many bytes as one guard has
+// offloaded are kept; beyond that, the buffers given longest ago go back to the host
+// allocator.
+class PinnedPool {
+ public:
+  struct Buffer {
+    Tensor host;
+    Event last_read;  // the latest copy-in from it; never recorded: none
+    uint64_t given = 0;  // when it entered the pool
+  };
+  // A buffer of this shape for `device`'s copies, or one whose tensor is undefined.
+  Buffer take(Device device, const Shape& sizes, DType dtype) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = free_.find(Key{device, dtype, sizes});
+    if (it == free_.end() || it->second.empty()) return Buffer{Tensor(), Event()};
+    // The oldest: its last copy-in was enqueued first, so waiting for it costs least.
+    Buffer b = std::move(it->second.front());
+    it->second.pop_front();
+    bytes_ -= bytes_of(b.host);
+    return b;
+  }
+  void give(Device device, Tensor host, Event last_read) {
+    std::vector<Buffer> dropped;  // freed outside the lock
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      const size_t n = bytes_of(host);
+      if (n > limit_) return;  // `host` goes back to the host allocator
+      Key key{device, host.dtype(), host.sizes()};
+      while (bytes_ + n > limit_ && evict_oldest(dropped)) {
+      }
+      bytes_ += n;
+      order_.emplace_back(++given_, key);
+      free_[key].push_back(Buffer{std::move(host), std::move(last_read), given_});
+    }
+  }
+  void raise_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lk(mu_);
+    limit_ = std::max(limit_, bytes);
+  }
+
+ private:
+  using Key = std::tuple<Device, DType, Shape>;
+  // Under mu_. `order_` may name buffers taken since: those are skipped.
+  bool evict_oldest(std::vector<Buffer>& dropped) {
+    while (!order_.empty()) {
+      const auto [given, key] = std::move(order_.front());
+      order_.pop_front();
+      auto it = free_.find(key);
+      // Buffers enter at the back and leave from the front, so a key's front is its
+      // oldest left; an older entry of `order_` was taken already.
+      if (it == free_.end() || it->second.empty() || it->second.front().given != given) {
+        continue;
+      }
+      bytes_ -= bytes_of(it->second.front().host);
+      dropped.push_back(std::move(it->second.front()));
+      it->second.pop_front();
+      return true;
+    }
+    return false;
+  }
+
+  std::mutex mu_;
+  std::map<Key, std::deque<Buffer>> free_;
+  std::deque<std::pair<uint64_t, Key>> order_;  // oldest given first
+  uint64_t given_ = 0;
+  size_t bytes_ = 0;
+  size_t limit_ = 0;
+};
+
+PinnedPool& pinned_pool() {
+  static auto* pool = new PinnedPool();  // never destroyed: graphs may die during exit
+  return *pool;
 }
 
 }  // namespace
@@ -52,12 +134,19 @@ struct OffloadedTensor {
   // stopped early) goes back to its stream's pool only after that stream waited for the
   // copy-in that writes it.
   ~OffloadedTensor() {
-    if (!back.defined()) return;
-    const Storage storage = back.storage();
+    if (back.defined()) {
+      const Storage storage = back.storage();
+      try {
+        in_done.block(storage.stream());
+      } catch (...) {
+        hold_until_copied(storage, offload_streams(device).second);
+      }
+    }
+    if (!host.defined()) return;
     try {
-      in_done.block(storage.stream());
+      pinned_pool().give(device, std::move(host), std::move(in_done));
     } catch (...) {
-      hold_until_copied(storage, offload_streams(device).second);
+      // Not kept: the host allocator takes the buffer back under its own protection.
     }
   }
   // The fallback when a stream wait cannot be enqueued: the allocator keeps the block
@@ -91,6 +180,7 @@ struct OffloadGuard::State {
   bool started = false;
   // Blocks copied out most recently, oldest first (at most options.copy_window).
   std::deque<HeldBlock> held;
+  size_t offloaded_bytes = 0;  // by this guard
 
   std::any pack(const Tensor& t, const SavedTensorInfo& info);
   Tensor unpack(const std::any& packed);
@@ -140,7 +230,10 @@ std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info)
   Event ready;
   ready.record(info.stream);
   ready.block(out);
-  e->host = empty_pinned(t.sizes(), t.dtype());
+  PinnedPool::Buffer buffer = pinned_pool().take(e->device, t.sizes(), t.dtype());
+  if (!buffer.host.defined()) buffer.host = empty_pinned(t.sizes(), t.dtype());
+  buffer.last_read.block(out);  // a recycled buffer: its last copy-in read it first
+  e->host = std::move(buffer.host);
   {
     StreamGuard on(out);
     copy_bytes(e->host.data_ptr(), Device("cpu"), src.data_ptr(), e->device, bytes,
@@ -153,6 +246,8 @@ std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info)
     saved.push_back(e);
     held.push_back(HeldBlock{src.storage(), e});
     release_held(static_cast<size_t>(options.copy_window));
+    offloaded_bytes += bytes;
+    pinned_pool().raise_limit(offloaded_bytes);
   }
   ++g_offloaded;
   g_offloaded_bytes += bytes;

@@ -200,6 +200,7 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   constexpr int64_t kReadEvery = 50;  // steps between host reads of the running loss
   const auto start = std::chrono::steady_clock::now();
   reset_peak_stats(run.device);
+  reset_peak_host_memory_stats();
   nn::DataLoader& loader = *run.train_loader;
   loader.start_epoch(epoch);
   Progress bar(run.out, terminal, loader.batches_per_epoch(), static_cast<int>(epoch),
@@ -253,8 +254,16 @@ EpochOutcome run_epoch(TrainRun& run, int64_t epoch, int64_t epochs, bool termin
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.peak_memory_bytes = train_memory.allocated_bytes.peak;
   r.peak_reserved_bytes = train_memory.reserved_bytes.peak;
+  r.peak_pinned_bytes = host_memory_stats().reserved_bytes.peak;
   r.lr = run.optimizer->lr();
   return e;
+}
+
+// "reserved R" and, where pinned host memory was used, ", pinned host P".
+std::string reserved_text(const EpochRecord& r) {
+  std::string s = "reserved " + format_bytes(r.peak_reserved_bytes);
+  if (r.peak_pinned_bytes > 0) s += ", pinned host " + format_bytes(r.peak_pinned_bytes);
+  return s;
 }
 
 void report_epoch(const TrainRun& run, const EpochOutcome& e) {
@@ -265,18 +274,17 @@ void report_epoch(const TrainRun& run, const EpochOutcome& e) {
     std::fprintf(run.out,
                  "epoch %d: train loss %.4f, validation loss %.4f nats/char (%.3f bits/char), "
                  "next-char accuracy %.2f%%, %.0f tokens/s, peak training memory %s, "
-                 "reserved %s, %.1f s\n",
+                 "%s, %.1f s\n",
                  r.epoch, r.train_loss, r.test_loss, r.test_loss / std::log(2.0),
                  100 * r.test_accuracy, tokens_per_s, format_bytes(r.peak_memory_bytes).c_str(),
-                 format_bytes(r.peak_reserved_bytes).c_str(), r.seconds);
+                 reserved_text(r).c_str(), r.seconds);
     return;
   }
   std::fprintf(run.out,
                "epoch %d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f "
-               "examples/s, peak training memory %s, reserved %s, %.1f s\n",
+               "examples/s, peak training memory %s, %s, %.1f s\n",
                r.epoch, r.train_loss, r.test_loss, 100 * r.test_accuracy, r.examples_per_s,
-               format_bytes(r.peak_memory_bytes).c_str(),
-               format_bytes(r.peak_reserved_bytes).c_str(), r.seconds);
+               format_bytes(r.peak_memory_bytes).c_str(), reserved_text(r).c_str(), r.seconds);
   if (run.scaler != nullptr) {
     std::fprintf(run.out,
                  "epoch %d: loss scale %g, %lld of %lld steps skipped (Inf/NaN gradients)\n",

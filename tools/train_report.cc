@@ -85,6 +85,7 @@ std::string epoch_json(const EpochRecord& r) {
   j["seconds"] = r.seconds;
   j["peak_memory_bytes"] = r.peak_memory_bytes;
   j["peak_reserved_bytes"] = r.peak_reserved_bytes;
+  j["peak_pinned_bytes"] = r.peak_pinned_bytes;
   j["lr"] = r.lr;
   return j.dump();
 }

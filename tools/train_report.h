@@ -36,6 +36,9 @@ struct EpochRecord {
   // Peak reserved bytes (allocated plus cached segments, and blocks freed but not yet
   // reusable) over the same steps: what the device had to hold.
   int64_t peak_reserved_bytes = 0;
+  // Peak reserved pinned host memory over the same steps (--offload's copies, the
+  // loader's pinned batches).
+  int64_t peak_pinned_bytes = 0;
   double lr = 0;  // group 0's lr after the epoch's schedule step (get_last_lr())
 };
 

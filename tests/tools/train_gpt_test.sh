@@ -49,7 +49,7 @@ resumed=$("$bin" "${gpt[@]}" --epochs=2 --json --resume="$tmp/one.st" 2>/dev/nul
 # keep FILE [lr]: the metrics lines without their timings, or only their lrs.
 keep() {
   if [ "${2:-}" = lr ]; then sed -E 's/.*("lr":[^,}]*).*/\1/' "$1"
-  else sed -E 's/,"(examples_per_s|seconds|peak_memory_bytes|peak_reserved_bytes)":[^,}]*//g' "$1"; fi
+  else sed -E 's/,"(examples_per_s|seconds|peak_memory_bytes|peak_reserved_bytes|peak_pinned_bytes)":[^,}]*//g' "$1"; fi
 }
 for sched in warmup onecycle plateau; do
   # plateau: a step too large, so that epoch 2, after the resume, is worse than epoch 1.

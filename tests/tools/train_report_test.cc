@@ -23,6 +23,7 @@ EpochRecord record(int epoch, double loss, double accuracy) {
   r.seconds = 9.5;
   r.peak_memory_bytes = 1 << 20;
   r.peak_reserved_bytes = 3 << 20;
+  r.peak_pinned_bytes = 5 << 20;
   r.lr = 0.125;
   return r;
 }
@@ -52,6 +53,7 @@ TEST_CASE("an epoch is one JSON object with every measured field", "[train]") {
   CHECK(j.at("seconds").get<double>() == 9.5);
   CHECK(j.at("peak_memory_bytes") == 1 << 20);
   CHECK(j.at("peak_reserved_bytes") == 3 << 20);
+  CHECK(j.at("peak_pinned_bytes") == 5 << 20);
   CHECK(j.at("lr") == 0.125);
   CHECK(epoch_json(record(1, 1, 1)).find('\n') == std::string::npos);
   // A diverged run: JSON has no NaN, so the loss is null and the line still parses.
