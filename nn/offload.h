@@ -25,7 +25,10 @@
 // the host sees the other stream pass the free, and a host that runs steps ahead of the
 // device (it never waits on the device in a training loop) would keep every offloaded
 // block of those steps reserved (5.5 times the plain run's memory, measured on a GPT).
-// Ordered by stream waits, the blocks are reused as the plain run's are.
+// Ordered by stream waits, the blocks are reused as the plain run's are. Pinned copies are
+// recycled the same way: when a graph dies, its copies are kept (at most as many bytes as
+// one guard offloaded) for later saves of the same shape, and the copy-out that writes a
+// recycled buffer waits for the last copy-in that read it.
 // Each device has one copy-out and one copy-in stream for the process (offload_streams).
 // Tensors on cpu, tensors smaller than min_bytes and leaves that require grad (parameters:
 // their module holds them, so a copy would free nothing) stay where they are. A tensor
