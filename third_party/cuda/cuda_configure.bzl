@@ -19,10 +19,13 @@ After installing or removing the toolkit, run `bazel sync --only=local_cuda` (or
 _LIBS = {
     "cudart": ["-lcudart_static", "-ldl", "-lrt", "-lpthread"],
     "cudart_shared": ["-lcudart"],
-    "cublas": ["-lcublas", "-lcublasLt"],
     "cudnn": ["-lcudnn"],
     "nccl": ["-lnccl"],
 }
+
+# cuBLAS is opened on first use (third_party/cuda/cublas_lazy.cc): linked directly, it and
+# cublasLt cost every process ~0.6 s and ~210 MB at start-up.
+_CUBLAS_LAZY = "//third_party/cuda:cublas_lazy"
 
 # The interpreted device's stand-in for each label; None: missing there.
 _EMULATED = {
@@ -32,7 +35,12 @@ _EMULATED = {
     "cublas": "//runtime/cudaemu:cublas",
     "cudnn": "//runtime/cudaemu:cudnn",
     "nccl": None,
+    "cuda_paths": None,
 }
+
+def _c_string(s):
+    # A C string literal of a path.
+    return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\""
 
 def _project_label(path):
     # The project's own label as seen from @local_cuda: "@//..." when the project is the
@@ -68,8 +76,14 @@ def _cuda_configure_impl(rctx):
             opts = ["-L" + libdir, "-Wl,-rpath," + libdir] + flags
             lines.append("cc_library(name = %r, deps = [\":cuda_headers\"], linkopts = %r)" %
                          (name, opts))
+        rctx.file("streamgrad_cuda_paths.h",
+                  "// Written by cuda_configure: where this build's CUDA libraries are.\n" +
+                  "#define STREAMGRAD_CUDA_LIBDIR %s\n" % _c_string(libdir))
+        lines.append("cc_library(name = \"cuda_paths\", hdrs = [\"streamgrad_cuda_paths.h\"], " +
+                     "includes = [\".\"])")
+        lines.append("alias(name = \"cublas\", actual = %r)" % _project_label(_CUBLAS_LAZY))
     else:
-        for name in ["cuda_headers"] + _LIBS.keys():
+        for name in ["cuda_headers", "cublas", "cuda_paths"] + _LIBS.keys():
             lines.append("cc_library(name = %r, target_compatible_with = [\":cuda_missing\"])" %
                          name)
     rctx.file("BUILD", "\n".join(lines) + "\n")
