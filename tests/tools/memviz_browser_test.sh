@@ -9,19 +9,14 @@ set -euo pipefail
 train="$1"
 memviz="$2"
 colours="$3"
+snapshot="$4"  # gpt_snapshot.sh
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "memviz_browser_test: $*"; exit 1; }
 
 browser=$(command -v chromium || true)
 [[ -n "$browser" ]] || fail "chromium is not installed: run tools/bootstrap.sh"
 
-for i in $(seq 1 30); do
-  echo "The quick brown fox jumps over the lazy dog, number $i."
-  echo "%"
-done >"$tmp/text.txt"
-"$train" --model=gpt --data="$tmp/text.txt" --layers=1 --dim=32 --heads=2 --context=16 \
-  --batch-size=8 --limit=24 --test-limit=8 --device=sim:0 --sample-chars=0 --epochs=1 \
-  --memory-snapshot="$tmp/m.json" 2>"$tmp/train.err" || fail "train: $(cat "$tmp/train.err")"
+"$snapshot" "$train" "$tmp" || fail "no snapshot"
 "$memviz" --snapshot="$tmp/m.json" --out="$tmp/m.html" --top=3 || fail "memviz failed"
 page="${MEMVIZ_PAGE:-$tmp/m.html}"  # another page, to check that this test can fail
 

@@ -10,16 +10,11 @@
 set -euo pipefail
 train="$1"
 memviz="$2"
+snapshot="$3"  # gpt_snapshot.sh
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "memviz_test: $*"; exit 1; }
 
-for i in $(seq 1 30); do
-  echo "The quick brown fox jumps over the lazy dog, number $i."
-  echo "%"
-done >"$tmp/text.txt"
-"$train" --model=gpt --data="$tmp/text.txt" --layers=1 --dim=32 --heads=2 --context=16 \
-  --batch-size=8 --limit=24 --test-limit=8 --device=sim:0 --sample-chars=0 --epochs=1 \
-  --memory-snapshot="$tmp/m.json" 2>"$tmp/train.err" || fail "train: $(cat "$tmp/train.err")"
+"$snapshot" "$train" "$tmp" || fail "no snapshot"
 peak=$(sed -n 's/.*peak training memory [^(]*(\([0-9]*\) bytes).*/\1/p' "$tmp/train.err")
 [[ -n "$peak" ]] || fail "no peak in train's output: $(cat "$tmp/train.err")"
 
