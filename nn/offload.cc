@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -45,17 +46,19 @@ class PinnedPool {
   struct Buffer {
     Tensor host;
     Event last_read;  // the latest copy-in from it; never recorded: none
-    uint64_t given = 0;  // when it entered the pool
   };
   // A buffer of this shape for `device`'s copies, or one whose tensor is undefined.
   Buffer take(Device device, const Shape& sizes, DType dtype) {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = free_.find(Key{device, dtype, sizes});
-    if (it == free_.end() || it->second.empty()) return Buffer{Tensor(), Event()};
+    auto it = by_shape_.find(Key{device, dtype, sizes});
+    if (it == by_shape_.end() || it->second.empty()) return Buffer{Tensor(), Event()};
     // The oldest: its last copy-in was enqueued first, so waiting for it costs least.
-    Buffer b = std::move(it->second.front());
+    const auto entry = it->second.front();
     it->second.pop_front();
+    if (it->second.empty()) by_shape_.erase(it);
+    Buffer b = std::move(entry->buffer);
     bytes_ -= bytes_of(b.host);
+    given_.erase(entry);
     return b;
   }
   void give(Device device, Tensor host, Event last_read) {
@@ -64,12 +67,20 @@ class PinnedPool {
       std::lock_guard<std::mutex> lk(mu_);
       const size_t n = bytes_of(host);
       if (n > limit_) return;  // `host` goes back to the host allocator
-      Key key{device, host.dtype(), host.sizes()};
-      while (bytes_ + n > limit_ && evict_oldest(dropped)) {
+      while (bytes_ + n > limit_ && !given_.empty()) {
+        // The oldest given is the front of its shape's list too: both are in give order.
+        Entry& oldest = given_.front();
+        auto shape = by_shape_.find(oldest.key);
+        shape->second.pop_front();
+        if (shape->second.empty()) by_shape_.erase(shape);
+        bytes_ -= bytes_of(oldest.buffer.host);
+        dropped.push_back(std::move(oldest.buffer));
+        given_.pop_front();
       }
+      Key key{device, host.dtype(), host.sizes()};
+      given_.push_back(Entry{key, Buffer{std::move(host), std::move(last_read)}});
+      by_shape_[key].push_back(std::prev(given_.end()));
       bytes_ += n;
-      order_.emplace_back(++given_, key);
-      free_[key].push_back(Buffer{std::move(host), std::move(last_read), given_});
     }
   }
   void raise_limit(size_t bytes) {
@@ -79,29 +90,13 @@ class PinnedPool {
 
  private:
   using Key = std::tuple<Device, DType, Shape>;
-  // Under mu_. `order_` may name buffers taken since: those are skipped.
-  bool evict_oldest(std::vector<Buffer>& dropped) {
-    while (!order_.empty()) {
-      const auto [given, key] = std::move(order_.front());
-      order_.pop_front();
-      auto it = free_.find(key);
-      // Buffers enter at the back and leave from the front, so a key's front is its
-      // oldest left; an older entry of `order_` was taken already.
-      if (it == free_.end() || it->second.empty() || it->second.front().given != given) {
-        continue;
-      }
-      bytes_ -= bytes_of(it->second.front().host);
-      dropped.push_back(std::move(it->second.front()));
-      it->second.pop_front();
-      return true;
-    }
-    return false;
-  }
-
+  struct Entry {
+    Key key;
+    Buffer buffer;
+  };
   std::mutex mu_;
-  std::map<Key, std::deque<Buffer>> free_;
-  std::deque<std::pair<uint64_t, Key>> order_;  // oldest given first
-  uint64_t given_ = 0;
+  std::list<Entry> given_;  // every buffer kept, oldest given first
+  std::map<Key, std::deque<std::list<Entry>::iterator>> by_shape_;  // each in give order
   size_t bytes_ = 0;
   size_t limit_ = 0;
 };

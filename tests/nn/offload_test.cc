@@ -167,6 +167,19 @@ TEST_CASE("offload reserves no more than the plain run while the host runs steps
   if (two_streams) streams.push_back(Stream::create(d));
   Net net(d);
   constexpr int kSteps = 6;
+  {
+    // First fill the pinned pool with another device's buffers: the run below must make
+    // room for its own (the oldest given go), or it would allocate afresh every step.
+    const Device other("sim:0");
+    Net warm(other);
+    Tensor loss;
+    {
+      nn::OffloadGuard guard(options(2));
+      loss = warm.forward({current_stream(other)});
+    }
+    loss.backward();
+    synchronize(other);
+  }
   int64_t host_base = 0;
   auto reserved_peak = [&](bool offload) {
     net.zero();
