@@ -51,7 +51,7 @@ class PinnedPool {
   Buffer take(Device device, const Shape& sizes, DType dtype) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = by_shape_.find(Key{device, dtype, sizes});
-    if (it == by_shape_.end() || it->second.empty()) return Buffer{Tensor(), Event()};
+    if (it == by_shape_.end()) return Buffer{Tensor(), Event()};  // (no shape is left empty)
     // The oldest: its last copy-in was enqueued first, so waiting for it costs least.
     const auto entry = it->second.front();
     it->second.pop_front();
