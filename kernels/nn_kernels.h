@@ -101,31 +101,38 @@ void attention_backward(const Stream& stream, const View* grad_q, const View* gr
                         const View& v, const View& out, const View& lse, const View* mask,
                         bool causal, double scale);
 
-// Convolution through cuDNN, on cuda streams only (conv2d runs unfold and matmul on cpu
-// and sim). Views are contiguous and of one dtype: in [N, C, H, W], weight
-// [O, C / groups, kH, kW], out [N, O, oH, oW] with oH, oW as window `w` gives. Each
-// (device, pass, dtype, shapes, window, groups, TF32 setting) is planned once: descriptors
-// and the first deterministic algorithm cuDNN's heuristics offer, kept in
-// cudnn_conv_plan_cache(device) (kernels/plan_cache.h). float32 uses TF32 tensor cores only
-// where cudnn_allow_tf32() (runtime/backend/cuda_settings.h). Workspace comes from the caching
-// allocator on the launch's stream. Launch names: cudnn_conv2d, cudnn_conv2d_backward_input,
-// cudnn_conv2d_backward_weight.
+// Convolution through the device's library: cuDNN on cuda streams, oneDNN on cpu and sim
+// streams (conv2d uses unfold and matmul where neither applies). Views are contiguous and
+// of one dtype: in [N, C, H, W], weight [O, C / groups, kH, kW], out [N, O, oH, oW] with
+// oH, oW as window `w` gives. Each (device, pass, dtype, shapes, window, groups, TF32
+// setting) is planned once and kept: on cuda the descriptors and the first deterministic
+// algorithm cuDNN's heuristics offer, in cudnn_conv_plan_cache(device)
+// (kernels/plan_cache.h), float32 on TF32 tensor cores only where cudnn_allow_tf32()
+// (runtime/backend/cuda_settings.h); on the host oneDNN's primitives and the reorders
+// between the user's plain layout and the blocked one oneDNN's fast kernels want, in
+// onednn_conv_plan_cache(). Workspace (cuDNN's, and oneDNN's scratchpad and blocked copies)
+// comes from the caching allocator on the launch's stream. Launch names: cudnn_conv2d,
+// cudnn_conv2d_backward_input, cudnn_conv2d_backward_weight, and onednn_ in place of
+// cudnn_ on the host.
 //
-// Whether conv2d should take this path: a cuda device in a build with cuDNN, float32 or
-// float64, groups >= 1, and every size and element count within cuDNN's 32-bit limits.
-bool cudnn_conv2d_supported(const Device& device, DType dt, const std::vector<int64_t>& in,
-                            const std::vector<int64_t>& weight, const Window2d& w,
-                            int64_t groups);
-void cudnn_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
-                  const Window2d& w, int64_t groups);
+// Whether conv2d should take this path: a device whose library is in the build and
+// enabled (oneDNN: onednn_enabled(), runtime/backend/cpu_settings.h), groups >= 1, and
+// on cuda float32 or float64 with every size and element count within cuDNN's 32-bit
+// limits; on cpu and sim float32 whose last window does not leave input unread (a
+// non-negative right padding). The entry points throw ValueError for inputs outside this.
+bool library_conv2d_supported(const Device& device, DType dt, const std::vector<int64_t>& in,
+                              const std::vector<int64_t>& weight, const Window2d& w,
+                              int64_t groups);
+void library_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
+                    const Window2d& w, int64_t groups);
 // grad_in [N, C, H, W] = the gradient of conv2d's out with respect to in, for grad_out.
-void cudnn_conv2d_backward_input(const Stream& stream, const View& grad_in,
-                                 const View& grad_out, const View& weight, const Window2d& w,
-                                 int64_t groups);
+void library_conv2d_backward_input(const Stream& stream, const View& grad_in,
+                                   const View& grad_out, const View& weight, const Window2d& w,
+                                   int64_t groups);
 // grad_weight [O, C / groups, kH, kW] = the gradient with respect to the weight.
-void cudnn_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
-                                  const View& grad_out, const View& in, const Window2d& w,
-                                  int64_t groups);
+void library_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
+                                    const View& grad_out, const View& in, const Window2d& w,
+                                    int64_t groups);
 
 }  // namespace kernels
 }  // namespace streamgrad

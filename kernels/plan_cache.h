@@ -1,6 +1,6 @@
-// PlanCache: a bounded cache of prepared library plans (cuDNN convolution descriptors
-// and algorithm choices), least recently used first out, with the controls users know
-// from the reference framework's FFT plan caches:
+// PlanCache: a bounded cache of prepared library plans (cuDNN convolution descriptors and
+// algorithm choices, oneDNN convolution primitives), least recently used first out, with
+// the controls users know from the reference framework's FFT plan caches:
 //
 //   PlanCache& cache = cudnn_conv_plan_cache(0);   // cuda:0's cache
 //   cache.set_max_size(16);                        // keep at most 16 plans
@@ -9,7 +9,8 @@
 //
 // A max_size of 0 turns caching off: every launch prepares its plan and drops it after.
 // Plans are shared pointers: one evicted or cleared while a launch still holds it lives
-// until that launch lets go. The caches exist in every build; without cuDNN they stay empty.
+// until that launch lets go. The caches exist in every build; without cuDNN the cuda ones
+// stay empty.
 //
 // Thread-safety: every method may be called from any thread. Failure: ValueError for a
 // negative device index; find/insert never throw except std::bad_alloc.
@@ -103,6 +104,13 @@ inline PlanCache& cudnn_conv_plan_cache(int index) {
   std::unique_ptr<PlanCache>& c = (*caches)[index];
   if (c == nullptr) c = std::make_unique<PlanCache>();
   return *c;
+}
+
+// The oneDNN convolution plan cache of the host (cpu and sim streams share it: their
+// kernels are the same code on the same processor).
+inline PlanCache& onednn_conv_plan_cache() {
+  static auto* cache = new PlanCache();  // leaked: plans may be used by sim threads at exit
+  return *cache;
 }
 
 }  // namespace streamgrad

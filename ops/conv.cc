@@ -5,11 +5,14 @@
 // group, a bias add — is differentiable to any order without a hand-written backward.
 // The matmul is batched over N with the weight broadcast; its backward sums the weight
 // gradient over the batch.
-// On cuda (float32 and float64, within cuDNN's 32-bit limits) conv2d runs cuDNN's
-// kernels instead, with a CudnnConvolutionBackward node: cuDNN's backward kernels, or,
-// when the backward itself is recorded (create_graph), conv2d_input_grad and
-// conv2d_weight_grad, which are the composed path's gradients written out, so the
-// result stays differentiable to any order.
+// Where the device's convolution library takes the input (kernels/nn_kernels.h: cuDNN on
+// cuda, float32 and float64; oneDNN on cpu and sim, float32, unless set_onednn_enabled
+// (false)) conv2d runs the library's kernels instead, with one node
+// (CudnnConvolutionBackward or MkldnnConvolutionBackward, the reference's names) that
+// saves only the input and the weight: the library's backward kernels, or, when the
+// backward itself is recorded (create_graph), conv2d_input_grad and conv2d_weight_grad,
+// which are the composed path's gradients written out, so the result stays
+// differentiable to any order.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/grad_mode.h"
@@ -93,13 +96,15 @@ Tensor concat_groups(int64_t groups, int64_t dim, Fn product) {
   return cat(parts, dim);
 }
 
-struct CudnnConvolutionBackward final : Node {
-  std::string name() const override { return "CudnnConvolutionBackward"; }
+struct LibraryConvolutionBackward final : Node {
+  std::string name() const override {
+    return cuda ? "CudnnConvolutionBackward" : "MkldnnConvolutionBackward";
+  }
   TensorList apply(TensorList&& grads) override {
     const Tensor& g = grads[0];
     if (!g.defined()) return {Tensor(), Tensor()};
-    const Tensor x = input.unpack("CudnnConvolutionBackward");
-    const Tensor wt = weight.unpack("CudnnConvolutionBackward");
+    const Tensor x = input.unpack(name().c_str());
+    const Tensor wt = weight.unpack(name().c_str());
     Tensor gx, gw;
     if (grad_mode_enabled()) {
       if (needs_grad(*this, 0)) gx = conv2d_input_grad(x.sizes(), wt, g, params);
@@ -109,13 +114,13 @@ struct CudnnConvolutionBackward final : Node {
     const Tensor gc = contiguous(g);
     if (needs_grad(*this, 0)) {
       gx = new_output(x.sizes(), x.dtype(), x.device());
-      kernels::cudnn_conv2d_backward_input(stream_of(gx), gx.view(), gc.view(),
-                                           contiguous(wt).view(), window, params.groups);
+      kernels::library_conv2d_backward_input(stream_of(gx), gx.view(), gc.view(),
+                                             contiguous(wt).view(), window, params.groups);
     }
     if (needs_grad(*this, 1)) {
       gw = new_output(wt.sizes(), wt.dtype(), wt.device());
-      kernels::cudnn_conv2d_backward_weight(stream_of(gw), gw.view(), gc.view(),
-                                            contiguous(x).view(), window, params.groups);
+      kernels::library_conv2d_backward_weight(stream_of(gw), gw.view(), gc.view(),
+                                              contiguous(x).view(), window, params.groups);
     }
     return {gx, gw};
   }
@@ -128,17 +133,19 @@ struct CudnnConvolutionBackward final : Node {
   SavedTensor input, weight;
   Conv2dParams params;
   kernels::Window2d window;
+  bool cuda = false;
 };
 
-// conv2d through cuDNN, without the bias; inputs checked by conv2d.
-Tensor cudnn_conv2d(const Tensor& input, const Tensor& weight, const kernels::Window2d& w,
+// conv2d through the device's library, without the bias; inputs checked by conv2d.
+Tensor library_conv2d(const Tensor& input, const Tensor& weight, const kernels::Window2d& w,
                     const Conv2dParams& p, std::array<int64_t, 2> o) {
   const Tensor x = contiguous_data(input), wt = contiguous_data(weight);
   Tensor out = new_output({input.size(0), weight.size(0), o[0], o[1]}, input.dtype(),
                           input.device());
-  kernels::cudnn_conv2d(stream_of(out), out.view(), x.view(), wt.view(), w, p.groups);
+  kernels::library_conv2d(stream_of(out), out.view(), x.view(), wt.view(), w, p.groups);
   if (any_requires_grad({input, weight})) {
-    auto node = std::make_shared<CudnnConvolutionBackward>();
+    auto node = std::make_shared<LibraryConvolutionBackward>();
+    node->cuda = input.device().type() == DeviceType::kCuda;
     node->input = SavedTensor(input);
     node->weight = SavedTensor(weight);
     node->params = p;
@@ -232,9 +239,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const std::array<int64_t, 2> o = positions("conv2d", input, input.size(-2), input.size(-1), w);
   // Unbatched: checked above as the caller passed it, so that errors show that shape.
   if (input.dim() == 3) return squeeze(conv2d(unsqueeze(input, 0), weight, bias, p), 0);
-  if (kernels::cudnn_conv2d_supported(input.device(), input.dtype(), input.sizes(),
-                                      weight.sizes(), w, groups)) {
-    const Tensor out = cudnn_conv2d(input, weight, w, p, o);
+  if (kernels::library_conv2d_supported(input.device(), input.dtype(), input.sizes(),
+                                        weight.sizes(), w, groups)) {
+    const Tensor out = library_conv2d(input, weight, w, p, o);
     return bias.defined() ? add(out, reshape(bias, {out_ch, 1, 1})) : out;
   }
   const Tensor cols = unfold(input, k, p);  // [N, C * kH * kW, L]

@@ -9,7 +9,7 @@ set -euo pipefail
 # chromium: renders tools/memviz's page in tests/tools:memviz_browser_test.
 packages=(bazel-bootstrap catch2 libabsl-dev libopenblas-dev zlib1g-dev libbenchmark-dev
           dataset-fashion-mnist nlohmann-json3-dev libgloo-dev iproute2 cmake pkg-config make
-          libsleef-dev fortunes chromium)
+          libsleef-dev libdnnl-dev fortunes chromium)
 
 missing=()
 for p in "${packages[@]}"; do

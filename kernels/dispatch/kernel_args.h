@@ -135,7 +135,7 @@ struct AttentionShape {
   bool mask_batched;
 };
 
-// Convolution through cuDNN. kForward: a = out, b = in, c = weight; kBackwardInput:
+// Convolution through a library (cuDNN on cuda, oneDNN on the host). kForward: a = out, b = in, c = weight; kBackwardInput:
 // a = grad_in, b = grad_out, c = weight; kBackwardWeight: a = grad_weight, b = grad_out,
 // c = in.
 enum class ConvPass { kForward, kBackwardInput, kBackwardWeight };

@@ -90,8 +90,8 @@ struct LaunchSpec;
   X(kAttentionBackward, "attention_backward", DType, const AttentionShape&, void*, void*,  \
     void*, const void*, const void*, const void*, const void*, const void*, const void*,   \
     const void*)                                                                           \
-  X(kCudnnConv2d, "cudnn_conv2d", ConvPass, DType, const ConvShape&, const Window2d&,      \
-    void*, const void*, const void*)                                                       \
+  X(kConv2d, "conv2d", ConvPass, DType, const ConvShape&, const Window2d&, void*,          \
+    const void*, const void*)                                                              \
   X(kTestOnly, "test_only", int*)
 
 enum class KernelId : int {

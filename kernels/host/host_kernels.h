@@ -93,6 +93,11 @@ void im2col(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageS
             const Window2d& w, void* cols, const void* img);
 void col2im(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageShape& s,
             const Window2d& w, void* img, const void* cols);
+// conv2d's three passes through oneDNN (kernels/host/onednn_conv.cc), float32: a, b and c
+// as ConvPass names them.
+void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
+                   const ConvShape& s, const Window2d& w, void* a, const void* b,
+                   const void* c);
 // s.channels planes of s.height x s.width; the backward scatters through the indices
 // (checked, in the task, before anything is written) and needs no window.
 void max_pool2d(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageShape& s,

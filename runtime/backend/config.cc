@@ -62,6 +62,7 @@ RuntimeConfig load() {
   c.cpu_cache_bytes = env_number<uint64_t>("STREAMGRAD_CPU_CACHE_BYTES", 0);
   c.sanitize_streams = env_flag("STREAMGRAD_SANITIZE_STREAMS");
   c.allow_tf32 = env_flag("STREAMGRAD_ALLOW_TF32");
+  c.onednn = env("STREAMGRAD_ONEDNN") == nullptr || env_flag("STREAMGRAD_ONEDNN");
   if (const char* t = env("STREAMGRAD_TRACE")) {
     // Checked now, before any work: finding out at exit would lose the whole run's trace.
     const std::string problem = unwritable_reason(t);

@@ -31,6 +31,9 @@
 //                                     (cpu_settings.h; set_num_threads() overrides it).
 //   STREAMGRAD_CPU_CAPABILITY=default|avx2|avx512   the code level of the cpu kernels'
 //                                     loops, at most the machine's (cpu_settings.h).
+//   STREAMGRAD_ONEDNN=0               float32 conv2d on cpu and sim uses unfold and matmul
+//                                     instead of oneDNN (cpu_settings.h;
+//                                     set_onednn_enabled() overrides it).
 //   STREAMGRAD_ALLOW_TF32=1           float32 cuda matmuls and cuDNN convolutions may use
 //                                     TF32 tensor cores (cuda_settings.h;
 //                                     set_matmul_allow_tf32() and set_cudnn_allow_tf32()
@@ -95,6 +98,7 @@ struct RuntimeConfig {
   bool cpu_capability_set = false;
   CpuCapability cpu_capability = CpuCapability::kDefault;
   bool allow_tf32 = false;
+  bool onednn = true;
 };
 
 const RuntimeConfig& config();

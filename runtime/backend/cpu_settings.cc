@@ -126,4 +126,14 @@ void set_num_threads(int n) {
   threads_override().store(n, std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<bool>& onednn_flag() {
+  static std::atomic<bool> on{config().onednn};
+  return on;
+}
+}  // namespace
+
+bool onednn_enabled() { return onednn_flag().load(std::memory_order_relaxed); }
+void set_onednn_enabled(bool on) { onednn_flag().store(on, std::memory_order_relaxed); }
+
 }  // namespace streamgrad

@@ -1,10 +1,12 @@
 // Settings of the cpu kernels that users and benchmarks choose: how many threads a large
-// kernel may use, and which instruction-set level the kernels' loops run at.
+// kernel may use, which instruction-set level the kernels' loops run at, and whether
+// convolutions use oneDNN.
 //
 //   set_num_threads(4);            // as torch::set_num_threads
 //   int n = get_num_threads();
 //   cpu_capability()               // CpuCapability::kAvx512 on an AVX-512 machine
 //   set_cpu_capability(CpuCapability::kAvx2);   // lower than the machine only (tests, benches)
+//   set_onednn_enabled(false);     // as torch.backends.mkldnn.enabled = False
 //
 // Threads: kernels over more than 256K elements split their work over up to
 // get_num_threads() threads (the caller plus a pool of workers, kernels/host/parallel.h);
@@ -22,6 +24,10 @@
 // warning). Element-wise results and sums are bitwise the same at every level.
 // The level applies to kernels launched after the call (work queued on a sim stream keeps
 // the level it was launched with); the thread count to kernels that start running after it.
+// oneDNN: float32 conv2d on cpu and sim runs oneDNN's convolution (kernels/nn_kernels.h,
+// with the thread count at the launch) where it is enabled (the default; STREAMGRAD_ONEDNN=0
+// turns it off), unfold and matmul where not; the two agree to rounding, not bitwise. The switch applies to conv2d calls made after
+// it; a recorded graph's backward uses the path its forward took.
 //
 // Thread-safety: every function may be called from any thread (atomics).
 // Failure: set_num_threads outside [1, kMaxThreads] and set_cpu_capability above
@@ -52,6 +58,9 @@ void set_cpu_capability(CpuCapability c);
 
 int get_num_threads();
 void set_num_threads(int n);
+
+bool onednn_enabled();
+void set_onednn_enabled(bool on);
 
 }  // namespace streamgrad
 

@@ -1,6 +1,5 @@
 // conv2d's gradient functions (conv2d_input_grad, conv2d_weight_grad) against autograd of
-// conv2d on every test device, and the cuDNN path: which devices take it, that its
-// kernels refuse cpu and sim streams, and on cuda (where a GPU is present) that conv2d is
+// conv2d on every test device, and the cuDNN path: which inputs take it, and on cuda (where a GPU is present) that conv2d is
 // one cuDNN kernel each way with the composed path's values, stays differentiable under
 // create_graph, and fills and obeys its device's plan cache.
 #include <catch2/catch.hpp>
@@ -82,32 +81,29 @@ TEST_CASE("conv2d's gradient functions refuse mismatched arguments", "[ops][conv
       {"conv2d_weight_grad"});
 }
 
-TEST_CASE("only cuda takes the cuDNN path; its kernels refuse cpu and sim streams", "[ops][conv]") {
+TEST_CASE("float64 conv2d on cpu and sim runs the composed path", "[ops][conv]") {
   kernels::Window2d win;
   win.kernel[0] = win.kernel[1] = 3;
   for (const char* name : {"cpu", "sim:0"}) {
     const Device d(name);
     INFO(name);
-    CHECK_FALSE(
-        kernels::cudnn_conv2d_supported(d, DType::kFloat32, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
-    const Tensor x = random_input({2, 3, 5, 5}, d, 5), w = random_input({4, 3, 3, 3}, d, 6);
-    Tensor y = zeros({2, 4, 3, 3}, TensorOptions().dtype(DType::kFloat64).device(d));
-    expect_error<DeviceError>(
-        [&] { kernels::cudnn_conv2d(current_stream(d), y.view(), x.view(), w.view(), win, 1); },
-        {"cudnn_conv2d", "cuda streams only", d.str(), "unfold and matmul"});
-    // conv2d itself runs the composed path there.
+    // oneDNN takes float32 only (tests/ops/conv_onednn_test.cc).
+    CHECK_FALSE(kernels::library_conv2d_supported(d, DType::kFloat64, {2, 3, 5, 5},
+                                                  {4, 3, 3, 3}, win, 1));
     Tensor x1 = random_input({2, 3, 5, 5}, d, 7);
-    x1.requires_grad_();
-    CHECK(conv2d(x1, w).grad_fn()->name() != "CudnnConvolutionBackward");
+    const Tensor w = random_input({4, 3, 3, 3}, d, 6);
+    const std::string node = conv2d(x1, w).grad_fn()->name();
+    CHECK(node != "CudnnConvolutionBackward");
+    CHECK(node != "MkldnnConvolutionBackward");
   }
   // float16 or integer inputs, sizes past 32 bits: never cuDNN, on any device.
   const Device cuda(DeviceType::kCuda, 0);
   CHECK_FALSE(
-      kernels::cudnn_conv2d_supported(cuda, DType::kInt64, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
-  CHECK_FALSE(kernels::cudnn_conv2d_supported(cuda, DType::kFloat32, {int64_t(1) << 31, 3, 5, 5},
-                                              {4, 3, 3, 3}, win, 1));
-  CHECK_FALSE(kernels::cudnn_conv2d_supported(cuda, DType::kFloat32, {4096, 4096, 512, 512},
-                                              {4, 4096, 3, 3}, win, 1));
+      kernels::library_conv2d_supported(cuda, DType::kInt64, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
+  CHECK_FALSE(kernels::library_conv2d_supported(
+      cuda, DType::kFloat32, {int64_t(1) << 31, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
+  CHECK_FALSE(kernels::library_conv2d_supported(cuda, DType::kFloat32, {4096, 4096, 512, 512},
+                                                {4, 4096, 3, 3}, win, 1));
 }
 
 // The GPU half: skipped, once, where there is none.

@@ -1,0 +1,273 @@
+// Convolution on cpu and sim streams through oneDNN (host_kernels.h, onednn_conv2d), the
+// host's counterpart of cuDNN on cuda: oneDNN's direct convolutions (JIT-compiled for the
+// processor) replace unfold + matmul, whose column buffer is kH x kW times the input and
+// whose small-channel products spend as long packing operands as multiplying them.
+//
+// The user's tensors are plain (NCHW, OIHW); the fast kernels want blocked layouts (for
+// example nChw16c), which oneDNN chooses. So a plan is a primitive plus a reorder in for
+// each input and out for the result whose layout differs, as the reference framework's
+// oneDNN path does per call. The blocked copies and every scratchpad share one workspace
+// from the caching allocator on the launch's stream (stream-ordered, as cuDNN's), so that
+// host memory stays accounted for and a step's buffers are reused step after step.
+//
+// Threads: oneDNN here uses OpenMP; each launch plans and runs with get_num_threads() at
+// the launch, set on the thread that runs it (one under ThreadSanitizer, which cannot see
+// OpenMP's barriers).
+// Thread-safety: plans are immutable once made and shared through onednn_conv_plan_cache();
+// oneDNN primitives may run concurrently with separate scratchpads, which they have.
+// Failure: a shape oneDNN cannot plan is an InternalError naming the pass and the shapes
+// (the front door admits only what oneDNN takes).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/host/host_kernels.h"
+#include "kernels/plan_cache.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "runtime/backend/cpu_settings.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/storage.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define SG_ONEDNN_ONE_THREAD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SG_ONEDNN_ONE_THREAD 1
+#endif
+#endif
+
+namespace streamgrad {
+namespace kernels {
+namespace cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr size_t kAlign = 64;
+
+dnnl::engine& engine() {
+  static auto* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);  // leaked, as the cache
+  return *e;
+}
+
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// One operand of the primitive: the user's plain layout, the primitive's, and the reorder
+// between them (in for inputs, out for the result) where they differ.
+struct Operand {
+  int arg = 0;  // DNNL_ARG_*
+  memory::desc user, inner;
+  bool reordered = false;
+  dnnl::reorder reorder;
+  size_t offset = 0;  // of the blocked copy in the workspace
+};
+
+// a, b, c as ConvPass names them (kernels/dispatch/kernel_args.h); a is written.
+struct Plan {
+  dnnl::primitive conv;
+  Operand a, b, c;
+  size_t scratch = 0;    // bytes at the workspace's start, shared by every step
+  size_t workspace = 0;  // scratch + the blocked copies
+};
+
+memory::dims image_dims(const ConvShape& s) { return {s.n, s.c, s.h, s.w}; }
+memory::dims result_dims(const ConvShape& s) { return {s.n, s.o, s.oh, s.ow}; }
+memory::dims weight_dims(const ConvShape& s) {
+  if (s.groups == 1) return {s.o, s.c, s.kh, s.kw};
+  return {s.groups, s.o / s.groups, s.c / s.groups, s.kh, s.kw};
+}
+
+memory::desc plain(const memory::dims& d, bool weight) {
+  const Tag t = weight ? (d.size() == 5 ? Tag::goihw : Tag::oihw) : Tag::nchw;
+  return memory::desc(d, memory::data_type::f32, t);
+}
+memory::desc any(const memory::dims& d) {
+  return memory::desc(d, memory::data_type::f32, Tag::any);
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Fills in the layouts and reorders of `o` (user layout `user`, the primitive's `inner`).
+void set_operand(Operand& o, int arg, const memory::desc& user, const memory::desc& inner,
+                 bool output, Plan& plan) {
+  o.arg = arg;
+  o.user = user;
+  o.inner = inner;
+  o.reordered = user != inner;
+  if (!o.reordered) return;
+  const dnnl::primitive_attr attr = user_scratchpad();
+  const dnnl::reorder::primitive_desc rpd =
+      output ? dnnl::reorder::primitive_desc(engine(), inner, engine(), user, attr)
+             : dnnl::reorder::primitive_desc(engine(), user, engine(), inner, attr);
+  o.reorder = dnnl::reorder(rpd);
+  plan.scratch = std::max(plan.scratch, aligned(rpd.scratchpad_desc().get_size()));
+}
+
+std::shared_ptr<Plan> make_plan(ConvPass pass, const ConvShape& s, const Window2d& w) {
+  const memory::dims strides{w.stride[0], w.stride[1]};
+  const memory::dims dilates{w.dilation[0] - 1, w.dilation[1] - 1};  // oneDNN counts gaps
+  const memory::dims pad_l{w.padding[0], w.padding[1]};
+  const memory::dims pad_r{
+      (s.oh - 1) * w.stride[0] + (s.kh - 1) * w.dilation[0] + 1 - s.h - w.padding[0],
+      (s.ow - 1) * w.stride[1] + (s.kw - 1) * w.dilation[1] + 1 - s.w - w.padding[1]};
+  const memory::dims img = image_dims(s), res = result_dims(s), wt = weight_dims(s);
+  const dnnl::primitive_attr attr = user_scratchpad();
+  // The forward's description: the primitive of kForward, the hint of the backward passes.
+  const dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
+                                           dnnl::algorithm::convolution_direct, any(img),
+                                           any(wt), any(res), strides, dilates, pad_l, pad_r);
+  const dnnl::convolution_forward::primitive_desc fpd(fd, attr, engine());
+  auto plan = std::make_shared<Plan>();
+  memory::desc scratch;
+  switch (pass) {
+    case ConvPass::kForward:
+      plan->conv = dnnl::convolution_forward(fpd);
+      set_operand(plan->a, DNNL_ARG_DST, plain(res, false), fpd.dst_desc(), true, *plan);
+      set_operand(plan->b, DNNL_ARG_SRC, plain(img, false), fpd.src_desc(), false, *plan);
+      set_operand(plan->c, DNNL_ARG_WEIGHTS, plain(wt, true), fpd.weights_desc(), false, *plan);
+      scratch = fpd.scratchpad_desc();
+      break;
+    case ConvPass::kBackwardInput: {
+      const dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct,
+                                                     any(img), any(wt), any(res), strides,
+                                                     dilates, pad_l, pad_r);
+      const dnnl::convolution_backward_data::primitive_desc bpd(bd, attr, engine(), fpd);
+      plan->conv = dnnl::convolution_backward_data(bpd);
+      set_operand(plan->a, DNNL_ARG_DIFF_SRC, plain(img, false), bpd.diff_src_desc(), true,
+                  *plan);
+      set_operand(plan->b, DNNL_ARG_DIFF_DST, plain(res, false), bpd.diff_dst_desc(), false,
+                  *plan);
+      set_operand(plan->c, DNNL_ARG_WEIGHTS, plain(wt, true), bpd.weights_desc(), false, *plan);
+      scratch = bpd.scratchpad_desc();
+      break;
+    }
+    case ConvPass::kBackwardWeight: {
+      const dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct,
+                                                        any(img), any(wt), any(res), strides,
+                                                        dilates, pad_l, pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc bpd(bd, attr, engine(), fpd);
+      plan->conv = dnnl::convolution_backward_weights(bpd);
+      set_operand(plan->a, DNNL_ARG_DIFF_WEIGHTS, plain(wt, true), bpd.diff_weights_desc(),
+                  true, *plan);
+      set_operand(plan->b, DNNL_ARG_DIFF_DST, plain(res, false), bpd.diff_dst_desc(), false,
+                  *plan);
+      set_operand(plan->c, DNNL_ARG_SRC, plain(img, false), bpd.src_desc(), false, *plan);
+      scratch = bpd.scratchpad_desc();
+      break;
+    }
+  }
+  plan->scratch = std::max(plan->scratch, aligned(scratch.get_size()));
+  size_t end = plan->scratch;
+  for (Operand* o : {&plan->a, &plan->b, &plan->c}) {
+    if (!o->reordered) continue;
+    o->offset = end;
+    end += aligned(o->inner.get_size());
+  }
+  plan->workspace = end;
+  return plan;
+}
+
+const char* pass_name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::kForward:
+      return "onednn_conv2d";
+    case ConvPass::kBackwardInput:
+      return "onednn_conv2d_backward_input";
+    case ConvPass::kBackwardWeight:
+      return "onednn_conv2d_backward_weight";
+  }
+  return "onednn_conv2d";
+}
+
+// oneDNN's threads for a launch now: its kernels block their work for the thread count
+// they are created with, so a plan is made and run with the same count.
+int launch_threads() {
+#ifdef SG_ONEDNN_ONE_THREAD
+  return 1;
+#else
+  return get_num_threads();
+#endif
+}
+
+std::shared_ptr<const Plan> plan_for(ConvPass pass, const ConvShape& s, const Window2d& w,
+                                     int threads) {
+  const std::string key = absl::StrCat(
+      threads, "t:", static_cast<int>(pass), ":", s.n, ",", s.c, ",", s.h, ",", s.w, ",", s.o,
+      ",", s.kh, ",", s.kw, ",", s.oh, ",", s.ow, ",", s.groups, ":", w.stride[0], ",",
+      w.stride[1], ",", w.padding[0], ",", w.padding[1], ",", w.dilation[0], ",", w.dilation[1]);
+  PlanCache& cache = onednn_conv_plan_cache();
+  std::shared_ptr<const Plan> plan = std::static_pointer_cast<const Plan>(cache.find(key));
+  if (plan != nullptr) return plan;
+  omp_set_num_threads(threads);
+  try {
+    plan = make_plan(pass, s, w);
+  } catch (const dnnl::error& e) {
+    SG_CHECK(false, InternalError, pass_name(pass), ": oneDNN could not plan image [", s.n,
+             ", ", s.c, ", ", s.h, ", ", s.w, "], weight [", s.o, ", ", s.c / s.groups, ", ",
+             s.kh, ", ", s.kw, "], groups ", s.groups, ": ", e.what(),
+             "; set_onednn_enabled(false) uses unfold and matmul instead");
+  }
+  cache.insert(key, plan);
+  return plan;
+}
+
+// Runs `plan` on the calling thread: the inputs' reorders, the primitive, the result's.
+void run(const Plan& plan, int threads, void* a, const void* b, const void* c, char* ws) {
+  omp_set_num_threads(threads);
+  dnnl::stream strm(engine());
+  const memory scratch(memory::desc({static_cast<memory::dim>(std::max<size_t>(plan.scratch, 1))},
+                                    memory::data_type::u8, Tag::a),
+                       engine(), ws);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SCRATCHPAD, scratch}};
+  const auto bind = [&](const Operand& o, void* user) {
+    const memory mine(o.user, engine(), user);
+    if (!o.reordered) {
+      args[o.arg] = mine;
+      return;
+    }
+    const memory blocked(o.inner, engine(), ws + o.offset);
+    args[o.arg] = blocked;
+    if (o.arg == plan.a.arg) return;  // the result goes out after the primitive
+    o.reorder.execute(strm, {{DNNL_ARG_FROM, mine}, {DNNL_ARG_TO, blocked},
+                             {DNNL_ARG_SCRATCHPAD, scratch}});
+  };
+  bind(plan.b, const_cast<void*>(b));  // read only: oneDNN's memory takes a void*
+  bind(plan.c, const_cast<void*>(c));
+  bind(plan.a, a);
+  plan.conv.execute(strm, args);
+  if (plan.a.reordered) {
+    plan.a.reorder.execute(strm, {{DNNL_ARG_FROM, args[plan.a.arg]},
+                                  {DNNL_ARG_TO, memory(plan.a.user, engine(), a)},
+                                  {DNNL_ARG_SCRATCHPAD, scratch}});
+  }
+  strm.wait();
+}
+
+}  // namespace
+
+void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
+                   const ConvShape& s, const Window2d& w, void* a, const void* b,
+                   const void* c) {
+  SG_CHECK(dt == DType::kFloat32, InternalError, pass_name(pass),
+           ": oneDNN convolution takes float32 (the front door admits nothing else)");
+  const int threads = launch_threads();
+  std::shared_ptr<const Plan> plan = plan_for(pass, s, w, threads);
+  // Stream-ordered: handed out again only after this launch's work.
+  Storage workspace = Storage::allocate(std::max<size_t>(plan->workspace, 1), stream);
+  char* ws = static_cast<char*>(workspace.data());
+  dispatch::enqueue(stream, spec,
+                    [plan, threads, a, b, c, ws] { run(*plan, threads, a, b, c, ws); });
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace streamgrad

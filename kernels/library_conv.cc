@@ -1,0 +1,186 @@
+// Convolution through the device's convolution library (kernels/nn_kernels.h): the front
+// door. Checks, then the implementation registered for the stream's device: cuDNN on cuda
+// (kernels/cuda/cudnn_conv.cu), oneDNN on cpu and sim (kernels/host/onednn_conv.cc). Each
+// library has its own limits (cuDNN's 32-bit sizes; oneDNN's float32 only and a right
+// padding that is not negative); conv2d takes this path only where library_conv2d_supported
+// says so and uses unfold and matmul elsewhere.
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/checks.h"
+#include "kernels/dispatch/kernel_args.h"
+#include "kernels/dispatch/launch.h"
+#include "kernels/dispatch/registry.h"
+#include "kernels/nn_kernels.h"
+#include "runtime/backend/cpu_settings.h"
+#include "runtime/base/error.h"
+
+namespace streamgrad {
+namespace kernels {
+namespace {
+
+using dispatch::KernelId;
+using ConvImpl = dispatch::Impl<KernelId::kConv2d>;
+
+int64_t out_size(const Window2d& w, int d, int64_t in) {
+  return window_output_size(in, w.kernel[d], w.stride[d], w.padding[d], w.dilation[d]);
+}
+
+ConvShape shape_of(const std::vector<int64_t>& in, const std::vector<int64_t>& weight,
+                   const Window2d& w, int64_t groups) {
+  return ConvShape{in[0],
+                   in[1],
+                   in[2],
+                   in[3],
+                   weight[0],
+                   weight[2],
+                   weight[3],
+                   out_size(w, 0, in[2]),
+                   out_size(w, 1, in[3]),
+                   groups};
+}
+
+// cuDNN's legacy descriptors take int sizes and index tensors with 32-bit offsets.
+bool within_cudnn_limits(const ConvShape& s, const Window2d& w) {
+  const int64_t values[] = {s.n,
+                            s.c,
+                            s.h,
+                            s.w,
+                            s.o,
+                            s.kh,
+                            s.kw,
+                            s.oh,
+                            s.ow,
+                            s.groups,
+                            w.stride[0],
+                            w.stride[1],
+                            w.padding[0],
+                            w.padding[1],
+                            w.dilation[0],
+                            w.dilation[1],
+                            s.n * s.c * s.h * s.w,
+                            s.n * s.o * s.oh * s.ow,
+                            s.o * (s.c / s.groups) * s.kh * s.kw};
+  for (int64_t v : values) {
+    if (v > INT_MAX) return false;
+  }
+  return true;
+}
+
+// The padding oneDNN needs after the last window along dim d: what the last output
+// position's window reaches past the input. Negative where conv2d's floor division drops
+// input rows or columns; oneDNN takes those shapes only with its reference kernels.
+int64_t right_padding(const ConvShape& s, const Window2d& w, int d) {
+  const int64_t in = d == 0 ? s.h : s.w, out = d == 0 ? s.oh : s.ow, k = d == 0 ? s.kh : s.kw;
+  return (out - 1) * w.stride[d] + (k - 1) * w.dilation[d] + 1 - in - w.padding[d];
+}
+
+// What the device's library takes: cuDNN float32 and float64 within its 32-bit sizes;
+// oneDNN float32 with a right padding that is not negative. Empty when it takes the shape.
+std::string library_refusal(DeviceType device, DType dt, const ConvShape& s, const Window2d& w) {
+  if (device == DeviceType::kCuda) {
+    if (dt != DType::kFloat32 && dt != DType::kFloat64) {
+      return "cuDNN convolution takes float32 or float64";
+    }
+    if (!within_cudnn_limits(s, w)) return "it exceeds cuDNN's 32-bit sizes; split the batch";
+    return "";
+  }
+  if (dt != DType::kFloat32) return "oneDNN convolution takes float32";
+  if (right_padding(s, w, 0) < 0 || right_padding(s, w, 1) < 0) {
+    return "its last window leaves input rows or columns unread (oneDNN needs a right padding "
+           ">= 0)";
+  }
+  return "";
+}
+
+// Checks the three views of one pass against each other; `image` is [N, C, H, W] and
+// `result` [N, O, oH, oW].
+ConvShape check_views(const char* kernel, DeviceType device, const View& image,
+                      const View& weight, const View& result, const Window2d& w,
+                      int64_t groups) {
+  cpu::check_contiguous(kernel, "image", image, 4);
+  cpu::check_contiguous(kernel, "weight", weight, 4);
+  cpu::check_contiguous(kernel, "output", result, 4);
+  cpu::check_floating(kernel, "image", image);
+  cpu::check_same_dtype(kernel, "image", image, "weight", weight);
+  cpu::check_same_dtype(kernel, "image", image, "output", result);
+  SG_CHECK(
+      groups > 0 && image.sizes[1] == weight.sizes[1] * groups && weight.sizes[0] % groups == 0,
+      ValueError, kernel, ": image ", cpu::describe(image), " and weight ", cpu::describe(weight),
+      " do not match ", groups, " groups");
+  const ConvShape s = shape_of(image.sizes, weight.sizes, w, groups);
+  SG_CHECK(result.sizes[0] == s.n && result.sizes[1] == s.o && result.sizes[2] == s.oh &&
+               result.sizes[3] == s.ow && s.oh > 0 && s.ow > 0,
+           ValueError, kernel, ": output ", cpu::describe(result), " does not match image ",
+           cpu::describe(image), " and weight ", cpu::describe(weight), " (expected [", s.n, ", ",
+           s.o, ", ", s.oh, ", ", s.ow, "])");
+  const std::string refused = library_refusal(device, image.dtype, s, w);
+  SG_CHECK(refused.empty(), ValueError, kernel, ": cannot take image ", cpu::describe(image),
+           " and weight ", cpu::describe(weight), ": ", refused,
+           " (conv2d uses unfold and matmul for such inputs)");
+  return s;
+}
+
+// Writes a (named `written`) from b and c, which it must not overlap.
+void launch_pass(const ConvImpl& impl, const char* kernel, const char* written,
+                 const Stream& stream, ConvPass pass, const ConvShape& s, const Window2d& w,
+                 const View& a, const View& b, const View& c) {
+  cpu::check_disjoint(kernel, written, a, "an input", b);
+  cpu::check_disjoint(kernel, written, a, "an input", c);
+  impl.fn(stream, dispatch::LaunchSpec(kernel, {&b, &c}, {&a}), pass, a.dtype, s, w, a.data,
+          b.data, c.data);
+}
+
+}  // namespace
+
+bool library_conv2d_supported(const Device& device, DType dt, const std::vector<int64_t>& in,
+                              const std::vector<int64_t>& weight, const Window2d& w,
+                              int64_t groups) {
+  if (!dispatch::has_impl(KernelId::kConv2d, device.type())) return false;
+  if (device.type() != DeviceType::kCuda && !onednn_enabled()) return false;
+  if (in.size() != 4 || weight.size() != 4 || groups < 1) return false;
+  const ConvShape s = shape_of(in, weight, w, groups);
+  if (s.oh <= 0 || s.ow <= 0) return false;
+  return library_refusal(device.type(), dt, s, w).empty();
+}
+
+// One pass: the launch is named after the library and the pass (onednn_conv2d,
+// cudnn_conv2d_backward_input, ...), so that traces and errors say which library ran.
+void run_pass(ConvPass pass, const Stream& stream, const View& written, const View& image,
+              const View& weight, const View& result, const View& b, const View& c,
+              const Window2d& w, int64_t groups) {
+  // Literals: a launch keeps its name past the call (sim runs it later).
+  static const char* const kNames[2][3] = {
+      {"cudnn_conv2d", "cudnn_conv2d_backward_input", "cudnn_conv2d_backward_weight"},
+      {"onednn_conv2d", "onednn_conv2d_backward_input", "onednn_conv2d_backward_weight"}};
+  static const char* const kWritten[] = {"output", "grad_in", "grad_weight"};
+  const int i = static_cast<int>(pass);
+  const char* kernel = kNames[stream.device().type() == DeviceType::kCuda ? 0 : 1][i];
+  const ConvImpl impl = dispatch::resolve<KernelId::kConv2d>(kernel, stream);
+  const ConvShape s = check_views(kernel, stream.device().type(), image, weight, result, w, groups);
+  launch_pass(impl, kernel, kWritten[i], stream, pass, s, w, written, b, c);
+}
+
+void library_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
+                    const Window2d& w, int64_t groups) {
+  run_pass(ConvPass::kForward, stream, out, in, weight, out, in, weight, w, groups);
+}
+
+void library_conv2d_backward_input(const Stream& stream, const View& grad_in,
+                                   const View& grad_out, const View& weight, const Window2d& w,
+                                   int64_t groups) {
+  run_pass(ConvPass::kBackwardInput, stream, grad_in, grad_in, weight, grad_out, grad_out,
+           weight, w, groups);
+}
+
+void library_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
+                                    const View& grad_out, const View& in, const Window2d& w,
+                                    int64_t groups) {
+  run_pass(ConvPass::kBackwardWeight, stream, grad_weight, in, grad_weight, grad_out, grad_out,
+           in, w, groups);
+}
+
+}  // namespace kernels
+}  // namespace streamgrad

@@ -1,0 +1,255 @@
+// conv2d on cpu and sim through oneDNN: which inputs take that path (float32 whose last
+// window reads to the input's end, while set_onednn_enabled allows it), that it is one
+// oneDNN kernel each way, with values and gradients within float32 rounding of the
+// float64 composed path (unfold and matmul) for strides, padding, dilation, groups,
+// non-contiguous operands, channel counts that use oneDNN's blocked layouts, and two
+// threads; that create_graph keeps it differentiable; the refusals of its front door; and
+// its plan cache.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "kernels/nn_kernels.h"
+#include "kernels/plan_cache.h"
+#include "runtime/backend/cpu_settings.h"
+#include "tests/ops/finite_difference.h"
+
+namespace streamgrad {
+namespace {
+
+using testing::expect_error;
+using testing::KernelNames;
+using testing::random_input;
+using testing::values;
+
+struct Case {
+  Shape x, w;
+  Conv2dParams p;
+};
+
+// {stride, padding, dilation, groups}
+const Case kCases[] = {
+    {{2, 3, 5, 6}, {4, 3, 3, 3}, {}},
+    {{1, 2, 7, 5}, {3, 2, 2, 3}, {{2, 1}, {1, 2}, {1, 1}, 1}},
+    {{1, 2, 6, 6}, {2, 2, 3, 2}, {{1, 2}, {2, 0}, {2, 1}, 1}},  // dilation
+    {{2, 4, 4, 4}, {6, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},  // groups
+    {{1, 4, 3, 3}, {4, 1, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 4}},  // depthwise 1x1
+    // Channels in multiples of 16: oneDNN's blocked layouts and reorders.
+    {{3, 16, 9, 9}, {32, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+    {{2, 32, 8, 8}, {16, 32, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
+    {{2, 16, 7, 7}, {32, 16, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}},
+};
+
+// The devices whose convolution library is oneDNN (cuda:0, where the suite has it, runs
+// cuDNN: tests/ops/conv_grad_test.cc).
+Device host_device() { return Device(GENERATE(as<std::string>{}, "cpu", "sim:0")); }
+
+TensorOptions f32(Device d) { return TensorOptions().dtype(DType::kFloat32).device(d); }
+
+// A float32 leaf with the values of random_input's float64 one.
+Tensor f32_leaf(const Tensor& x64) {
+  Tensor x = x64.detach().to(DType::kFloat32);
+  x.requires_grad_();
+  return x;
+}
+
+// Values of float32 `got` within float32 rounding of the float64 `want` (sums of up to a
+// few hundred products of values in [-1, 1]).
+void check_close(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.sizes() == want.sizes());
+  const std::vector<double> g = values(got.to(DType::kFloat64)), w = values(want);
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i << ": got " << g[i] << ", want " << w[i]);
+    CHECK(std::abs(g[i] - w[i]) <= 2e-5 * (1 + std::abs(w[i])));
+  }
+}
+
+TEST_CASE("float32 conv2d on cpu and sim is one oneDNN kernel each way, within rounding of "
+          "the float64 composed path",
+          "[ops][conv][onednn]") {
+  const Device d = host_device();
+  const int threads = GENERATE(1, 2);
+  const int old_threads = get_num_threads();
+  set_num_threads(threads);
+  INFO(d.str() << ", " << threads << " threads");
+  uint64_t seed = 100;
+  for (const Case& k : kCases) {
+    INFO("input [" << k.x[0] << ", " << k.x[1] << ", " << k.x[2] << ", " << k.x[3]
+                   << "], weight [" << k.w[0] << ", " << k.w[1] << ", " << k.w[2] << ", "
+                   << k.w[3] << "], groups " << k.p.groups);
+    const Tensor x64 = random_input(k.x, d, seed++), w64 = random_input(k.w, d, seed++);
+    const Tensor y64 = conv2d(x64, w64, Tensor(), k.p);
+    REQUIRE(y64.grad_fn()->name() != "MkldnnConvolutionBackward");  // float64: composed
+    const Tensor g64 = random_input(y64.sizes(), d, seed++).detach();
+    const TensorList want = grad({y64}, {x64, w64}, {g64});
+
+    const Tensor x = f32_leaf(x64), w = f32_leaf(w64), g = g64.to(DType::kFloat32);
+    KernelNames seen;
+    const Tensor y = conv2d(x, w, Tensor(), k.p);
+    CHECK(seen.names == std::vector<std::string>{"onednn_conv2d"});
+    CHECK(y.grad_fn()->name() == "MkldnnConvolutionBackward");
+    seen.names.clear();
+    const TensorList got = grad({y}, {x, w}, {g});
+    CHECK(seen.names == std::vector<std::string>{"onednn_conv2d_backward_input",
+                                                 "onednn_conv2d_backward_weight"});
+    check_close(y, y64.detach());
+    check_close(got[0], want[0]);
+    check_close(got[1], want[1]);
+  }
+  set_num_threads(old_threads);
+}
+
+TEST_CASE("oneDNN conv2d takes non-contiguous operands and a bias, and only the gradients "
+          "asked for",
+          "[ops][conv][onednn]") {
+  const Device d = host_device();
+  Conv2dParams p;
+  p.padding = {1, 1};
+  const Tensor x64 = random_input({2, 3, 6, 5}, d, 200), w64 = random_input({4, 3, 3, 3}, d, 201);
+  const Tensor b64 = random_input({4}, d, 202);
+  // The transposed views are what conv2d sees; both paths get the same values.
+  const auto run = [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv2d(transpose(x, 2, 3), transpose(w, 2, 3), b, p);
+  };
+  const Tensor y64 = run(x64, w64, b64);
+  const Tensor g64 = random_input(y64.sizes(), d, 203).detach();
+  const TensorList want = grad({y64}, {x64, w64, b64}, {g64});
+  const Tensor x = f32_leaf(x64), w = f32_leaf(w64), b = f32_leaf(b64);
+  const Tensor y = run(x, w, b);
+  check_close(y, y64.detach());
+  const TensorList got = grad({y}, {x, w, b}, {g64.to(DType::kFloat32)});
+  for (int i = 0; i < 3; ++i) check_close(got[i], want[i]);
+
+  // A frozen weight: the backward runs the input pass alone.
+  const Tensor frozen = w64.detach().to(DType::kFloat32);
+  const Tensor y2 = conv2d(x, frozen, Tensor(), p);
+  const Tensor seed = ones_like(y2);
+  KernelNames seen;
+  (void)grad({y2}, {x}, {seed});
+  CHECK(seen.names == std::vector<std::string>{"onednn_conv2d_backward_input"});
+}
+
+TEST_CASE("conv2d keeps the composed path where oneDNN does not apply or is disabled",
+          "[ops][conv][onednn]") {
+  const Device d = host_device();
+  kernels::Window2d win;
+  win.kernel[0] = win.kernel[1] = 3;
+  CHECK(kernels::library_conv2d_supported(d, DType::kFloat32, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
+  CHECK_FALSE(
+      kernels::library_conv2d_supported(d, DType::kFloat64, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
+  CHECK_FALSE(
+      kernels::library_conv2d_supported(d, DType::kFloat16, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
+  // Stride 2 over 6 columns with a 3-wide window: the last column is never read, which
+  // oneDNN's fast kernels cannot express (a negative right padding).
+  kernels::Window2d strided = win;
+  strided.stride[0] = strided.stride[1] = 2;
+  CHECK_FALSE(kernels::library_conv2d_supported(d, DType::kFloat32, {1, 2, 6, 6}, {2, 2, 3, 3},
+                                                strided, 1));
+  Conv2dParams p2;
+  p2.stride = {2, 2};
+  const Tensor xs = f32_leaf(random_input({1, 2, 6, 6}, d, 300));
+  const Tensor ws = f32_leaf(random_input({2, 2, 3, 3}, d, 301));
+  CHECK(conv2d(xs, ws, Tensor(), p2).grad_fn()->name() != "MkldnnConvolutionBackward");
+
+  const Tensor x = f32_leaf(random_input({2, 3, 5, 5}, d, 302));
+  const Tensor w = f32_leaf(random_input({4, 3, 3, 3}, d, 303));
+  const Tensor on = conv2d(x, w);
+  CHECK(on.grad_fn()->name() == "MkldnnConvolutionBackward");
+  set_onednn_enabled(false);
+  CHECK_FALSE(onednn_enabled());
+  CHECK_FALSE(kernels::library_conv2d_supported(d, DType::kFloat32, {2, 3, 5, 5}, {4, 3, 3, 3},
+                                                win, 1));
+  const Tensor off = conv2d(x, w);
+  set_onednn_enabled(true);
+  CHECK(off.grad_fn()->name() != "MkldnnConvolutionBackward");
+  check_close(on, off.detach().to(DType::kFloat64));
+  // The switch is read at the forward: a graph recorded with it on keeps its node.
+  set_onednn_enabled(false);
+  const Tensor seed = ones_like(on);
+  KernelNames seen;
+  (void)grad({on}, {x}, {seed});
+  set_onednn_enabled(true);
+  REQUIRE_FALSE(seen.names.empty());
+  for (const std::string& name : seen.names) CHECK(name.rfind("onednn_conv2d_backward", 0) == 0);
+}
+
+TEST_CASE("oneDNN conv2d stays differentiable under create_graph", "[ops][conv][onednn]") {
+  const Device d = host_device();
+  Conv2dParams p;
+  p.padding = {1, 1};
+  p.groups = 2;
+  // Second order of sum(conv2d(x, w) * u) through grad(create_graph): float32 through
+  // oneDNN against float64 through the composed path.
+  const Tensor x64 = random_input({2, 4, 5, 5}, d, 400), w64 = random_input({6, 2, 3, 3}, d, 401);
+  const auto second = [&](const Tensor& x, const Tensor& w) {
+    const Tensor y = conv2d(x, w, Tensor(), p);
+    const Tensor u = random_input(y.sizes(), d, 402).detach().to(x.dtype());
+    const TensorList g = grad({sum(mul(y, u))}, {x, w}, {}, /*retain_graph=*/true,
+                              /*create_graph=*/true);
+    const Tensor s = add(sum(mul(g[0], g[0])), sum(mul(g[1], g[1])));
+    return grad({s}, {x, w});
+  };
+  const TensorList want = second(x64, w64);
+  const TensorList got = second(f32_leaf(x64), f32_leaf(w64));
+  check_close(got[0], want[0]);
+  check_close(got[1], want[1]);
+}
+
+TEST_CASE("oneDNN's convolution entry points refuse what oneDNN cannot take",
+          "[ops][conv][onednn][errors]") {
+  const Device d = host_device();
+  kernels::Window2d win;
+  win.kernel[0] = win.kernel[1] = 3;
+  const Tensor x = random_input({2, 3, 5, 5}, d, 500).detach();
+  const Tensor w = random_input({4, 3, 3, 3}, d, 501).detach();
+  Tensor y = zeros({2, 4, 3, 3}, TensorOptions().dtype(DType::kFloat64).device(d));
+  expect_error<ValueError>(
+      [&] { kernels::library_conv2d(current_stream(d), y.view(), x.view(), w.view(), win, 1); },
+      {"onednn_conv2d", "float64 [2, 3, 5, 5]", "oneDNN convolution takes float32",
+       "unfold and matmul"});
+  const Tensor x32 = x.to(DType::kFloat32), w32 = w.to(DType::kFloat32);
+  Tensor wrong = zeros({2, 4, 4, 3}, f32(d));
+  expect_error<ValueError>(
+      [&] {
+        kernels::library_conv2d(current_stream(d), wrong.view(), x32.view(), w32.view(), win, 1);
+      },
+      {"onednn_conv2d", "does not match", "expected [2, 4, 3, 3]"});
+  Tensor gw = zeros({4, 3, 3, 3}, f32(d));
+  expect_error<ValueError>(
+      [&] {
+        kernels::library_conv2d_backward_weight(current_stream(d), gw.view(), x32.view(),
+                                                x32.view(), win, 1);
+      },
+      {"onednn_conv2d_backward_weight"});
+}
+
+TEST_CASE("the oneDNN plan cache holds one plan per problem and pass and obeys max_size",
+          "[ops][conv][onednn]") {
+  PlanCache& cache = onednn_conv_plan_cache();
+  const size_t old_max = cache.max_size();
+  cache.clear();
+  const Device cpu("cpu");
+  const Tensor x = random_input({2, 3, 5, 5}, cpu, 600).detach().to(DType::kFloat32);
+  const Tensor w = random_input({4, 3, 3, 3}, cpu, 601).detach().to(DType::kFloat32);
+  const Tensor first = conv2d(x, w);
+  CHECK(cache.size() == 1);
+  (void)conv2d(x, w);
+  CHECK(cache.size() == 1);  // the same problem reuses its plan
+  Tensor xr = clone(x);
+  xr.requires_grad_();
+  sum(conv2d(xr, w)).backward();
+  CHECK(cache.size() == 2);  // + the input-gradient pass (w needs no gradient)
+  (void)conv2d(random_input({1, 3, 5, 5}, cpu, 602).detach().to(DType::kFloat32), w);
+  CHECK(cache.size() == 3);
+  cache.set_max_size(1);
+  CHECK(cache.size() == 1);
+  cache.set_max_size(0);  // caching off: plans are made and dropped, results the same
+  const Tensor uncached = conv2d(x, w);
+  CHECK(cache.size() == 0);
+  CHECK(values(uncached.to(DType::kFloat64)) == values(first.to(DType::kFloat64)));
+  cache.set_max_size(old_max);
+  cache.clear();
+}
+
+}  // namespace
+}  // namespace streamgrad
