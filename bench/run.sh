@@ -82,9 +82,16 @@ mapfile -t cases < <("$sg" --list | { [ -n "$filter" ] && grep -E -- "$filter" |
 run_one() {
   local bin=$1 t=$2 case_flags=$3
   echo "== $(basename "$bin") $case_flags --threads=$t ${extra[*]}" >>"$log"
+  # Both streams go through a pipe and are split after: on this machine (2026-11-27)
+  # libtorch's resnet step ran five times slower whenever its stdout or stderr was a
+  # regular file (bench/RESULTS.md). JSON lines are the results, the rest the log.
+  local both="$out/one_process.txt" rc=0
   # shellcheck disable=SC2086
-  if ! OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin" $case_flags --threads="$t" \
-      "${extra[@]}" >>"$raw" 2>>"$log"; then
+  OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin" $case_flags --threads="$t" \
+    "${extra[@]}" 2>&1 | cat >"$both" || rc=$?
+  grep '^{' "$both" >>"$raw" || true
+  grep -v '^{' "$both" >>"$log" || true
+  if [ "$rc" -ne 0 ]; then
     echo "run.sh: $(basename "$bin") $case_flags --threads=$t failed (see $log)" >&2
     failed=1
   fi

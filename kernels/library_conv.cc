@@ -1,9 +1,9 @@
 // Convolution through the device's convolution library (kernels/nn_kernels.h): the front
 // door. Checks, then the implementation registered for the stream's device: cuDNN on cuda
 // (kernels/cuda/cudnn_conv.cu), oneDNN on cpu and sim (kernels/host/onednn_conv.cc). Each
-// library has its own limits (cuDNN's 32-bit sizes; oneDNN's float32 only and a right
-// padding that is not negative); conv2d takes this path only where library_conv2d_supported
-// says so and uses unfold and matmul elsewhere.
+// library has its own limits (cuDNN's 32-bit sizes; oneDNN's float32 only); conv2d takes
+// this path only where library_conv2d_supported says so and uses unfold and matmul
+// elsewhere.
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -69,16 +69,8 @@ bool within_cudnn_limits(const ConvShape& s, const Window2d& w) {
   return true;
 }
 
-// The padding oneDNN needs after the last window along dim d: what the last output
-// position's window reaches past the input. Negative where conv2d's floor division drops
-// input rows or columns; oneDNN takes those shapes only with its reference kernels.
-int64_t right_padding(const ConvShape& s, const Window2d& w, int d) {
-  const int64_t in = d == 0 ? s.h : s.w, out = d == 0 ? s.oh : s.ow, k = d == 0 ? s.kh : s.kw;
-  return (out - 1) * w.stride[d] + (k - 1) * w.dilation[d] + 1 - in - w.padding[d];
-}
-
 // What the device's library takes: cuDNN float32 and float64 within its 32-bit sizes;
-// oneDNN float32 with a right padding that is not negative. Empty when it takes the shape.
+// oneDNN float32. Empty when it takes the shape.
 std::string library_refusal(DeviceType device, DType dt, const ConvShape& s, const Window2d& w) {
   if (device == DeviceType::kCuda) {
     if (dt != DType::kFloat32 && dt != DType::kFloat64) {
@@ -87,12 +79,7 @@ std::string library_refusal(DeviceType device, DType dt, const ConvShape& s, con
     if (!within_cudnn_limits(s, w)) return "it exceeds cuDNN's 32-bit sizes; split the batch";
     return "";
   }
-  if (dt != DType::kFloat32) return "oneDNN convolution takes float32";
-  if (right_padding(s, w, 0) < 0 || right_padding(s, w, 1) < 0) {
-    return "its last window leaves input rows or columns unread (oneDNN needs a right padding "
-           ">= 0)";
-  }
-  return "";
+  return dt == DType::kFloat32 ? "" : "oneDNN convolution takes float32";
 }
 
 // Checks the three views of one pass against each other; `image` is [N, C, H, W] and

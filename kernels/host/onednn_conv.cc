@@ -116,6 +116,8 @@ std::shared_ptr<Plan> make_plan(ConvPass pass, const ConvShape& s, const Window2
   const memory::dims strides{w.stride[0], w.stride[1]};
   const memory::dims dilates{w.dilation[0] - 1, w.dilation[1] - 1};  // oneDNN counts gaps
   const memory::dims pad_l{w.padding[0], w.padding[1]};
+  // What the last window reaches past the input: negative where conv2d's floor division
+  // leaves the last rows or columns unread (stride > 1), which oneDNN takes as such.
   const memory::dims pad_r{
       (s.oh - 1) * w.stride[0] + (s.kh - 1) * w.dilation[0] + 1 - s.h - w.padding[0],
       (s.ow - 1) * w.stride[1] + (s.kw - 1) * w.dilation[1] + 1 - s.w - w.padding[1]};
