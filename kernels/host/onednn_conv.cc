@@ -13,8 +13,9 @@
 // Threads: oneDNN here uses OpenMP; each launch plans and runs with get_num_threads() at
 // the launch, set on the thread that runs it (one under ThreadSanitizer, which cannot see
 // OpenMP's barriers).
-// Thread-safety: plans are immutable once made and shared through onednn_conv_plan_cache();
-// oneDNN primitives may run concurrently with separate scratchpads, which they have.
+// Thread-safety: plans are made one at a time and are immutable once made, shared through
+// onednn_conv_plan_cache(); oneDNN primitives may run concurrently with separate
+// scratchpads, which they have (one at a time under ThreadSanitizer, below).
 // Failure: a shape oneDNN cannot plan is an InternalError naming the pass and the shapes
 // (the front door admits only what oneDNN takes).
 #include <omp.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -34,10 +36,10 @@
 #include "runtime/memory/storage.h"
 
 #if defined(__SANITIZE_THREAD__)
-#define SG_ONEDNN_ONE_THREAD 1
+#define SG_ONEDNN_UNDER_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define SG_ONEDNN_ONE_THREAD 1
+#define SG_ONEDNN_UNDER_TSAN 1
 #endif
 #endif
 
@@ -49,6 +51,15 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr size_t kAlign = 64;
+
+// Held while oneDNN makes a plan, and under ThreadSanitizer while it runs one: oneDNN
+// publishes its internal objects between threads through synchronisation ThreadSanitizer
+// cannot see (the library is not instrumented), which it reports as races on the first
+// two threads that plan at once (DataParallel's replicas do).
+std::mutex& onednn_mutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
 
 dnnl::engine& engine() {
   static auto* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);  // leaked, as the cache
@@ -193,7 +204,7 @@ const char* pass_name(ConvPass pass) {
 // oneDNN's threads for a launch now: its kernels block their work for the thread count
 // they are created with, so a plan is made and run with the same count.
 int launch_threads() {
-#ifdef SG_ONEDNN_ONE_THREAD
+#ifdef SG_ONEDNN_UNDER_TSAN
   return 1;
 #else
   return get_num_threads();
@@ -211,6 +222,7 @@ std::shared_ptr<const Plan> plan_for(ConvPass pass, const ConvShape& s, const Wi
   if (plan != nullptr) return plan;
   omp_set_num_threads(threads);
   try {
+    std::lock_guard<std::mutex> lk(onednn_mutex());
     plan = make_plan(pass, s, w);
   } catch (const dnnl::error& e) {
     SG_CHECK(false, InternalError, pass_name(pass), ": oneDNN could not plan image [", s.n,
@@ -224,6 +236,9 @@ std::shared_ptr<const Plan> plan_for(ConvPass pass, const ConvShape& s, const Wi
 
 // Runs `plan` on the calling thread: the inputs' reorders, the primitive, the result's.
 void run(const Plan& plan, int threads, void* a, const void* b, const void* c, char* ws) {
+#ifdef SG_ONEDNN_UNDER_TSAN
+  std::lock_guard<std::mutex> lk(onednn_mutex());
+#endif
   omp_set_num_threads(threads);
   dnnl::stream strm(engine());
   const memory scratch(memory::desc({static_cast<memory::dim>(std::max<size_t>(plan.scratch, 1))},
