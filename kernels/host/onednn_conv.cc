@@ -189,18 +189,6 @@ std::shared_ptr<Plan> make_plan(ConvPass pass, const ConvShape& s, const Window2
   return plan;
 }
 
-const char* pass_name(ConvPass pass) {
-  switch (pass) {
-    case ConvPass::kForward:
-      return "onednn_conv2d";
-    case ConvPass::kBackwardInput:
-      return "onednn_conv2d_backward_input";
-    case ConvPass::kBackwardWeight:
-      return "onednn_conv2d_backward_weight";
-  }
-  return "onednn_conv2d";
-}
-
 // oneDNN's threads for a launch now: its kernels block their work for the thread count
 // they are created with, so a plan is made and run with the same count.
 int launch_threads() {
@@ -211,8 +199,9 @@ int launch_threads() {
 #endif
 }
 
-std::shared_ptr<const Plan> plan_for(ConvPass pass, const ConvShape& s, const Window2d& w,
-                                     int threads) {
+// `name` is the launch's (onednn_conv2d_backward_input, ...), for the error message.
+std::shared_ptr<const Plan> plan_for(const char* name, ConvPass pass, const ConvShape& s,
+                                     const Window2d& w, int threads) {
   const std::string key = absl::StrCat(
       threads, "t:", static_cast<int>(pass), ":", s.n, ",", s.c, ",", s.h, ",", s.w, ",", s.o,
       ",", s.kh, ",", s.kw, ",", s.oh, ",", s.ow, ",", s.groups, ":", w.stride[0], ",",
@@ -225,7 +214,7 @@ std::shared_ptr<const Plan> plan_for(ConvPass pass, const ConvShape& s, const Wi
     std::lock_guard<std::mutex> lk(onednn_mutex());
     plan = make_plan(pass, s, w);
   } catch (const dnnl::error& e) {
-    SG_CHECK(false, InternalError, pass_name(pass), ": oneDNN could not plan image [", s.n,
+    SG_CHECK(false, InternalError, name, ": oneDNN could not plan image [", s.n,
              ", ", s.c, ", ", s.h, ", ", s.w, "], weight [", s.o, ", ", s.c / s.groups, ", ",
              s.kh, ", ", s.kw, "], groups ", s.groups, ": ", e.what(),
              "; set_onednn_enabled(false) uses unfold and matmul instead");
@@ -274,10 +263,10 @@ void run(const Plan& plan, int threads, void* a, const void* b, const void* c, c
 void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
                    const ConvShape& s, const Window2d& w, void* a, const void* b,
                    const void* c) {
-  SG_CHECK(dt == DType::kFloat32, InternalError, pass_name(pass),
+  SG_CHECK(dt == DType::kFloat32, InternalError, spec.name,
            ": oneDNN convolution takes float32 (the front door admits nothing else)");
   const int threads = launch_threads();
-  std::shared_ptr<const Plan> plan = plan_for(pass, s, w, threads);
+  std::shared_ptr<const Plan> plan = plan_for(spec.name, pass, s, w, threads);
   // Stream-ordered: handed out again only after this launch's work.
   Storage workspace = Storage::allocate(std::max<size_t>(plan->workspace, 1), stream);
   char* ws = static_cast<char*>(workspace.data());

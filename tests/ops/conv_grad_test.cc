@@ -9,35 +9,25 @@
 #include "kernels/nn_kernels.h"
 #include "kernels/plan_cache.h"
 #include "runtime/backend/cuda_settings.h"
+#include "tests/ops/conv_cases.h"
 #include "tests/ops/finite_difference.h"
 
 namespace streamgrad {
 namespace {
 
 using testing::check_values;
+using testing::ConvCase;
+using testing::kConvCases;
 using testing::expect_error;
 using testing::KernelNames;
 using testing::random_input;
 using testing::test_device;
 using testing::values;
 
-struct Case {
-  Shape x, w;
-  Conv2dParams p;
-};
-
-const Case kCases[] = {
-    {{2, 3, 5, 6}, {4, 3, 3, 3}, {}},
-    {{1, 2, 7, 5}, {3, 2, 2, 3}, {{2, 1}, {1, 2}, {1, 1}, 1}},
-    {{1, 2, 6, 6}, {2, 2, 3, 2}, {{1, 2}, {2, 0}, {2, 1}, 1}},  // dilation
-    {{2, 4, 4, 4}, {6, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},  // groups
-    {{1, 4, 3, 3}, {4, 1, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 4}},  // depthwise 1x1
-};
-
 TEST_CASE("conv2d_input_grad and conv2d_weight_grad are conv2d's gradients", "[ops][conv]") {
   const Device d = test_device();
   uint64_t seed = 40;
-  for (const Case& k : kCases) {
+  for (const ConvCase& k : kConvCases) {
     const Tensor x = random_input(k.x, d, seed++), w = random_input(k.w, d, seed++);
     const Tensor y = conv2d(x, w, Tensor(), k.p);
     const Tensor g = random_input(y.sizes(), d, seed++);
@@ -118,7 +108,7 @@ TEST_CASE("conv2d on cuda is one cuDNN kernel each way and equals the composed p
   if (!have_cuda()) return;
   const Device cuda("cuda:0"), cpu("cpu");
   uint64_t seed = 60;
-  for (const Case& k : kCases) {
+  for (const ConvCase& k : kConvCases) {
     Tensor xr = random_input(k.x, cpu, seed++), wr = random_input(k.w, cpu, seed++);
     Tensor x = to(xr, cuda), w = to(wr, cuda);
     for (Tensor* t : {&xr, &wr, &x, &w}) t->requires_grad_();

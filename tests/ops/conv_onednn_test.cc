@@ -7,12 +7,14 @@
 // threads; that create_graph keeps it differentiable; the refusals of its front door; and
 // its plan cache.
 #include <catch2/catch.hpp>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "kernels/nn_kernels.h"
 #include "kernels/plan_cache.h"
 #include "runtime/backend/cpu_settings.h"
+#include "tests/ops/conv_cases.h"
 #include "tests/ops/finite_difference.h"
 
 namespace streamgrad {
@@ -23,27 +25,20 @@ using testing::KernelNames;
 using testing::random_input;
 using testing::values;
 
-struct Case {
-  Shape x, w;
-  Conv2dParams p;
-};
-
-// {stride, padding, dilation, groups}
-const Case kCases[] = {
-    {{2, 3, 5, 6}, {4, 3, 3, 3}, {}},
-    {{1, 2, 7, 5}, {3, 2, 2, 3}, {{2, 1}, {1, 2}, {1, 1}, 1}},
-    {{1, 2, 6, 6}, {2, 2, 3, 2}, {{1, 2}, {2, 0}, {2, 1}, 1}},  // dilation
-    {{2, 4, 4, 4}, {6, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},  // groups
-    {{1, 4, 3, 3}, {4, 1, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 4}},  // depthwise 1x1
-    // Channels in multiples of 16: oneDNN's blocked layouts and reorders.
-    {{3, 16, 9, 9}, {32, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
-    {{2, 32, 8, 8}, {16, 32, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
-    {{2, 16, 7, 7}, {32, 16, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}},
-    // Strides that leave the last rows or columns unread: oneDNN's negative right padding.
-    {{2, 16, 8, 8}, {32, 16, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}},
-    {{1, 2, 6, 6}, {2, 2, 3, 3}, {{2, 2}, {0, 0}, {1, 1}, 1}},
-    {{1, 3, 9, 8}, {4, 3, 2, 2}, {{3, 3}, {1, 0}, {1, 1}, 1}},
-};
+// The shared cases, then channels in multiples of 16 (oneDNN's blocked layouts and
+// reorders) and strides that leave the last rows or columns unread (oneDNN's negative
+// right padding). {stride, padding, dilation, groups}
+std::vector<testing::ConvCase> cases() {
+  std::vector<testing::ConvCase> all(std::begin(testing::kConvCases),
+                                     std::end(testing::kConvCases));
+  all.push_back({{3, 16, 9, 9}, {32, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}});
+  all.push_back({{2, 32, 8, 8}, {16, 32, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}});
+  all.push_back({{2, 16, 7, 7}, {32, 16, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}});
+  all.push_back({{2, 16, 8, 8}, {32, 16, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}});
+  all.push_back({{1, 2, 6, 6}, {2, 2, 3, 3}, {{2, 2}, {0, 0}, {1, 1}, 1}});
+  all.push_back({{1, 3, 9, 8}, {4, 3, 2, 2}, {{3, 3}, {1, 0}, {1, 1}, 1}});
+  return all;
+}
 
 // The devices whose convolution library is oneDNN (cuda:0, where the suite has it, runs
 // cuDNN: tests/ops/conv_grad_test.cc).
@@ -78,7 +73,7 @@ TEST_CASE("float32 conv2d on cpu and sim is one oneDNN kernel each way, within r
   set_num_threads(threads);
   INFO(d.str() << ", " << threads << " threads");
   uint64_t seed = 100;
-  for (const Case& k : kCases) {
+  for (const testing::ConvCase& k : cases()) {
     INFO("input [" << k.x[0] << ", " << k.x[1] << ", " << k.x[2] << ", " << k.x[3]
                    << "], weight [" << k.w[0] << ", " << k.w[1] << ", " << k.w[2] << ", "
                    << k.w[3] << "], groups " << k.p.groups);
