@@ -84,7 +84,8 @@ run_one() {
   echo "== $(basename "$bin") $case_flags --threads=$t ${extra[*]}" >>"$log"
   # Both streams go through a pipe and are split after: on this machine (2026-11-27)
   # libtorch's resnet step ran five times slower whenever its stdout or stderr was a
-  # regular file (bench/RESULTS.md). JSON lines are the results, the rest the log.
+  # regular file (and at random in some processes otherwise; bench/RESULTS.md). JSON
+  # lines are the results, the rest the log.
   local both="$out/one_process.txt" rc=0
   # shellcheck disable=SC2086
   OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin" $case_flags --threads="$t" \

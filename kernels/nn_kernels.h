@@ -108,9 +108,9 @@ void attention_backward(const Stream& stream, const View* grad_q, const View* gr
 // setting) is planned once and kept: on cuda the descriptors and the first deterministic
 // algorithm cuDNN's heuristics offer, in cudnn_conv_plan_cache(device)
 // (kernels/plan_cache.h), float32 on TF32 tensor cores only where cudnn_allow_tf32()
-// (runtime/backend/cuda_settings.h); on the host oneDNN's primitives and the reorders
-// between the user's plain layout and the blocked one oneDNN's fast kernels want, in
-// onednn_conv_plan_cache(). Workspace (cuDNN's, and oneDNN's scratchpad and blocked copies)
+// (runtime/backend/cuda_settings.h); on the host, per thread count too, oneDNN's
+// primitives and the reorders between the user's plain layout and the blocked one
+// oneDNN's fast kernels want, in onednn_conv_plan_cache(). Workspace (cuDNN's, and oneDNN's scratchpad and blocked copies)
 // comes from the caching allocator on the launch's stream. Launch names: cudnn_conv2d,
 // cudnn_conv2d_backward_input, cudnn_conv2d_backward_weight, and onednn_ in place of
 // cudnn_ on the host.

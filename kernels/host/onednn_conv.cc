@@ -234,25 +234,27 @@ void run(const Plan& plan, int threads, void* a, const void* b, const void* c, c
                                     memory::data_type::u8, Tag::a),
                        engine(), ws);
   std::unordered_map<int, memory> args{{DNNL_ARG_SCRATCHPAD, scratch}};
-  const auto bind = [&](const Operand& o, void* user) {
-    const memory mine(o.user, engine(), user);
+  // The primitive's memory for `o`: the user's, or the blocked copy (filled now for an
+  // input; the result's goes out after the primitive).
+  const auto bind = [&](const Operand& o, const memory& mine) {
     if (!o.reordered) {
       args[o.arg] = mine;
       return;
     }
-    const memory blocked(o.inner, engine(), ws + o.offset);
-    args[o.arg] = blocked;
-    if (o.arg == plan.a.arg) return;  // the result goes out after the primitive
-    o.reorder.execute(strm, {{DNNL_ARG_FROM, mine}, {DNNL_ARG_TO, blocked},
+    args[o.arg] = memory(o.inner, engine(), ws + o.offset);
+    if (&o == &plan.a) return;
+    o.reorder.execute(strm, {{DNNL_ARG_FROM, mine}, {DNNL_ARG_TO, args[o.arg]},
                              {DNNL_ARG_SCRATCHPAD, scratch}});
   };
-  bind(plan.b, const_cast<void*>(b));  // read only: oneDNN's memory takes a void*
-  bind(plan.c, const_cast<void*>(c));
-  bind(plan.a, a);
+  // Read only: oneDNN's memory takes a void*.
+  bind(plan.b, memory(plan.b.user, engine(), const_cast<void*>(b)));
+  bind(plan.c, memory(plan.c.user, engine(), const_cast<void*>(c)));
+  const memory result(plan.a.user, engine(), a);
+  bind(plan.a, result);
   plan.conv.execute(strm, args);
   if (plan.a.reordered) {
     plan.a.reorder.execute(strm, {{DNNL_ARG_FROM, args[plan.a.arg]},
-                                  {DNNL_ARG_TO, memory(plan.a.user, engine(), a)},
+                                  {DNNL_ARG_TO, result},
                                   {DNNL_ARG_SCRATCHPAD, scratch}});
   }
   strm.wait();
