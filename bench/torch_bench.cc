@@ -307,10 +307,17 @@ TORCH_MODULE(BasicBlock);
 
 void run_resnet(const Flags& f, Report& r) {
   namespace nn = torch::nn;
-  nn::Sequential model(
-      nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)), nn::BatchNorm2d(16),
-      nn::ReLU(), BasicBlock(16, 16, 1), BasicBlock(16, 32, 2), BasicBlock(32, 64, 2),
-      nn::Functional([](const Tensor& x) { return x.mean({2, 3}); }), nn::Linear(64, 10));
+  nn::Sequential model(nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)),
+                       nn::BatchNorm2d(16), nn::ReLU());
+  int64_t in = 16;
+  for (const int64_t out : {16, 32, 64}) {
+    for (int64_t b = 0; b < 2; ++b) {  // ResNet's default: two blocks per stage
+      model->push_back(BasicBlock(in, out, b == 0 && out != 16 ? 2 : 1));
+      in = out;
+    }
+  }
+  model->push_back(nn::Functional([](const Tensor& x) { return x.mean({2, 3}); }));
+  model->push_back(nn::Linear(64, 10));
   model_loop(f, r, module_step(model), {f.batch, 1, 28, 28});
 }
 

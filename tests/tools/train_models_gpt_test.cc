@@ -85,9 +85,28 @@ TEST_CASE("resnet: 10 logits per image, and a blank copy of the same shapes", "[
   const auto a = by_name(model), b = by_name(*copy);
   REQUIRE(a.size() == b.size());
   for (const auto& [name, p] : a) CHECK(b.at(name).sizes() == p.sizes());
-  // The stride-2 stages have a 1x1 projection shortcut; the first does not.
-  CHECK(a.count("stages.1.downsample.0.weight") == 1);
-  CHECK(a.count("stages.0.downsample.0.weight") == 0);
+  // Two blocks per stage; the first block of each stride-2 stage has a 1x1 projection
+  // shortcut, no other block does.
+  for (int i = 0; i < 6; ++i) {
+    const std::string stage = "stages." + std::to_string(i);
+    CHECK(a.count(stage + ".conv1.weight") == 1);
+    CHECK(a.count(stage + ".downsample.0.weight") == (i == 2 || i == 4 ? 1u : 0u));
+  }
+  CHECK(a.count("stages.6.conv1.weight") == 0);
+  CHECK(a.at("stages.2.downsample.0.weight").sizes() == Shape({32, 16, 1, 1}));
+}
+
+TEST_CASE("resnet: blocks per stage", "[train][resnet]") {
+  const auto count = [](const nn::Module& m) {
+    int64_t n = 0;
+    for (const auto& p : m.parameters()) n += p.numel();
+    return n;
+  };
+  const ResNet one(1), two, three(3);
+  CHECK(count(one) < count(two));
+  CHECK(count(two) < count(three));
+  CHECK(by_name(one).count("stages.2.downsample.0.weight") == 1);  // 16, 32, 64: one each
+  REQUIRE_THROWS_WITH(ResNet(0), Catch::Contains("blocks per stage must be at least 1"));
 }
 
 }  // namespace
