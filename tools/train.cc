@@ -144,8 +144,7 @@ TrainOptions options_from_flags() {
   o.lr = absl::GetFlag(FLAGS_lr);
   o.optimizer = absl::GetFlag(FLAGS_optimizer);
   // The ResNet takes a larger step: with one block per stage 92.5 % after 5 epochs at 3e-3
-  // where 1e-3 gave 90.9 %
-  // (bench/RESULTS.md).
+  // where 1e-3 gave 90.9 % (bench/RESULTS.md).
   if (o.lr == 0 && o.model == "resnet" && o.optimizer != "sgd") o.lr = 3e-3;
   o.schedule = absl::GetFlag(FLAGS_schedule);
   o.seed = absl::GetFlag(FLAGS_seed);
