@@ -67,6 +67,18 @@ constexpr int64_t kLayerNormWidth = 256;
 // --case=attention: causal self-attention of q, k, v [--batch, 4 heads, --n positions, 32]
 // (the GPT step's heads), each from math_input scaled by 1/4, seeds apart.
 constexpr int64_t kAttentionHeads = 4, kAttentionDim = 32;
+// --case=batch_norm: training-mode batch_norm of x [--batch, 16, 28, 28] (the ResNet's first
+// stage) from math_input, with weight 0.5 + c / 16 and bias 0.25 - c / 32 for channel c and
+// running statistics (momentum 0.1, eps 1e-5).
+constexpr int64_t kBatchNormChannels = 16, kBatchNormSide = 28;
+inline std::vector<float> batch_norm_param(bool bias) {
+  std::vector<float> v(kBatchNormChannels);
+  for (int64_t c = 0; c < kBatchNormChannels; ++c) {
+    const float step = static_cast<float>(c) / kBatchNormChannels;
+    v[c] = bias ? 0.25f - step / 2 : 0.5f + step;
+  }
+  return v;
+}
 inline std::vector<float> layer_norm_weight() {
   std::vector<float> w(kLayerNormWidth);
   for (int64_t j = 0; j < kLayerNormWidth; ++j) w[j] = 0.5f + static_cast<float>(j) / kLayerNormWidth;
@@ -83,7 +95,7 @@ inline std::vector<float> layer_norm_bias() {
 [[noreturn]] inline void flag_error(const std::string& what) {
   std::cerr << "bench: " << what << "\n"
             << "usage: --case=chain|fanin|dag|retain|mlp|mlp_hand|cnn|overlap|math|layer_norm|"
-               "attention "
+               "batch_norm|attention "
                "[--n=N] "
                "[--op=mul|add|exp|tanh|sigmoid|gelu|gelu_tanh|silu] "
                "[--numel=N] [--k=N] [--reduce=stack|add] [--seed=S] [--window=W] [--mid=M] "
@@ -129,7 +141,7 @@ inline std::vector<std::string> case_list() {
       "--case=math --op=sigmoid --numel=262144",    "--case=math --op=gelu --numel=262144",
       "--case=math --op=gelu_tanh --numel=262144",  "--case=math --op=silu --numel=262144",
       "--case=layer_norm --numel=262144",           "--case=gpt",
-      "--case=resnet --batch=64",
+      "--case=resnet --batch=64",                   "--case=batch_norm --batch=64",
       "--case=attention --batch=16 --n=64",         "--case=attention --batch=4 --n=256",
   };
 }
@@ -171,7 +183,7 @@ inline Flags parse_flags(int argc, char** argv) {
   const std::string& c = f.case_name;
   if (c != "chain" && c != "fanin" && c != "dag" && c != "retain" && c != "mlp" &&
       c != "mlp_hand" && c != "cnn" && c != "overlap" && c != "math" && c != "layer_norm" &&
-      c != "gpt" && c != "resnet" && c != "attention") {
+      c != "batch_norm" && c != "gpt" && c != "resnet" && c != "attention") {
     flag_error("unknown or missing --case '" + c + "'");
   }
   if (c == "math") {
@@ -221,6 +233,10 @@ inline std::string config_name(const Flags& f) {
   if (c == "layer_norm") {
     return "layer_norm [" + s(f.numel / kLayerNormWidth) + ", " + s(kLayerNormWidth) +
            "] numel=" + s(f.numel);
+  }
+  if (c == "batch_norm") {
+    return "batch_norm training [" + s(f.batch) + ", " + s(kBatchNormChannels) + ", " +
+           s(kBatchNormSide) + ", " + s(kBatchNormSide) + "]";
   }
   if (c == "attention") {
     return "attention causal [" + s(f.batch) + ", " + s(kAttentionHeads) + ", " + s(f.n) + ", " +

@@ -82,13 +82,21 @@ mapfile -t cases < <("$sg" --list | { [ -n "$filter" ] && grep -E -- "$filter" |
 run_one() {
   local bin=$1 t=$2 case_flags=$3
   echo "== $(basename "$bin") $case_flags --threads=$t ${extra[*]}" >>"$log"
-  # Both streams go through a pipe and are split after: on this machine (2026-11-27)
-  # libtorch's resnet step ran five times slower whenever its stdout or stderr was a
-  # regular file (and at random in some processes otherwise; bench/RESULTS.md). JSON
-  # lines are the results, the rest the log.
+  # glibc's malloc keeps what is freed (no mmap for large blocks, no trimming): libtorch's
+  # cpu allocator frees each step's activations to malloc, and with glibc's defaults its
+  # resnet step ran 4-5 times slower in some processes, from page faults on memory handed
+  # back to the kernel and mapped again (bench/RESULTS.md, 2026-11-27). streamgrad's
+  # caching allocator keeps its blocks itself; both sides get the same setting. Output
+  # goes through a pipe and is split after: JSON lines are the results, the rest the log.
   local both="$out/one_process.txt" rc=0
+  # One-thread processes of both sides run on the same CPU (the last): on this machine's
+  # two virtual CPUs the same process ran 20-25 % slower on CPU 0 than on CPU 1, which
+  # made a side's figures bimodal depending on where the scheduler put it.
+  local pin=()
+  if [ "$t" -eq 1 ] && command -v taskset >/dev/null; then pin=(taskset -c "$(( $(nproc) - 1 ))"); fi
   # shellcheck disable=SC2086
-  OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin" $case_flags --threads="$t" \
+  GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296 \
+    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "${pin[@]}" "$bin" $case_flags --threads="$t" \
     "${extra[@]}" 2>&1 | cat >"$both" || rc=$?
   grep '^{' "$both" >>"$raw" || true
   grep -v '^{' "$both" >>"$log" || true

@@ -222,6 +222,7 @@ int main(int argc, char** argv) {
     else if (c == "math") run_math(f, r);
     else if (c == "gpt") run_gpt(f, r);
     else if (c == "layer_norm") run_layer_norm(f, r);
+    else if (c == "batch_norm") run_batch_norm(f, r);
     else if (c == "attention") run_attention(f, r);
     else run_overlap(f, r);
   } catch (const std::exception& e) {

@@ -36,6 +36,7 @@ void run_math(const Flags& f, Report& r);
 void run_gpt(const Flags& f, Report& r);        // sg_bench_gpt.cc
 void run_attention(const Flags& f, Report& r);  // sg_bench_gpt.cc
 void run_layer_norm(const Flags& f, Report& r);
+void run_batch_norm(const Flags& f, Report& r);
 
 }  // namespace bench
 }  // namespace streamgrad

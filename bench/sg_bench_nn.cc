@@ -1,4 +1,5 @@
-// sg_bench's model steps (mlp, cnn, resnet), the stream-overlap graph and the layer_norm case
+// sg_bench's model steps (mlp, cnn, resnet), the stream-overlap graph and the layer_norm and
+// batch_norm cases
 // (sg_bench.h).
 //
 // Both model steps keep streamgrad's own defaults: zero_grad() sets the gradients to none,
@@ -228,6 +229,28 @@ void run_layer_norm(const Flags& f, Report& r) {
         const Tensor y = layer_norm(x, {kLayerNormWidth}, w, b);
         return grad({y}, {x, w, b}, {g});
       });
+}
+
+// batch_norm in training mode, as BatchNorm2d runs it: without history ("fwd"), and
+// forward plus the gradients of x, weight and bias ("fwd_bwd").
+void run_batch_norm(const Flags& f, Report& r) {
+  const Shape shape{f.batch, kBatchNormChannels, kBatchNormSide, kBatchNormSide};
+  const Tensor x = from_vector(math_input(numel_of(shape)), shape).requires_grad_();
+  const Tensor w = from_vector(batch_norm_param(false), {kBatchNormChannels}).requires_grad_();
+  const Tensor b = from_vector(batch_norm_param(true), {kBatchNormChannels}).requires_grad_();
+  const Tensor running_mean = zeros({kBatchNormChannels}), running_var = ones({kBatchNormChannels});
+  const Tensor g = ones(shape);
+  const auto forward = [&]() {
+    return batch_norm(x, w, b, running_mean, running_var, /*training=*/true, 0.1, 1e-5);
+  };
+  {
+    const Tensor y = forward();
+    r.set_check(sum(mul(y, y)).item<double>(), 0);
+  }
+  time_forward_backward<NoGradGuard>(f.warmup, f.reps, r, forward, [&]() {
+    const Tensor y = forward();
+    return grad({y}, {x, w, b}, {g});
+  });
 }
 
 }  // namespace bench

@@ -366,6 +366,32 @@ void run_layer_norm(const Flags& f, Report& r) {
         return torch::autograd::grad({y}, {x, w, b}, {g});
       });
 }
+
+// bench_common.h's --case=batch_norm, as sg_bench's run_batch_norm.
+void run_batch_norm(const Flags& f, Report& r) {
+  const std::vector<int64_t> shape{f.batch, kBatchNormChannels, kBatchNormSide, kBatchNormSide};
+  std::vector<float> values = math_input(f.batch * kBatchNormChannels * kBatchNormSide *
+                                         kBatchNormSide),
+                     wv = batch_norm_param(false), bv = batch_norm_param(true);
+  const Tensor x = torch::from_blob(values.data(), shape).clone().requires_grad_();
+  const Tensor w = torch::from_blob(wv.data(), {kBatchNormChannels}).clone().requires_grad_();
+  const Tensor b = torch::from_blob(bv.data(), {kBatchNormChannels}).clone().requires_grad_();
+  const Tensor running_mean = torch::zeros({kBatchNormChannels});
+  const Tensor running_var = torch::ones({kBatchNormChannels});
+  const Tensor g = torch::ones(shape);
+  const auto forward = [&]() {
+    return torch::batch_norm(x, w, b, running_mean, running_var, /*training=*/true, 0.1, 1e-5,
+                             /*cudnn_enabled=*/false);
+  };
+  {
+    const Tensor y = forward();
+    r.set_check((y * y).sum().item<double>(), 0);
+  }
+  time_forward_backward<torch::NoGradGuard>(f.warmup, f.reps, r, forward, [&]() {
+    const Tensor y = forward();
+    return torch::autograd::grad({y}, {x, w, b}, {g});
+  });
+}
 }  // namespace
 }  // namespace bench
 }  // namespace streamgrad
@@ -404,6 +430,7 @@ int main(int argc, char** argv) {
     else if (c == "math") run_math(f, r);
     else if (c == "gpt") run_gpt(f, r);
     else if (c == "layer_norm") run_layer_norm(f, r);
+    else if (c == "batch_norm") run_batch_norm(f, r);
     else if (c == "attention") run_attention(f, r);
     else if (c == "resnet") run_resnet(f, r);
     else run_cnn(f, r);

@@ -3,12 +3,16 @@
 // One channel at a time: its N rows of S contiguous values are read twice for the
 // statistics (mean, then the centred sum of squares, as the composite op computed them)
 // and once more to write, each pass a loop of the level in use (loops_nn.cc). Sums
-// accumulate in double, in fixed lanes, so every level gives the same bits.
+// accumulate in double, in fixed lanes, so every level gives the same bits. Channels are
+// independent, so they are shared out over the kernels' threads (parallel.h) in runs of
+// at least kParallelGrain values, and every thread count gives the same bits too.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/functors/norm_ops.h"
 #include "kernels/host/host_kernels.h"
 #include "kernels/host/loops.h"
+#include "kernels/host/parallel.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -22,6 +26,16 @@ struct Levels {
 };
 
 Levels levels_now() { return {&loops(), &nn_loops()}; }
+
+// fn(c) for every channel, in runs of channels holding at least kParallelGrain values.
+template <typename Fn>
+void for_each_channel(const NcsShape& d, Fn&& fn) {
+  const int64_t per_channel = std::max<int64_t>(1, d.n * d.s);
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / per_channel);
+  parallel_for(0, d.c, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) fn(c);
+  });
+}
 
 // The sum of n contiguous elements in kSumBlock blocks, added in order (as reduce() sums
 // a row).
@@ -88,11 +102,11 @@ void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
   dispatch::enqueue(stream, spec, [d, o, mn, vr, x, w, b, eps, dt, lv = levels_now()] {
     dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
-      for (int64_t c = 0; c < d.c; ++c) {
+      for_each_channel(d, [&](int64_t c) {
         forward_channel<T>(lv, dt, d, c, static_cast<T*>(o), static_cast<T*>(mn),
                            static_cast<T*>(vr), static_cast<const T*>(x),
                            static_cast<const T*>(w), static_cast<const T*>(b), eps);
-      }
+      });
     });
   });
 }
@@ -104,12 +118,12 @@ void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
   dispatch::enqueue(stream, spec, [d, gi, gw, gb, g, x, mn, vr, w, eps, dt, lv = levels_now()] {
     dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
-      for (int64_t c = 0; c < d.c; ++c) {
+      for_each_channel(d, [&](int64_t c) {
         backward_channel<T>(lv, dt, d, c, static_cast<T*>(gi), static_cast<T*>(gw),
                             static_cast<T*>(gb), static_cast<const T*>(g),
                             static_cast<const T*>(x), static_cast<const T*>(mn),
                             static_cast<const T*>(vr), static_cast<const T*>(w), eps);
-      }
+      });
     });
   });
 }

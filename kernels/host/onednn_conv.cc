@@ -10,9 +10,16 @@
 // from the caching allocator on the launch's stream (stream-ordered, as cuDNN's), so that
 // host memory stays accounted for and a step's buffers are reused step after step.
 //
-// Threads: oneDNN here uses OpenMP; each launch plans and runs with get_num_threads() at
-// the launch, set on the thread that runs it (one under ThreadSanitizer, which cannot see
-// OpenMP's barriers).
+// Threads: oneDNN here is built on OpenMP, whose idle threads spin after every parallel
+// region (about 30 ms of CPU per ResNet step at two threads, on the core the kernels' pool
+// needed next; bench/RESULTS.md), as OpenBLAS's do (kernels/host/gemm.h). So oneDNN runs
+// with one OpenMP thread, always, and a launch of at least 2 * kGemmGrain multiply-adds is
+// cut into up to get_num_threads() parts along the batch, each a one-thread plan over its
+// images, run over the kernels' pool (kernels/host/parallel.h), whose idle workers sleep.
+// The weight gradient sums over the batch: each part writes its own, and they are added in
+// part order. The cut depends only on the shape and the thread count, so a run repeats bit
+// for bit; results may differ between thread counts in the last bits, as libtorch's do.
+// Under ThreadSanitizer, which cannot see into oneDNN, nothing is cut.
 // Thread-safety: plans are made one at a time and are immutable once made, shared through
 // onednn_conv_plan_cache(); oneDNN primitives may run concurrently with separate
 // scratchpads, which they have (one at a time under ThreadSanitizer, below).
@@ -26,9 +33,12 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/host/gemm.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/parallel.h"
 #include "kernels/plan_cache.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/backend/cpu_settings.h"
@@ -189,27 +199,41 @@ std::shared_ptr<Plan> make_plan(ConvPass pass, const ConvShape& s, const Window2
   return plan;
 }
 
-// oneDNN's threads for a launch now: its kernels block their work for the thread count
-// they are created with, so a plan is made and run with the same count.
-int launch_threads() {
+// oneDNN sees one OpenMP thread while this lives; the calling thread's own setting (a
+// program may use OpenMP itself) comes back after.
+class OneOmpThread {
+ public:
+  OneOmpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneOmpThread() { omp_set_num_threads(saved_); }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Into how many parts along the batch a launch is cut now (see the file's comment).
+int64_t launch_parts(const ConvShape& s) {
 #ifdef SG_ONEDNN_UNDER_TSAN
+  (void)s;
   return 1;
 #else
-  return get_num_threads();
+  const int64_t macs = s.n * s.o * s.oh * s.ow * (s.c / s.groups) * s.kh * s.kw;
+  return std::max<int64_t>(1, std::min<int64_t>({get_num_threads(), s.n, macs / kGemmGrain}));
 #endif
 }
 
 // `name` is the launch's (onednn_conv2d_backward_input, ...), for the error message.
 std::shared_ptr<const Plan> plan_for(const char* name, ConvPass pass, const ConvShape& s,
-                                     const Window2d& w, int threads) {
+                                     const Window2d& w) {
   const std::string key = absl::StrCat(
-      threads, "t:", static_cast<int>(pass), ":", s.n, ",", s.c, ",", s.h, ",", s.w, ",", s.o,
+      static_cast<int>(pass), ":", s.n, ",", s.c, ",", s.h, ",", s.w, ",", s.o,
       ",", s.kh, ",", s.kw, ",", s.oh, ",", s.ow, ",", s.groups, ":", w.stride[0], ",",
       w.stride[1], ",", w.padding[0], ",", w.padding[1], ",", w.dilation[0], ",", w.dilation[1]);
   PlanCache& cache = onednn_conv_plan_cache();
   std::shared_ptr<const Plan> plan = std::static_pointer_cast<const Plan>(cache.find(key));
   if (plan != nullptr) return plan;
-  omp_set_num_threads(threads);
+  const OneOmpThread one;  // oneDNN blocks its kernels' work for the count they see now
   try {
     std::lock_guard<std::mutex> lk(onednn_mutex());
     plan = make_plan(pass, s, w);
@@ -224,11 +248,11 @@ std::shared_ptr<const Plan> plan_for(const char* name, ConvPass pass, const Conv
 }
 
 // Runs `plan` on the calling thread: the inputs' reorders, the primitive, the result's.
-void run(const Plan& plan, int threads, void* a, const void* b, const void* c, char* ws) {
+void run(const Plan& plan, void* a, const void* b, const void* c, char* ws) {
 #ifdef SG_ONEDNN_UNDER_TSAN
   std::lock_guard<std::mutex> lk(onednn_mutex());
 #endif
-  omp_set_num_threads(threads);
+  const OneOmpThread one;
   dnnl::stream strm(engine());
   const memory scratch(memory::desc({static_cast<memory::dim>(std::max<size_t>(plan.scratch, 1))},
                                     memory::data_type::u8, Tag::a),
@@ -262,18 +286,77 @@ void run(const Plan& plan, int threads, void* a, const void* b, const void* c, c
 
 }  // namespace
 
+// One part of a cut launch: its images [first, first + plan's batch), its plan, where its
+// workspace starts, and (weight gradient) where it writes its partial sum.
+struct Part {
+  int64_t first = 0;
+  std::shared_ptr<const Plan> plan;
+  size_t ws = 0;
+  bool own_partial = false;  // parts after the first; the first writes the result itself
+  size_t partial = 0;
+};
+
 void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
                    const ConvShape& s, const Window2d& w, void* a, const void* b,
                    const void* c) {
   SG_CHECK(dt == DType::kFloat32, InternalError, spec.name,
            ": oneDNN convolution takes float32 (the front door admits nothing else)");
-  const int threads = launch_threads();
-  std::shared_ptr<const Plan> plan = plan_for(spec.name, pass, s, w, threads);
+  const int64_t count = launch_parts(s);
+  const int64_t weight_numel = s.o * (s.c / s.groups) * s.kh * s.kw;
+  std::vector<Part> parts(static_cast<size_t>(count));
+  size_t bytes = 0;
+  for (int64_t i = 0, first = 0; i < count; ++i) {
+    ConvShape sub = s;
+    sub.n = s.n / count + (i < s.n % count ? 1 : 0);
+    Part& p = parts[static_cast<size_t>(i)];
+    p.first = first;
+    p.plan = plan_for(spec.name, pass, sub, w);
+    p.ws = bytes;
+    bytes += aligned(p.plan->workspace);
+    if (pass == ConvPass::kBackwardWeight && i > 0) {
+      p.own_partial = true;
+      p.partial = bytes;
+      bytes += aligned(static_cast<size_t>(weight_numel) * sizeof(float));
+    }
+    first += sub.n;
+  }
   // Stream-ordered: handed out again only after this launch's work.
-  Storage workspace = Storage::allocate(std::max<size_t>(plan->workspace, 1), stream);
+  Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
   char* ws = static_cast<char*>(workspace.data());
-  dispatch::enqueue(stream, spec,
-                    [plan, threads, a, b, c, ws] { run(*plan, threads, a, b, c, ws); });
+  dispatch::enqueue(stream, spec, [parts = std::move(parts), pass, s, weight_numel, a, b, c,
+                                   ws] {
+    const int64_t image = s.c * s.h * s.w, result = s.o * s.oh * s.ow;
+    const auto run_part = [&](const Part& p) {
+      const auto* bf = static_cast<const float*>(b);
+      const auto* cf = static_cast<const float*>(c);
+      auto* af = static_cast<float*>(a);
+      switch (pass) {
+        case ConvPass::kForward:  // a result, b image, c weight
+          run(*p.plan, af + p.first * result, bf + p.first * image, cf, ws + p.ws);
+          break;
+        case ConvPass::kBackwardInput:  // a image, b result, c weight
+          run(*p.plan, af + p.first * image, bf + p.first * result, cf, ws + p.ws);
+          break;
+        case ConvPass::kBackwardWeight:  // a weight, b result, c image
+          run(*p.plan, p.own_partial ? ws + p.partial : a, bf + p.first * result,
+              cf + p.first * image, ws + p.ws);
+          break;
+      }
+    };
+    if (parts.size() == 1) {
+      run_part(parts[0]);
+      return;
+    }
+    parallel_for(0, static_cast<int64_t>(parts.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) run_part(parts[static_cast<size_t>(i)]);
+    });
+    if (pass != ConvPass::kBackwardWeight) return;
+    auto* sum = static_cast<float*>(a);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const auto* partial = reinterpret_cast<const float*>(ws + parts[i].partial);
+      for (int64_t j = 0; j < weight_numel; ++j) sum[j] += partial[j];
+    }
+  });
 }
 
 }  // namespace cpu

@@ -4,9 +4,10 @@
 # carries the right check value, computed here independently of bench/bench_common.h:
 # chain and retain 1.0001^k in float32 terms, fanin k * 1.0001, the DAG's exact value
 # 2.83815e+12, the forked graph's gradient and its event and wait counts, the sum of each
-# element-wise function over its input, the sum of layer_norm's output squared, the sum of
-# causal attention's output squared (its cases shrunk to one batch of 16 positions, so
-# that Python can compute it). No timing is asserted. libtorch is not needed.
+# element-wise function over its input, the sums of layer_norm's and batch_norm's outputs
+# squared (batch_norm's case shrunk to a batch of 2), the sum of causal attention's output
+# squared (its cases shrunk to one batch of 16 positions, so that Python can compute it).
+# No timing is asserted. libtorch is not needed.
 set -euo pipefail
 bin="$1"
 out="${TEST_TMPDIR:-/tmp}/sg_bench_smoke.jsonl"
@@ -18,6 +19,7 @@ while read -r line; do
   # Later flags win: one repetition, and a short overlap graph.
   small=""
   [[ "$line" == *attention* ]] && small="--batch=1 --n=16"
+  [[ "$line" == *batch_norm* ]] && small="--batch=2"
   # shellcheck disable=SC2086
   "$bin" $line --reps=1 --warmup=0 --length=2 --kernel_us=200 $small >>"$out" \
     || { echo "sg_bench $line: exit code $?"; exit 1; }
@@ -60,6 +62,7 @@ for j in lines:
         "overlap": ["bwd_forked", "bwd_longest_branch", "bwd_one_stream"],
         "math": ["fwd", "fwd_bwd"],
         "layer_norm": ["fwd", "fwd_bwd"],
+        "batch_norm": ["fwd", "fwd_bwd"],
         "gpt": ["fwd", "bwd", "optim", "total"],
         "attention": ["fwd", "fwd_bwd"],
     }[case]
@@ -109,6 +112,21 @@ for j in lines:
             for j, v in enumerate(row):
                 want += ((v - mu) * rstd * (0.5 + j / width) + 0.25 - j / (2 * width)) ** 2
         ok = abs(check - want) <= 1e-5 * want
+    elif case == "batch_norm":
+        # x [b, 16, 28, 28] from math_input; per channel c the biased variance v over its
+        # b * 784 values: the sum of y squared is count * (w^2 v / (v + 1e-5) + bias^2) for
+        # weight 0.5 + c / 16 and bias 0.25 - c / 32. Within 1e-5 relative.
+        b, ch, side = (int(v) for v in name.split("[")[1].rstrip("]").split(",")[:3])
+        xs, plane = math_input(b * ch * side * side), side * side
+        want = 0.0
+        for c in range(ch):
+            vals = [v for i in range(b)
+                    for v in xs[(i * ch + c) * plane:(i * ch + c + 1) * plane]]
+            mu = sum(vals) / len(vals)
+            var = sum((v - mu) ** 2 for v in vals) / len(vals)
+            w, bias = 0.5 + c / ch, 0.25 - c / (2 * ch)
+            want += len(vals) * (w * w * var / (var + 1e-5) + bias * bias)
+        ok = abs(check - want) <= 1e-5 * want
     elif case == "attention":
         # q, k, v [b, 4, t, 32] from math_input / 4 one after the other; each position
         # attends to itself and those before it, scaled by 1 / sqrt(32), in double; the sum
@@ -150,7 +168,7 @@ for j in lines:
     if not ok:
         fail.append(f"{name}: check {check}, want {want}; line {json.dumps(j)[:300]}")
 missing = {"chain", "fanin", "dag", "retain", "mlp", "mlp_hand", "cnn", "overlap", "math",
-           "layer_norm", "gpt", "resnet", "attention"} - seen
+           "layer_norm", "batch_norm", "gpt", "resnet", "attention"} - seen
 if missing:
     fail.append(f"cases never run: {sorted(missing)}")
 if fail:

@@ -2,7 +2,8 @@
 // machine has: pooling equal to a reference written here (the first largest tap in
 // row-major window order, the first NaN winning), for the 2x2 stride-2 loop and the
 // generic one, rows of every length around the vector widths; batch norm the same bits
-// at every level and within rounding of a long double reference.
+// at every level and on one and two threads (its channels shared out), and within
+// rounding of a long double reference.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/nn_kernels.h"
+#include "runtime/backend/cpu_settings.h"
 #include "tests/kernels/level_test_util.h"
 
 namespace streamgrad {
@@ -164,8 +166,11 @@ void check_batch_norm(int64_t n, int64_t c, int64_t s) {
   const Buffer<T> xb(cpu, x), gb(cpu, g), wb(cpu, w), bb(cpu, b);
   const Shape ncs({n, c, s}), ch({c});
   std::vector<T> first_out, first_gin, first_gw, first_gb, first_stats;
+  const int old_threads = get_num_threads();
+  for (const int threads : {1, 2})
   for (CpuCapability level : testing::machine_levels()) {
-    INFO("level " << cpu_capability_name(level));
+    INFO("level " << cpu_capability_name(level) << ", " << threads << " threads");
+    set_num_threads(threads);
     testing::CapabilityScope scope(level);
     const Buffer<T> out(cpu, total, T(0)), mean(cpu, c, T(0)), var(cpu, c, T(0));
     const k::View wv = wb.view(ch), bv = bb.view(ch);
@@ -206,11 +211,14 @@ void check_batch_norm(int64_t n, int64_t c, int64_t s) {
     testing::same_bits(gw.read(), first_gw);
     testing::same_bits(gbias.read(), first_gb);
   }
+  set_num_threads(old_threads);
 }
 
-TEMPLATE_TEST_CASE("batch norm gives the same bits at every level", "[kernels][norm][levels]",
+TEMPLATE_TEST_CASE("batch norm gives the same bits at every level and thread count", "[kernels][norm][levels]",
                    float, double) {
   for (const int64_t s : {1, 15, 16, 17, 33, 196, 4097}) check_batch_norm<TestType>(3, 2, s);
+  // Channels of 4 x 65,536 values: at two threads shared out one channel per chunk.
+  check_batch_norm<TestType>(4, 5, 65536);
 }
 
 }  // namespace

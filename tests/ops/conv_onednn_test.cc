@@ -4,10 +4,14 @@
 // float64 composed path (unfold and matmul) for strides (those that leave input unread
 // too), padding, dilation, groups,
 // non-contiguous operands, channel counts that use oneDNN's blocked layouts, and two
-// threads; that create_graph keeps it differentiable; the refusals of its front door; and
-// its plan cache.
+// threads; that a large launch is cut along the batch over the threads, repeats its bits
+// and leaves the caller's OpenMP setting alone; that create_graph keeps it
+// differentiable; the refusals of its front door; and its plan cache.
 #include <catch2/catch.hpp>
+#include <omp.h>
+
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -22,8 +26,17 @@ namespace {
 
 using testing::expect_error;
 using testing::KernelNames;
-using testing::random_input;
 using testing::values;
+
+// testing::random_input's values (gap 0), drawn without its spacing check, whose cost
+// grows as the square of the size: the cases cut along the batch hold 30,000 elements.
+Tensor random_input(const Shape& shape, Device d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
+  for (double& x : v) x = u(rng);
+  return testing::input(v, shape, d);
+}
 
 // The shared cases, then channels in multiples of 16 (oneDNN's blocked layouts and
 // reorders) and strides that leave the last rows or columns unread (oneDNN's negative
@@ -37,6 +50,9 @@ std::vector<testing::ConvCase> cases() {
   all.push_back({{2, 16, 8, 8}, {32, 16, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}});
   all.push_back({{1, 2, 6, 6}, {2, 2, 3, 3}, {{2, 2}, {0, 0}, {1, 1}, 1}});
   all.push_back({{1, 3, 9, 8}, {4, 3, 2, 2}, {{3, 3}, {1, 0}, {1, 1}, 1}});
+  // Large enough to be cut along the batch at two threads: unevenly (2 + 1) and evenly.
+  all.push_back({{3, 32, 18, 18}, {32, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}});
+  all.push_back({{2, 32, 16, 16}, {64, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}});
   return all;
 }
 
@@ -55,13 +71,22 @@ Tensor f32_leaf(const Tensor& x64) {
 
 // Values of float32 `got` within float32 rounding of the float64 `want` (sums of up to a
 // few hundred products of values in [-1, 1]).
+// One assertion per tensor (the larger cases hold tens of thousands of elements); the
+// first element out of tolerance is reported.
+void check_close(const std::vector<double>& g, const std::vector<double>& w) {
+  REQUIRE(g.size() == w.size());
+  size_t bad = g.size();
+  for (size_t i = 0; i < g.size() && bad == g.size(); ++i) {
+    if (!(std::abs(g[i] - w[i]) <= 2e-5 * (1 + std::abs(w[i])))) bad = i;
+  }
+  INFO("first element out of tolerance: " << bad << " of " << g.size() << ": got "
+                                          << (bad < g.size() ? g[bad] : 0.0) << ", want "
+                                          << (bad < g.size() ? w[bad] : 0.0));
+  CHECK(bad == g.size());
+}
 void check_close(const Tensor& got, const Tensor& want) {
   REQUIRE(got.sizes() == want.sizes());
-  const std::vector<double> g = values(got.to(DType::kFloat64)), w = values(want);
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i << ": got " << g[i] << ", want " << w[i]);
-    CHECK(std::abs(g[i] - w[i]) <= 2e-5 * (1 + std::abs(w[i])));
-  }
+  check_close(values(got.to(DType::kFloat64)), values(want));
 }
 
 TEST_CASE("float32 conv2d on cpu and sim is one oneDNN kernel each way, within rounding of "
@@ -236,6 +261,46 @@ TEST_CASE("the oneDNN plan cache holds one plan per problem and pass and obeys m
   CHECK(cache.size() == 0);
   CHECK(values(uncached.to(DType::kFloat64)) == values(first.to(DType::kFloat64)));
   cache.set_max_size(old_max);
+  cache.clear();
+}
+
+TEST_CASE("oneDNN conv2d cuts a large launch along the batch, one part per thread, and "
+          "repeats its bits",
+          "[ops][conv][onednn]") {
+  PlanCache& cache = onednn_conv_plan_cache();
+  const int old_threads = get_num_threads();
+  const Device d = host_device();
+  // 3 x 32 x 18 x 18 by 32 x 32 x 3 x 3: 9M multiply-adds, two parts of at least 4M.
+  const Tensor x64 = random_input({3, 32, 18, 18}, d, 700);
+  const Tensor w64 = random_input({32, 32, 3, 3}, d, 701);
+  const Tensor g = random_input({3, 32, 18, 18}, d, 702).detach().to(DType::kFloat32);
+  const Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
+  const auto run = [&](int threads, size_t plans) {
+    set_num_threads(threads);
+    cache.clear();
+    const Tensor x = f32_leaf(x64), w = f32_leaf(w64);
+    const Tensor y = conv2d(x, w, Tensor(), p);
+    const TensorList got = grad({y}, {x, w}, {g});
+    CHECK(cache.size() == plans);  // per pass: one plan for each size of part
+    std::vector<std::vector<double>> all;
+    for (const Tensor& t : {y, got[0], got[1]}) all.push_back(values(t.to(DType::kFloat64)));
+    return all;
+  };
+  INFO(d.str());
+  // oneDNN runs on one OpenMP thread inside each part; a program's own OpenMP setting on
+  // the calling thread is left as it was.
+  omp_set_num_threads(3);
+  const auto one = run(1, 3);  // forward, input and weight gradients over all 3 images
+  const auto two = run(2, 6);  // the same over parts of 2 and 1 images
+  CHECK(run(2, 6) == two);     // bit for bit, run after run
+  CHECK(run(1, 3) == one);
+  synchronize(d);
+  CHECK(omp_get_max_threads() == 3);
+  set_num_threads(old_threads);
+  for (size_t t = 0; t < one.size(); ++t) {
+    INFO("tensor " << t << " (output, input gradient, weight gradient)");
+    check_close(two[t], one[t]);
+  }
   cache.clear();
 }
 
