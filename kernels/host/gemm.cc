@@ -1,12 +1,22 @@
 #include "kernels/host/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <type_traits>
 
 #include "kernels/host/parallel.h"
+#include "oneapi/dnnl/dnnl.h"
 #include "runtime/backend/cpu_settings.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define SG_GEMM_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SG_GEMM_UNDER_TSAN 1
+#endif
+#endif
 
 // Declared here as OpenBLAS exports them, whichever cblas.h the system's alternatives
 // pick (Debian's netlib cblas.h lacks them); the build links OpenBLAS itself.
@@ -31,8 +41,10 @@ void gemv(bool trans, int rows, int cols, const T* a, int lda, const T* x, int i
 }
 
 // C = op(A) op(B) + beta C, row-major. A product with one row or one column goes to gemv:
-// OpenBLAS's gemm would pack the whole matrix operand first, which costs more than the
-// product itself (a batch of one through a linear layer, and its backward).
+// a gemm would pack the whole matrix operand first, which costs more than the product
+// itself (a batch of one through a linear layer, and its backward). float32 gemms go to
+// oneDNN's sgemm (gemm.h says why), except under ThreadSanitizer, which cannot see into
+// oneDNN's JIT code and its first-call set-up.
 template <typename T>
 void blas(bool trans_a, bool trans_b, int m, int n, int k, const T* a, int lda, const T* b,
           int ldb, T beta, T* c, int ldc) {
@@ -49,7 +61,21 @@ void blas(bool trans_a, bool trans_b, int m, int n, int k, const T* a, int lda, 
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same<T, float>::value) {
+#ifdef SG_GEMM_UNDER_TSAN
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+#else
+    // oneDNN's sgemm on one OpenMP thread; the caller's own OpenMP setting comes back.
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const dnnl_status_t status =
+        dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', m, n, k, 1.0f, a,
+                   lda, b, ldb, beta, c, ldc);
+    omp_set_num_threads(saved);
+    // Sizes matmul checked; should oneDNN still refuse, OpenBLAS computes the same product.
+    if (status != dnnl_success) {
+      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    }
+#endif
   } else {
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
   }

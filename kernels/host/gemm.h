@@ -1,9 +1,17 @@
 // Internal to the cpu kernels: the one way they call BLAS gemm, with streamgrad's thread
-// count (runtime/backend/cpu_settings.h) instead of OpenBLAS's own threads.
+// count (runtime/backend/cpu_settings.h) instead of the libraries' own threads.
 //
 //   cpu::gemm<float>(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
 //
-// Why not OpenBLAS's threads: after every multi-threaded call, OpenBLAS's pthread pool
+// Which library: float32 products go to oneDNN's sgemm (JIT-compiled for the processor,
+// on one OpenMP thread), float64 products and every one-row or one-column product
+// (gemv) to OpenBLAS. Debian's OpenBLAS 0.3.21 does not recognise the Zen 4 EPYC these
+// machines have and runs its AVX2 kernels; oneDNN's AVX-512 sgemm (already linked for the
+// convolutions) is about twice as fast for the products of the models here, 1024 x 384 x
+// 128 in 0.51 ms against 0.97 (bench/RESULTS.md, 2026-11-27). Under ThreadSanitizer float32
+// goes to OpenBLAS too.
+//
+// Why not the libraries' threads: after every multi-threaded call, OpenBLAS's pthread pool
 // busy-waits with sched_yield for 2^28 cycles (about 0.1 s) before it sleeps. The timeout
 // (OPENBLAS_THREAD_TIMEOUT) is read once, when the library loads, so a program cannot
 // shorten it; on a training loop with a gemm every few milliseconds the pool never sleeps
@@ -17,9 +25,9 @@
 //
 // Results: each item of a batch is one gemm call whatever the thread count, so batched
 // products are bitwise the same at every count. A product cut into blocks may differ from
-// the uncut one in the last bits: OpenBLAS's kernels may treat a block's edge rows or
-// columns as a tail (its Haswell kernels do, OPENBLAS_CORETYPE=Haswell; its SkylakeX ones
-// gave the same bits for the shapes of tests/kernels/gemm_threads_test), as libtorch's
+// the uncut one in the last bits: a library's kernels may treat a block's edge rows or
+// columns as a tail (OpenBLAS's Haswell kernels do; its SkylakeX ones and oneDNN's gave
+// the same bits for the shapes of tests/kernels/gemm_threads_test), as libtorch's
 // matmul may differ between thread counts. The cut depends only on the shape and the
 // thread count, so a run repeats bit for bit; with one thread nothing is cut.
 //
