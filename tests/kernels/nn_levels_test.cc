@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/nn_kernels.h"
@@ -217,8 +218,9 @@ void check_batch_norm(int64_t n, int64_t c, int64_t s) {
 TEMPLATE_TEST_CASE("batch norm gives the same bits at every level and thread count", "[kernels][norm][levels]",
                    float, double) {
   for (const int64_t s : {1, 15, 16, 17, 33, 196, 4097}) check_batch_norm<TestType>(3, 2, s);
-  // Channels of 4 x 65,536 values: at two threads shared out one channel per chunk.
-  check_batch_norm<TestType>(4, 5, 65536);
+  // Two channels of 2 x 131,072 values, the fewest that two threads share out (a chunk
+  // holds at least 256K values); float only, to keep the sanitizer runs short.
+  if (std::is_same<TestType, float>::value) check_batch_norm<TestType>(2, 2, 131072);
 }
 
 }  // namespace
