@@ -1,6 +1,5 @@
 // sg_bench's model steps (mlp, cnn, resnet), the stream-overlap graph and the layer_norm and
-// batch_norm cases
-// (sg_bench.h).
+// batch_norm cases (sg_bench.h).
 //
 // Both model steps keep streamgrad's own defaults: zero_grad() sets the gradients to none,
 // so each backward's AccumulateGrad takes the new gradient over (libtorch 1.13's
@@ -238,7 +237,8 @@ void run_batch_norm(const Flags& f, Report& r) {
   const Tensor x = from_vector(math_input(numel_of(shape)), shape).requires_grad_();
   const Tensor w = from_vector(batch_norm_param(false), {kBatchNormChannels}).requires_grad_();
   const Tensor b = from_vector(batch_norm_param(true), {kBatchNormChannels}).requires_grad_();
-  const Tensor running_mean = zeros({kBatchNormChannels}), running_var = ones({kBatchNormChannels});
+  const Tensor running_mean = zeros({kBatchNormChannels});
+  const Tensor running_var = ones({kBatchNormChannels});
   const Tensor g = ones(shape);
   const auto forward = [&]() {
     return batch_norm(x, w, b, running_mean, running_var, /*training=*/true, 0.1, 1e-5);

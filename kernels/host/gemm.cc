@@ -1,22 +1,14 @@
 #include "kernels/host/gemm.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/host/onednn_threads.h"
 #include "kernels/host/parallel.h"
 #include "oneapi/dnnl/dnnl.h"
 #include "runtime/backend/cpu_settings.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define SG_GEMM_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SG_GEMM_UNDER_TSAN 1
-#endif
-#endif
 
 // Declared here as OpenBLAS exports them, whichever cblas.h the system's alternatives
 // pick (Debian's netlib cblas.h lacks them); the build links OpenBLAS itself.
@@ -61,16 +53,15 @@ void blas(bool trans_a, bool trans_b, int m, int n, int k, const T* a, int lda, 
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same<T, float>::value) {
-#ifdef SG_GEMM_UNDER_TSAN
+#ifdef SG_HOST_UNDER_TSAN
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 #else
-    // oneDNN's sgemm on one OpenMP thread; the caller's own OpenMP setting comes back.
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const dnnl_status_t status =
-        dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', m, n, k, 1.0f, a,
-                   lda, b, ldb, beta, c, ldc);
-    omp_set_num_threads(saved);
+    dnnl_status_t status;
+    {
+      const OneOmpThread one;
+      status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b,
+                          ldb, beta, c, ldc);
+    }
     // Sizes matmul checked; should oneDNN still refuse, OpenBLAS computes the same product.
     if (status != dnnl_success) {
       cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);

@@ -25,8 +25,6 @@
 // scratchpads, which they have (one at a time under ThreadSanitizer, below).
 // Failure: a shape oneDNN cannot plan is an InternalError naming the pass and the shapes
 // (the front door admits only what oneDNN takes).
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -38,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/host/gemm.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/onednn_threads.h"
 #include "kernels/host/parallel.h"
 #include "kernels/plan_cache.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -45,13 +44,6 @@
 #include "runtime/base/error.h"
 #include "runtime/memory/storage.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define SG_ONEDNN_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SG_ONEDNN_UNDER_TSAN 1
-#endif
-#endif
 
 namespace streamgrad {
 namespace kernels {
@@ -199,22 +191,9 @@ std::shared_ptr<Plan> make_plan(ConvPass pass, const ConvShape& s, const Window2
   return plan;
 }
 
-// oneDNN sees one OpenMP thread while this lives; the calling thread's own setting (a
-// program may use OpenMP itself) comes back after.
-class OneOmpThread {
- public:
-  OneOmpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneOmpThread() { omp_set_num_threads(saved_); }
-  OneOmpThread(const OneOmpThread&) = delete;
-  OneOmpThread& operator=(const OneOmpThread&) = delete;
-
- private:
-  int saved_;
-};
-
 // Into how many parts along the batch a launch is cut now (see the file's comment).
 int64_t launch_parts(const ConvShape& s) {
-#ifdef SG_ONEDNN_UNDER_TSAN
+#ifdef SG_HOST_UNDER_TSAN
   (void)s;
   return 1;
 #else
@@ -249,7 +228,7 @@ std::shared_ptr<const Plan> plan_for(const char* name, ConvPass pass, const Conv
 
 // Runs `plan` on the calling thread: the inputs' reorders, the primitive, the result's.
 void run(const Plan& plan, void* a, const void* b, const void* c, char* ws) {
-#ifdef SG_ONEDNN_UNDER_TSAN
+#ifdef SG_HOST_UNDER_TSAN
   std::lock_guard<std::mutex> lk(onednn_mutex());
 #endif
   const OneOmpThread one;
@@ -284,17 +263,17 @@ void run(const Plan& plan, void* a, const void* b, const void* c, char* ws) {
   strm.wait();
 }
 
-}  // namespace
-
 // One part of a cut launch: its images [first, first + plan's batch), its plan, where its
-// workspace starts, and (weight gradient) where it writes its partial sum.
+// workspace starts, and (weight gradient, parts after the first; the first writes the
+// result itself) where it writes its partial sum.
 struct Part {
   int64_t first = 0;
   std::shared_ptr<const Plan> plan;
   size_t ws = 0;
-  bool own_partial = false;  // parts after the first; the first writes the result itself
   size_t partial = 0;
 };
+
+}  // namespace
 
 void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
                    const ConvShape& s, const Window2d& w, void* a, const void* b,
@@ -314,7 +293,6 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
     p.ws = bytes;
     bytes += aligned(p.plan->workspace);
     if (pass == ConvPass::kBackwardWeight && i > 0) {
-      p.own_partial = true;
       p.partial = bytes;
       bytes += aligned(static_cast<size_t>(weight_numel) * sizeof(float));
     }
@@ -326,10 +304,10 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
   dispatch::enqueue(stream, spec, [parts = std::move(parts), pass, s, weight_numel, a, b, c,
                                    ws] {
     const int64_t image = s.c * s.h * s.w, result = s.o * s.oh * s.ow;
+    const auto* bf = static_cast<const float*>(b);
+    const auto* cf = static_cast<const float*>(c);
+    auto* af = static_cast<float*>(a);
     const auto run_part = [&](const Part& p) {
-      const auto* bf = static_cast<const float*>(b);
-      const auto* cf = static_cast<const float*>(c);
-      auto* af = static_cast<float*>(a);
       switch (pass) {
         case ConvPass::kForward:  // a result, b image, c weight
           run(*p.plan, af + p.first * result, bf + p.first * image, cf, ws + p.ws);
@@ -338,7 +316,7 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
           run(*p.plan, af + p.first * image, bf + p.first * result, cf, ws + p.ws);
           break;
         case ConvPass::kBackwardWeight:  // a weight, b result, c image
-          run(*p.plan, p.own_partial ? ws + p.partial : a, bf + p.first * result,
+          run(*p.plan, &p == &parts.front() ? a : ws + p.partial, bf + p.first * result,
               cf + p.first * image, ws + p.ws);
           break;
       }
@@ -351,10 +329,9 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
       for (int64_t i = begin; i < end; ++i) run_part(parts[static_cast<size_t>(i)]);
     });
     if (pass != ConvPass::kBackwardWeight) return;
-    auto* sum = static_cast<float*>(a);
     for (size_t i = 1; i < parts.size(); ++i) {
       const auto* partial = reinterpret_cast<const float*>(ws + parts[i].partial);
-      for (int64_t j = 0; j < weight_numel; ++j) sum[j] += partial[j];
+      for (int64_t j = 0; j < weight_numel; ++j) af[j] += partial[j];
     }
   });
 }

@@ -168,55 +168,56 @@ void check_batch_norm(int64_t n, int64_t c, int64_t s) {
   const Shape ncs({n, c, s}), ch({c});
   std::vector<T> first_out, first_gin, first_gw, first_gb, first_stats;
   const int old_threads = get_num_threads();
-  for (const int threads : {1, 2})
-  for (CpuCapability level : testing::machine_levels()) {
-    INFO("level " << cpu_capability_name(level) << ", " << threads << " threads");
-    set_num_threads(threads);
-    testing::CapabilityScope scope(level);
-    const Buffer<T> out(cpu, total, T(0)), mean(cpu, c, T(0)), var(cpu, c, T(0));
-    const k::View wv = wb.view(ch), bv = bb.view(ch);
-    k::batch_norm_forward(Stream(cpu), out.view(ncs), mean.view(ch), var.view(ch), xb.view(ncs),
-                          &wv, &bv, 1e-5);
-    const Buffer<T> gin(cpu, total, T(0)), gw(cpu, c, T(0)), gbias(cpu, c, T(0));
-    const k::View gin_v = gin.view(ncs), gw_v = gw.view(ch), gb_v = gbias.view(ch);
-    k::batch_norm_backward(Stream(cpu), &gin_v, &gw_v, &gb_v, gb.view(ncs), xb.view(ncs),
-                           mean.view(ch), var.view(ch), &wv, 1e-5);
-    std::vector<T> stats = mean.read();
-    for (T v : var.read()) stats.push_back(v);
-    if (first_out.empty()) {
-      first_out = out.read();
-      first_gin = gin.read();
-      first_gw = gw.read();
-      first_gb = gbias.read();
-      first_stats = stats;
-      // The baseline level against long double sums.
-      for (int64_t ci = 0; ci < c; ++ci) {
-        long double sum = 0, sq = 0;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < s; ++j) sum += x[(i * c + ci) * s + j];
-        const long double mu = sum / (n * s);
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < s; ++j) sq += std::pow(x[(i * c + ci) * s + j] - mu, 2);
-        CHECK(stats[ci] == Approx(static_cast<double>(mu)).epsilon(1e-5).margin(1e-6));
-        CHECK(stats[c + ci] == Approx(static_cast<double>(sq / (n * s))).epsilon(1e-5));
-        long double sg = 0;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < s; ++j) sg += g[(i * c + ci) * s + j];
-        CHECK(first_gb[ci] == Approx(static_cast<double>(sg)).epsilon(1e-5).margin(1e-5));
+  for (const int threads : {1, 2}) {
+    for (CpuCapability level : testing::machine_levels()) {
+      INFO("level " << cpu_capability_name(level) << ", " << threads << " threads");
+      set_num_threads(threads);
+      testing::CapabilityScope scope(level);
+      const Buffer<T> out(cpu, total, T(0)), mean(cpu, c, T(0)), var(cpu, c, T(0));
+      const k::View wv = wb.view(ch), bv = bb.view(ch);
+      k::batch_norm_forward(Stream(cpu), out.view(ncs), mean.view(ch), var.view(ch),
+                            xb.view(ncs), &wv, &bv, 1e-5);
+      const Buffer<T> gin(cpu, total, T(0)), gw(cpu, c, T(0)), gbias(cpu, c, T(0));
+      const k::View gin_v = gin.view(ncs), gw_v = gw.view(ch), gb_v = gbias.view(ch);
+      k::batch_norm_backward(Stream(cpu), &gin_v, &gw_v, &gb_v, gb.view(ncs), xb.view(ncs),
+                             mean.view(ch), var.view(ch), &wv, 1e-5);
+      std::vector<T> stats = mean.read();
+      for (T v : var.read()) stats.push_back(v);
+      if (first_out.empty()) {
+        first_out = out.read();
+        first_gin = gin.read();
+        first_gw = gw.read();
+        first_gb = gbias.read();
+        first_stats = stats;
+        // The baseline level against long double sums.
+        for (int64_t ci = 0; ci < c; ++ci) {
+          long double sum = 0, sq = 0;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < s; ++j) sum += x[(i * c + ci) * s + j];
+          const long double mu = sum / (n * s);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < s; ++j) sq += std::pow(x[(i * c + ci) * s + j] - mu, 2);
+          CHECK(stats[ci] == Approx(static_cast<double>(mu)).epsilon(1e-5).margin(1e-6));
+          CHECK(stats[c + ci] == Approx(static_cast<double>(sq / (n * s))).epsilon(1e-5));
+          long double sg = 0;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < s; ++j) sg += g[(i * c + ci) * s + j];
+          CHECK(first_gb[ci] == Approx(static_cast<double>(sg)).epsilon(1e-5).margin(1e-5));
+        }
+        continue;
       }
-      continue;
+      testing::same_bits(stats, first_stats);
+      testing::same_bits(out.read(), first_out);
+      testing::same_bits(gin.read(), first_gin);
+      testing::same_bits(gw.read(), first_gw);
+      testing::same_bits(gbias.read(), first_gb);
     }
-    testing::same_bits(stats, first_stats);
-    testing::same_bits(out.read(), first_out);
-    testing::same_bits(gin.read(), first_gin);
-    testing::same_bits(gw.read(), first_gw);
-    testing::same_bits(gbias.read(), first_gb);
   }
   set_num_threads(old_threads);
 }
 
-TEMPLATE_TEST_CASE("batch norm gives the same bits at every level and thread count", "[kernels][norm][levels]",
-                   float, double) {
+TEMPLATE_TEST_CASE("batch norm gives the same bits at every level and thread count",
+                   "[kernels][norm][levels]", float, double) {
   for (const int64_t s : {1, 15, 16, 17, 33, 196, 4097}) check_batch_norm<TestType>(3, 2, s);
   // Two channels of 2 x 131,072 values, the fewest that two threads share out (a chunk
   // holds at least 256K values); float only, to keep the sanitizer runs short.

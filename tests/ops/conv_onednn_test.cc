@@ -86,9 +86,8 @@ Tensor f32_leaf(const Tensor& x64) {
 }
 
 // Values of float32 `got` within float32 rounding of the float64 `want` (sums of up to a
-// few hundred products of values in [-1, 1]).
-// One assertion per tensor (the larger cases hold tens of thousands of elements); the
-// first element out of tolerance is reported.
+// few hundred products of values in [-1, 1]): one assertion per tensor (the larger cases
+// hold tens of thousands of elements), reporting the first element out of tolerance.
 void check_close(const std::vector<double>& g, const std::vector<double>& w) {
   REQUIRE(g.size() == w.size());
   size_t bad = g.size();
