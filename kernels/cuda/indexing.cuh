@@ -37,16 +37,22 @@ struct Indexer {
   Index sizes[cpu::kMaxDims];
   Index strides[N][cpu::kMaxDims];
 
-  // Operand offsets of flat row-major index i (the last dim fastest).
+  // Operand offsets of flat row-major index i (the last dim fastest), i below numel.
   __device__ __forceinline__ void offsets(Index i, Index (&off)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
+    for (int d = ndim - 1; d > 0; --d) {
       const Index q = i / sizes[d];
       const Index r = i - q * sizes[d];
       i = q;
 #pragma unroll
       for (int k = 0; k < N; ++k) off[k] += r * strides[k][d];
+    }
+    // What is left of i is the outermost dim's index (i < numel): no division there, so a
+    // merged 1-D layout (every contiguous operand) costs none per element.
+    if (ndim > 0) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += i * strides[k][0];
     }
   }
 };

@@ -2,8 +2,11 @@
 // block of kThreads per output, each thread folding every kThreads-th reduced element,
 // then a tree over the block in shared memory. The order is fixed by the thread layout,
 // so a result does not change from run to run; it differs from the cpu's lane order
-// within rounding (sums accumulate in double for float32, as on cpu). cumsum runs one
-// thread per line instead, in the host's order, so its bits equal the host's.
+// within rounding (sums accumulate in double for float32, as on cpu). Lines of at most
+// kShortLine elements (a softmax over a short dim, a norm over few features) take one
+// thread per output instead: a block per output would leave all but a few of its threads
+// idle and spend its time in barriers. cumsum always runs one thread per line, in the
+// host's order, so its bits equal the host's.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -29,6 +32,28 @@ struct Combine {
     return take && acc == acc ? v : acc;
   }
 };
+
+constexpr int64_t kShortLine = 32;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    reduce_short_kernel(Indexer<2, int64_t> kept, int64_t outputs, Indexer<1, int64_t> red,
+                        int64_t n, Reduce op, T* out, const T* in) {
+  using A = typename Acc<T>::type;
+  const Combine<A> combine{op};
+  SG_GRID_LOOP(o, outputs) {
+    int64_t base[2];
+    kept.offsets(o, base);
+    const T* x = in + base[1];
+    A acc = op == Reduce::kSum || n == 0 ? A(0) : A(x[0]);
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t off[1];
+      red.offsets(j, off);
+      acc = combine(acc, A(x[off[0]]));
+    }
+    out[base[0]] = op == Reduce::kSum && acc != acc ? T(NAN) : T(acc);
+  }
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -77,6 +102,30 @@ struct ArgPick {
     return is_max ? v > best : v < best;
   }
 };
+
+// The line scanned left to right keeps the first extreme, as the cpu's scan does.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    arg_reduce_short_kernel(Indexer<3, int64_t> l, int64_t outputs, int64_t n, int64_t stride,
+                            bool is_max, T* values, int64_t* indices, const T* in) {
+  const ArgPick<T> pick{is_max};
+  SG_GRID_LOOP(o, outputs) {
+    int64_t off[3];
+    l.offsets(o, off);
+    const T* x = in + off[2];
+    T bv = 0;
+    int64_t bi = -1;
+    for (int64_t k = 0; k < n; ++k) {
+      const T v = x[k * stride];
+      if (pick.better(v, k, bv, bi)) {
+        bv = v;
+        bi = k;
+      }
+    }
+    values[off[0]] = bv;
+    indices[off[1]] = bi;
+  }
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -152,6 +201,19 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
   if (kept.numel == 0) return;
   const Indexer<2, int64_t> k = make_indexer<int64_t>(kept);
   const Indexer<1, int64_t> r = make_indexer<int64_t>(red);
+  const cudaStream_t s = raw_cuda_stream(stream);
+  if (red.numel <= kShortLine) {
+    if (dt == DType::kFloat32) {
+      launch_kernel("reduce (sum, max or min) on cuda", SG_KERNEL(reduce_short_kernel<float>),
+                    blocks_for(kept.numel), kThreads, s, k, kept.numel, r, red.numel, op,
+                    static_cast<float*>(out), static_cast<const float*>(in));
+    } else {
+      launch_kernel("reduce (sum, max or min) on cuda", SG_KERNEL(reduce_short_kernel<double>),
+                    blocks_for(kept.numel), kThreads, s, k, kept.numel, r, red.numel, op,
+                    static_cast<double*>(out), static_cast<const double*>(in));
+    }
+    return;
+  }
   if (dt == DType::kFloat32) {
     launch_kernel("reduce (sum, max or min) on cuda", SG_KERNEL(reduce_kernel<float>),
                   blocks_for_outputs(kept.numel), kThreads, raw_cuda_stream(stream), k, kept.numel,
@@ -167,6 +229,19 @@ void arg_reduce(const Stream& stream, bool is_max, DType dt, const cpu::Layout<3
                 int64_t n, int64_t stride, void* values, int64_t* indices, const void* in) {
   if (l.numel == 0) return;
   const Indexer<3, int64_t> ix = make_indexer<int64_t>(l);
+  if (n <= kShortLine) {
+    const cudaStream_t s = raw_cuda_stream(stream);
+    if (dt == DType::kFloat32) {
+      launch_kernel("argmax / argmin on cuda", SG_KERNEL(arg_reduce_short_kernel<float>),
+                    blocks_for(l.numel), kThreads, s, ix, l.numel, n, stride, is_max,
+                    static_cast<float*>(values), indices, static_cast<const float*>(in));
+    } else {
+      launch_kernel("argmax / argmin on cuda", SG_KERNEL(arg_reduce_short_kernel<double>),
+                    blocks_for(l.numel), kThreads, s, ix, l.numel, n, stride, is_max,
+                    static_cast<double*>(values), indices, static_cast<const double*>(in));
+    }
+    return;
+  }
   if (dt == DType::kFloat32) {
     launch_kernel("argmax / argmin on cuda", SG_KERNEL(arg_reduce_kernel<float>),
                   blocks_for_outputs(l.numel), kThreads, raw_cuda_stream(stream), ix, l.numel, n,
