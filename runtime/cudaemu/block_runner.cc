@@ -157,10 +157,8 @@ Launch::Launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
   check_launch_shape(launch, grid, block, shared_bytes, options);
   threads_per_block_ = block.x * block.y * block.z;
   threads_.resize(threads_per_block_);
-  const std::vector<Fiber*> fibers = FiberPool::for_this_thread().acquire(threads_per_block_);
   for (unsigned i = 0; i < threads_per_block_; ++i) {
     EmuThread& t = threads_[i];
-    t.fiber = fibers[i];
     t.linear = i;
     t.idx = uint3{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
   }
@@ -222,11 +220,47 @@ void Launch::record(std::exception_ptr e, const EmuThread& t) {
   }
 }
 
+// Threads that never block (most kernels: no barrier, no warp collective) run one after
+// another on one stack, in the same order as if each had its own: a switch per run of
+// them instead of two per thread, which were most of a small launch's time.
+void Launch::runner(void* launch) {
+  auto* l = static_cast<Launch*>(launch);
+  Fiber* f = l->starting_;
+  for (;;) {
+    EmuThread& t = *l->current_;
+    thread_main(&t);
+    l->check_stack(t);
+    if (l->error_ || l->scan_ + 1 >= l->order_.size()) break;
+    EmuThread& next = l->threads_[l->order_[l->scan_ + 1]];
+    if (next.started) break;
+    ++l->scan_;
+    l->begin(next, f);
+  }
+  // Parks right after this: the scheduler hands it out again only once it has.
+  l->free_fibers_.push_back(f);
+}
+
+void Launch::begin(EmuThread& t, Fiber* f) {
+  t.fiber = f;
+  t.started = true;
+  current_ = &t;
+  threadIdx = t.idx;
+}
+
+Fiber* Launch::take_fiber() {
+  if (!free_fibers_.empty()) {
+    Fiber* f = free_fibers_.back();
+    free_fibers_.pop_back();
+    return f;
+  }
+  return FiberPool::for_this_thread().get(fibers_taken_++);
+}
+
 void Launch::run_block() {
   for (EmuThread& t : threads_) {
     t.state = State::kReady;
     t.started = t.cancel = false;
-    t.fiber->reset(&Launch::thread_main, &t);
+    t.fiber = nullptr;
   }
   for (auto& w : warps_) w.clear();
   // Shared memory starts each block as 0xFF bytes (NaN, -1): a read before any write
@@ -237,36 +271,41 @@ void Launch::run_block() {
     order_for_phase(phase);
     for (bool ran = true; ran;) {
       ran = false;
-      for (unsigned i : order_) {
-        if (threads_[i].state != State::kReady) continue;
-        resume(threads_[i]);
+      // The runner moves scan_ on past the threads it runs after the one resumed here.
+      for (scan_ = 0; scan_ < order_.size(); ++scan_) {
+        EmuThread& t = threads_[order_[scan_]];
+        if (t.state != State::kReady) continue;
+        resume(t);
         ran = true;
         if (error_) return;
       }
     }
     if (!next_phase()) break;
   }
-  check_stacks();
 }
 
 void Launch::resume(EmuThread& t) {
-  current_ = &t;
-  threadIdx = t.idx;
-  t.started = true;
+  if (t.started) {
+    current_ = &t;
+    threadIdx = t.idx;
+  } else {
+    starting_ = take_fiber();
+    starting_->reset(&Launch::runner, this);
+    begin(t, starting_);
+  }
   t.fiber->resume();
   current_ = nullptr;
 }
 
-// Once per block, not per switch: reading each fiber's canary touches a page of its stack
-// that nothing else does (it was a tenth of a launch's time when checked on every switch).
-void Launch::check_stacks() {
-  for (const EmuThread& t : threads_) {
-    if (!t.fiber->stack_intact() && !error_) {
-      error_ = std::make_exception_ptr(DeviceError(absl::StrCat(
-          "cuda emulation: ", where(t), " overflowed its ", Fiber::stack_bytes(),
-          "-byte fiber stack; keep large arrays out of kernel locals (use shared or global "
-          "memory)")));
-    }
+// When a thread returns, not per switch: the canary is on a page of the stack that nothing
+// else touches (checking it on every switch was a tenth of a launch's time), and threads
+// that share a stack find it in cache.
+void Launch::check_stack(const EmuThread& t) {
+  if (!t.fiber->stack_intact() && !error_) {
+    error_ = std::make_exception_ptr(DeviceError(absl::StrCat(
+        "cuda emulation: ", where(t), " overflowed its ", Fiber::stack_bytes(),
+        "-byte fiber stack; keep large arrays out of kernel locals (use shared or global "
+        "memory)")));
   }
 }
 
@@ -274,7 +313,7 @@ void Launch::abandon() {
   for (EmuThread& t : threads_) {
     if (!t.started) continue;  // nothing on its stack
     t.cancel = true;
-    while (!t.fiber->finished()) resume(t);
+    while (t.state != State::kDone) resume(t);
   }
 }
 

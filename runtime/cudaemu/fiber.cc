@@ -207,11 +207,9 @@ FiberPool& FiberPool::for_this_thread() {
   return pool;
 }
 
-std::vector<Fiber*> FiberPool::acquire(size_t n) {
-  while (fibers_.size() < n) fibers_.push_back(std::make_unique<Fiber>());
-  std::vector<Fiber*> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = fibers_[i].get();
-  return out;
+Fiber* FiberPool::get(size_t i) {
+  while (fibers_.size() <= i) fibers_.push_back(std::make_unique<Fiber>());
+  return fibers_[i].get();
 }
 
 }  // namespace internal

@@ -9,8 +9,9 @@
 //                  entry function and reused (it waits for it inside its first frame).
 //   FiberPool      per-OS-thread cache of fibers, so that launches after the first reuse
 //                  their stacks (and, under TSan, their TSan fiber contexts). It keeps as
-//                  many as the largest block the thread ran (at most 1024 x 80 KiB of
-//                  address space, only touched pages resident) until the thread exits.
+//                  many as the most threads of one block that were blocked at once (at
+//                  most 1024 x 80 KiB of address space, only touched pages resident)
+//                  until the thread exits.
 //
 // The switch is a few lines of x86-64 assembly (callee-saved registers, MXCSR and the x87
 // control word): no signal mask syscall per switch as glibc's swapcontext makes. Under
@@ -82,12 +83,13 @@ class Fiber {
   void* tsan_caller_ = nullptr;
 };
 
-// The fibers of the calling OS thread: acquire(n) hands out n of them (creating what is
-// missing), valid until the next acquire() on this thread.
+// The fibers of the calling OS thread: get(i) is the i-th of them, created on first use,
+// valid until the thread exits.
 class FiberPool {
  public:
   static FiberPool& for_this_thread();
-  std::vector<Fiber*> acquire(size_t n);
+  Fiber* get(size_t i);
+  size_t size() const { return fibers_.size(); }
 
  private:
   std::vector<std::unique_ptr<Fiber>> fibers_;

@@ -31,7 +31,7 @@ struct Cancel {};
 enum class State { kReady, kBarrier, kWarp, kDone };
 
 struct EmuThread {
-  Fiber* fiber = nullptr;
+  Fiber* fiber = nullptr;  // the stack it runs on, from its start; shared until it blocks
   uint3 idx{0, 0, 0};
   unsigned linear = 0;
   State state = State::kReady;
@@ -83,10 +83,15 @@ class Launch {
 
  private:
   static void thread_main(void* thread);
+  // A fiber's entry: runs the thread the scheduler started on it, then each next thread of
+  // the scan that has not started yet, until one blocks or the next has started.
+  static void runner(void* launch);
   void run_block();
   void resume(EmuThread& t);
-  // A DeviceError for the first thread whose stack canary was overwritten.
-  void check_stacks();
+  void begin(EmuThread& t, Fiber* f);
+  Fiber* take_fiber();
+  // Records a DeviceError when t's stack canary was overwritten.
+  void check_stack(const EmuThread& t);
   void abandon();
   void order_for_phase(unsigned phase);
   bool next_phase();  // false: block done or failed (error_ set)
@@ -103,6 +108,12 @@ class Launch {
   unsigned threads_per_block_;
   std::vector<EmuThread> threads_;
   std::vector<unsigned> order_;
+  size_t scan_ = 0;  // the position in order_ the scheduler's pass has reached
+  // Fibers of this OS thread's pool not holding a thread, and how many of the pool this
+  // launch has taken; a thread needs a fiber of its own only from when it first blocks.
+  std::vector<Fiber*> free_fibers_;
+  size_t fibers_taken_ = 0;
+  Fiber* starting_ = nullptr;  // handed from resume() to the runner it starts
   std::vector<std::vector<WarpGroup>> warps_;
   std::vector<SharedAlloc> shared_;
   size_t static_shared_bytes_ = 0;

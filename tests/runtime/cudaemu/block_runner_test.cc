@@ -4,6 +4,8 @@
 #include "runtime/cudaemu/block_runner.h"
 
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -75,6 +77,39 @@ TEST_CASE("the default order exposes a tree reduction with one __syncthreads rem
   // read), which is why it is not the default.
   o.order = ThreadOrder::kReverse;
   CHECK(run_tree(false, o) == expected_tree());
+}
+
+// Each thread notes when it first runs (its place in `seq`) and where its frame is; with
+// kBarrier it then waits at a __syncthreads.
+template <bool kBarrier>
+__global__ void note_runs(std::vector<unsigned>* seq, std::vector<uintptr_t>* frames) {
+  volatile int local = 0;
+  seq->push_back(threadIdx.x);
+  (*frames)[threadIdx.x] = reinterpret_cast<uintptr_t>(&local);
+  if (kBarrier) __syncthreads();
+}
+
+TEST_CASE("threads that never block share one stack and keep the phase's order",
+          "[cudaemu][order]") {
+  LaunchOptions o;
+  o.order = GENERATE(ThreadOrder::kForward, ThreadOrder::kReverse, ThreadOrder::kShuffled);
+  o.seed = GENERATE(1u, 77u);
+  std::vector<unsigned> free_seq, barrier_seq;
+  std::vector<uintptr_t> free_frames(kThreads), barrier_frames(kThreads);
+  emu_launch_with(o, "note_runs", 1, kThreads, 0, note_runs<false>, &free_seq, &free_frames);
+  emu_launch_with(o, "note_runs", 1, kThreads, 0, note_runs<true>, &barrier_seq,
+                  &barrier_frames);
+  // The same order whether or not the threads block: running them on one stack changes
+  // nothing a kernel can see but the addresses of its locals.
+  REQUIRE(free_seq.size() == static_cast<size_t>(kThreads));
+  CHECK(free_seq == barrier_seq);
+  if (o.order == ThreadOrder::kForward) CHECK(free_seq.front() == 0);
+  if (o.order == ThreadOrder::kReverse) CHECK(free_seq.front() == kThreads - 1);
+  // One frame address for every thread that returned without blocking; one stack each
+  // for threads waiting at the barrier together.
+  CHECK(std::set<uintptr_t>(free_frames.begin(), free_frames.end()).size() == 1);
+  CHECK(std::set<uintptr_t>(barrier_frames.begin(), barrier_frames.end()).size() ==
+        static_cast<size_t>(kThreads));
 }
 
 TEST_CASE("the default launch options can be changed for the whole process", "[cudaemu][order]") {
