@@ -122,7 +122,6 @@ void Fiber::reset(void (*entry)(void*), void* arg) {
   std::memset(lo_, kCanary, kCanaryBytes);
   entry_ = entry;
   arg_ = arg;
-  finished_ = false;
   // A fiber that ran before waits in main()'s loop for its next entry function: its
   // frames (and the sanitizers' view of them) stay as they are.
   if (parked_) return;
@@ -189,7 +188,6 @@ void Fiber::main(void* self) {
   // pile up over the runs of a reused fiber.
   for (;;) {
     f->entry_(f->arg_);
-    f->finished_ = true;
     f->parked_ = true;
     f->suspend();
   }

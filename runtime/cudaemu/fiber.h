@@ -54,8 +54,6 @@ class Fiber {
   void resume();
   // Fiber side: gives control back to the resume() that ran it.
   void suspend();
-  // Whether the entry function has returned since the last reset().
-  bool finished() const { return finished_; }
   // False when the canary above the guard region was overwritten: the stack overflowed.
   bool stack_intact() const;
 
@@ -71,7 +69,6 @@ class Fiber {
   void* caller_sp_ = nullptr;
   void (*entry_)(void*) = nullptr;
   void* arg_ = nullptr;
-  bool finished_ = true;
   bool parked_ = false;  // main() has started and waits in its loop between runs
   // ASan: each side's fake stack while the other runs, and the caller's stack bounds.
   void* fake_stack_ = nullptr;
@@ -89,7 +86,6 @@ class FiberPool {
  public:
   static FiberPool& for_this_thread();
   Fiber* get(size_t i);
-  size_t size() const { return fibers_.size(); }
 
  private:
   std::vector<std::unique_ptr<Fiber>> fibers_;
