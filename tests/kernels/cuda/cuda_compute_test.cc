@@ -110,26 +110,34 @@ TEMPLATE_TEST_CASE("cuda reductions and arg reductions equal the cpu's",
       check_ulps(outs[1], outs[0], 0);  // small integers: every order sums exactly
     }
   }
-  for (int64_t dim = 0; dim < 3; ++dim) {
+  const auto check_arg_reduce = [](const std::vector<T>& data, const Shape& shape, int64_t dim) {
     for (const bool is_max : {true, false}) {
-      INFO("arg_reduce dim " << dim << (is_max ? " max" : " min"));
-      Shape vs = in;
+      INFO("arg_reduce of " << shape.numel() << " along dim " << dim << (is_max ? " max" : " min"));
+      Shape vs = shape;
       vs.sizes[dim] = 1;
       vs = Shape(vs.sizes);
+      const size_t n = data.size();
       std::vector<T> values[2];
       std::vector<int64_t> indices[2];
       int i = 0;
       for (const Device d : {Device("cpu"), Device("cuda:0")}) {
-        Buffer<T> bx(d, x), v(d, 60, T(0));
-        Buffer<int64_t> ix(d, 60, int64_t(-1));
-        k::arg_reduce(current_stream(d), is_max, v.view(vs), ix.view(vs), bx.view(in), dim);
+        Buffer<T> bx(d, data), v(d, n, T(0));
+        Buffer<int64_t> ix(d, n, int64_t(-1));
+        k::arg_reduce(current_stream(d), is_max, v.view(vs), ix.view(vs), bx.view(shape), dim);
         values[i] = v.read();
         indices[i++] = ix.read();
       }
       CHECK(indices[1] == indices[0]);
       check_ulps(values[1], values[0], 0);
     }
-  }
+  };
+  for (int64_t dim = 0; dim < 3; ++dim) check_arg_reduce(x, in, dim);
+  // Lines longer than the one-thread-per-output kernels take (32 elements): the block's
+  // tree, with ties (the first extreme wins) and a NaN in the second row.
+  std::vector<T> y(2 * 300);
+  for (size_t j = 0; j < y.size(); ++j) y[j] = static_cast<T>((j * 11) % 7) - 3;
+  y[417] = std::numeric_limits<T>::quiet_NaN();
+  check_arg_reduce(y, Shape({2, 300}), 1);
   // A long sum (many elements per thread, then the block's tree): within rounding.
   const std::vector<T> big = testing::random_values<T>(100003, -1, 1, 9);
   T sums[2];
