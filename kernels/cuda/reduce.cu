@@ -216,11 +216,11 @@ void reduce(const Stream& stream, Reduce op, DType dt, const cpu::Layout<2>& kep
   }
   if (dt == DType::kFloat32) {
     launch_kernel("reduce (sum, max or min) on cuda", SG_KERNEL(reduce_kernel<float>),
-                  blocks_for_outputs(kept.numel), kThreads, raw_cuda_stream(stream), k, kept.numel,
+                  blocks_for_outputs(kept.numel), kThreads, s, k, kept.numel,
                   r, red.numel, op, static_cast<float*>(out), static_cast<const float*>(in));
   } else {
     launch_kernel("reduce (sum, max or min) on cuda", SG_KERNEL(reduce_kernel<double>),
-                  blocks_for_outputs(kept.numel), kThreads, raw_cuda_stream(stream), k, kept.numel,
+                  blocks_for_outputs(kept.numel), kThreads, s, k, kept.numel,
                   r, red.numel, op, static_cast<double*>(out), static_cast<const double*>(in));
   }
 }
