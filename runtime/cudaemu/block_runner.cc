@@ -225,7 +225,7 @@ void Launch::record(std::exception_ptr e, const EmuThread& t) {
 // them instead of two per thread, which were most of a small launch's time.
 void Launch::runner(void* launch) {
   auto* l = static_cast<Launch*>(launch);
-  Fiber* f = l->starting_;
+  Fiber* f = l->current_->fiber;
   for (;;) {
     EmuThread& t = *l->current_;
     thread_main(&t);
@@ -289,9 +289,9 @@ void Launch::resume(EmuThread& t) {
     current_ = &t;
     threadIdx = t.idx;
   } else {
-    starting_ = take_fiber();
-    starting_->reset(&Launch::runner, this);
-    begin(t, starting_);
+    Fiber* f = take_fiber();
+    f->reset(&Launch::runner, this);
+    begin(t, f);
   }
   t.fiber->resume();
   current_ = nullptr;

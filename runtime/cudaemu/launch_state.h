@@ -113,7 +113,6 @@ class Launch {
   // launch has taken; a thread needs a fiber of its own only from when it first blocks.
   std::vector<Fiber*> free_fibers_;
   size_t fibers_taken_ = 0;
-  Fiber* starting_ = nullptr;  // handed from resume() to the runner it starts
   std::vector<std::vector<WarpGroup>> warps_;
   std::vector<SharedAlloc> shared_;
   size_t static_shared_bytes_ = 0;
