@@ -149,8 +149,9 @@ void load_data(const TrainOptions& o, TrainRun& r) {
   if (o.model == "gpt") return load_text(o, r);
   const std::string dir = user_path(o.data.empty() ? kDefaultImageData : o.data);
   try {
-    r.train_data = first(nn::load_fashion_mnist(dir, /*train=*/true), o.limit);
-    r.test_data = first(nn::load_fashion_mnist(dir, /*train=*/false), o.test_limit);
+    // Read no more than the limits keep: each start decompressed all 60,000 images.
+    r.train_data = nn::load_fashion_mnist(dir, /*train=*/true, /*normalize=*/true, o.limit);
+    r.test_data = nn::load_fashion_mnist(dir, /*train=*/false, /*normalize=*/true, o.test_limit);
   } catch (const IOError& e) {
     // Missing or damaged files: the flag that named them is what to change.
     throw UsageError{absl::StrCat("--data=", o.data, ": ", e.what())};

@@ -51,11 +51,14 @@ constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 }
 
 std::shared_ptr<ImageDataset> load_images(const char* op, const std::string& images,
-                                          const std::string& labels, float mean, float std) {
+                                          const std::string& labels, float mean, float std,
+                                          int64_t max_examples) {
+  SG_CHECK(max_examples >= 0, ValueError, op, ": max_examples is ", max_examples,
+           "; pass 0 to load every example or N > 0 for the first N");
   IdxArray x, y;
   try {
-    x = read_idx(images);
-    y = read_idx(labels);
+    x = read_idx(images, max_examples);
+    y = read_idx(labels, max_examples);
   } catch (const Error& e) {
     rethrow_from(op, e);
   }
@@ -69,9 +72,9 @@ std::shared_ptr<ImageDataset> load_images(const char* op, const std::string& ima
                                 " dimensions, expected 1 (one label per image); pass a "
                                 "labels file (*-labels-idx1-ubyte[.gz]) second"));
   }
-  if (y.dims[0] != x.dims[0]) {
-    mismatched(op, absl::StrCat("'", labels, "' holds ", y.dims[0], " labels but '", images,
-                                "' holds ", x.dims[0], " images; they must match: pass the "
+  if (y.file_items != x.file_items) {
+    mismatched(op, absl::StrCat("'", labels, "' holds ", y.file_items, " labels but '", images,
+                                "' holds ", x.file_items, " images; they must match: pass the "
                                 "labels of the same set (train with train, t10k with t10k)"));
   }
   std::vector<int64_t> l(y.data.begin(), y.data.end());
@@ -112,17 +115,19 @@ std::string fashion_mnist_file(const char* op, const std::string& dir, const std
 }  // namespace
 
 std::shared_ptr<ImageDataset> load_idx_images(const std::string& images,
-                                              const std::string& labels, float mean, float std) {
-  return load_images("load_idx_images", images, labels, mean, std);
+                                              const std::string& labels, float mean, float std,
+                                              int64_t max_examples) {
+  return load_images("load_idx_images", images, labels, mean, std, max_examples);
 }
 
 std::shared_ptr<ImageDataset> load_fashion_mnist(const std::string& dir, bool train,
-                                                 bool normalize) {
+                                                 bool normalize, int64_t max_examples) {
   const char* op = "load_fashion_mnist";
   const std::string prefix = absl::StrCat(dir, "/", train ? "train" : "t10k");
   const std::string images = fashion_mnist_file(op, dir, prefix + "-images-idx3-ubyte");
   const std::string labels = fashion_mnist_file(op, dir, prefix + "-labels-idx1-ubyte");
-  return load_images(op, images, labels, normalize ? 0.2860f : 0.0f, normalize ? 0.3530f : 1.0f);
+  return load_images(op, images, labels, normalize ? 0.2860f : 0.0f, normalize ? 0.3530f : 1.0f,
+                     max_examples);
 }
 
 }  // namespace nn

@@ -69,12 +69,16 @@ class ImageDataset : public Dataset {
 // training set's mean and std when `normalize` (Fashion-MNIST: 0.2860, 0.3530).
 // Debian's dataset-fashion-mnist package (tools/bootstrap.sh installs it) puts the files
 // in /usr/share/datasets/fashion-mnist.
+// max_examples > 0 keeps only the first max_examples and reads no further into the files
+// (read_idx's max_items: a damaged tail goes unseen); the two files' stated counts must
+// still agree. A negative max_examples is a ValueError.
 std::shared_ptr<ImageDataset> load_fashion_mnist(const std::string& dir, bool train,
-                                                 bool normalize = true);
+                                                 bool normalize = true,
+                                                 int64_t max_examples = 0);
 // The same reader for any pair of IDX image and label files.
 std::shared_ptr<ImageDataset> load_idx_images(const std::string& images,
                                               const std::string& labels, float mean = 0,
-                                              float std = 1);
+                                              float std = 1, int64_t max_examples = 0);
 
 }  // namespace nn
 }  // namespace streamgrad

@@ -106,7 +106,11 @@ const char* other_idx_type(uint8_t code) {
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path) {
+IdxArray read_idx(const std::string& path, int64_t max_items) {
+  if (max_items < 0) {
+    throw ValueError(absl::StrCat(where(path), "max_items is ", max_items,
+                                  "; pass 0 to read every item or N > 0 for the first N"));
+  }
   IdxFile f(path);
   uint8_t magic[4];
   if (f.read(magic, 4) != 4) malformed(path, "shorter than the 4-byte IDX magic number");
@@ -142,6 +146,13 @@ IdxArray read_idx(const std::string& path) {
     total *= size;
     out.dims.push_back(size);
   }
+  out.file_items = out.dims[0];
+  // Read no further than the items asked for: the rest is neither decompressed nor checked.
+  const bool whole = max_items == 0 || max_items >= out.file_items;
+  if (!whole) {
+    total = total / out.file_items * max_items;
+    out.dims[0] = max_items;
+  }
   try {
     out.data.resize(total);
   } catch (const std::bad_alloc&) {
@@ -151,9 +162,12 @@ IdxArray read_idx(const std::string& path) {
   }
   const int64_t got = f.read(out.data.data(), total);
   if (got != total) {
-    malformed(path, absl::StrCat("truncated: the dimensions need ", total,
-                                 " bytes of data but the file has ", got));
+    malformed(path, absl::StrCat("truncated: ",
+                                 whole ? std::string("the dimensions need ")
+                                       : absl::StrCat("the first ", max_items, " items need "),
+                                 total, " bytes of data but the file has ", got));
   }
+  if (!whole) return out;
   uint8_t extra;
   if (f.read(&extra, 1) != 0) {
     malformed(path, absl::StrCat("trailing bytes after the ", total,

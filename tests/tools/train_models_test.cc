@@ -29,7 +29,9 @@ using testing::RunBits;
 // loader, whose hand-off to the caller's stream is device-side only, and no host read
 // until the end: a stream that fails to wait for another sees unwritten memory.
 RunBits train(const std::string& model_name, Device d, int steps, bool two_streams = false) {
-  auto data = nn::load_fashion_mnist("/usr/share/datasets/fashion-mnist", /*train=*/true);
+  // Read once, and only the first examples: every run here takes at most a few hundred.
+  static const std::shared_ptr<nn::ImageDataset> data = nn::load_fashion_mnist(
+      "/usr/share/datasets/fashion-mnist", /*train=*/true, /*normalize=*/true, 2048);
   nn::DataLoader loader(data, nn::DataLoaderOptions().batch_size(32).seed(5).device(d));
   manual_seed(3);
   std::shared_ptr<nn::Module> model = make_model(model_name);

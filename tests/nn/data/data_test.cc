@@ -158,6 +158,66 @@ TEST_CASE("corrupted IDX files are refused naming the file and the problem", "[d
   CHECK(has(inner_type.what(), "load_idx_images: read_idx '" + floats + "'"));
 }
 
+TEST_CASE("a limit reads the first items only and no further into the file", "[data][idx]") {
+  const bool gz = GENERATE(false, true);
+  INFO((gz ? "gzip" : "plain"));
+  const std::string sfx = gz ? ".gz" : "";
+  const std::string images = temp_file("lim_imgs" + sfx, idx_bytes({5, 2, 3}, 30), gz);
+  const std::string labels = temp_file("lim_labs" + sfx, idx_bytes({5}, 5), gz);
+  const nn::IdxArray all = nn::read_idx(images);
+  CHECK(all.dims == std::vector<int64_t>{5, 2, 3});
+  CHECK(all.file_items == 5);
+  const nn::IdxArray three = nn::read_idx(images, 3);
+  CHECK(three.dims == std::vector<int64_t>{3, 2, 3});
+  CHECK(three.file_items == 5);
+  CHECK(three.data == std::vector<uint8_t>(all.data.begin(), all.data.begin() + 18));
+  CHECK(nn::read_idx(images, 5).data == all.data);  // a limit at or above the count: all
+  CHECK(nn::read_idx(images, 9).dims == all.dims);
+
+  // The bytes after the items asked for are not read: a file cut inside item 4 reads its
+  // first 3, and is refused as truncated when item 4 is asked for.
+  const std::string cut = temp_file("lim_cut" + sfx, idx_bytes({5, 2, 3}, 20), gz);
+  CHECK(nn::read_idx(cut, 3).data == three.data);
+  CHECK(has(thrown<IOError>([&] { nn::read_idx(cut, 4); }).what(),
+            "truncated: the first 4 items need 24 bytes of data but the file has 20"));
+  CHECK(has(thrown<IOError>([&] { nn::read_idx(cut); }).what(),
+            "truncated: the dimensions need 30 bytes"));
+
+  const std::shared_ptr<nn::ImageDataset> two = nn::load_idx_images(images, labels, 0, 1, 2);
+  CHECK(two->size() == 2);
+  CHECK(two->example_shape() == Shape{1, 2, 3});
+  std::vector<float> img(6);
+  int64_t label = -1;
+  two->get(1, img.data(), &label);
+  CHECK(label == 1);
+  CHECK(img[5] * 255 == Approx(11));
+  CHECK(nn::load_idx_images(images, labels, 0, 1, 0)->size() == 5);
+  // The files' stated counts must still agree, however few examples are kept.
+  const std::string four = temp_file("lim_labs4" + sfx, idx_bytes({4}, 4), gz);
+  CHECK(has(thrown<IOError>([&] { nn::load_idx_images(images, four, 0, 1, 2); }).what(),
+            "holds 4 labels but '" + images + "' holds 5 images"));
+  const ValueError neg = thrown<ValueError>([&] { nn::load_idx_images(images, labels, 0, 1, -1); });
+  CHECK(has(neg.what(), "load_idx_images: max_examples is -1; pass 0"));
+  CHECK(has(thrown<ValueError>([&] { nn::read_idx(images, -2); }).what(),
+            "read_idx '" + images + "': max_items is -2"));
+}
+
+TEST_CASE("the first Fashion-MNIST examples read alone are the reference's", "[data][idx]") {
+  const std::shared_ptr<nn::ImageDataset> ten = nn::load_fashion_mnist(kDir, true, false, 10);
+  REQUIRE(ten->size() == 10);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 10; ++i) labels.push_back(ten->label(i));
+  CHECK(labels == std::vector<int64_t>{9, 0, 0, 3, 0, 2, 7, 2, 5, 5});
+  std::vector<float> img(784);
+  int64_t label = -1;
+  ten->get(0, img.data(), &label);
+  double s = 0;
+  for (float v : img) s += v * 255;
+  CHECK(s == Approx(76247).epsilon(1e-6));
+  CHECK(img[14 * 28 + 14] * 255 == Approx(217));
+  CHECK(nn::load_fashion_mnist(kDir, false, true, 20000)->size() == 10000);
+}
+
 TEST_CASE("a file that cannot be read is an IOError carrying errno", "[data][idx]") {
   const IOError missing = thrown<IOError>([] { nn::read_idx("/nonexistent/file"); });
   CHECK(missing.error_number() == ENOENT);
