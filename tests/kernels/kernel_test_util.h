@@ -68,6 +68,7 @@ struct Shape {
   std::vector<int64_t> offsets() const {
     std::vector<int64_t> out;
     const int64_t n = numel();
+    out.reserve(static_cast<size_t>(n));
     std::vector<int64_t> idx(sizes.size(), 0);
     for (int64_t i = 0; i < n; ++i) {
       int64_t off = offset;
