@@ -46,6 +46,8 @@ if [[ -z "$bundle" ]]; then
   # --test_tag_filters= : the GPU-only targets (tag gpu), which .bazelrc leaves out.
   step tests bazel test -c opt --test_output=errors --test_tag_filters= //...
   step cuda_kernels bazel test -c opt --test_output=all --test_tag_filters= //tests/kernels/cuda/...
+  # The hidden case too big for the interpreted device (2^30 elements through one kernel).
+  step cuda_large bazel-bin/tests/kernels/cuda/cuda_elementwise_test "[large]"
   step nccl bazel test -c opt --test_output=all --test_tag_filters= //tests/distributed:nccl_gpu_test
 else
   bin="$bundle/bin"
