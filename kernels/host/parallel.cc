@@ -59,8 +59,22 @@ void work(Job& job) {
   if (ran == 0) return;
   std::lock_guard<std::mutex> lk(job.mu);
   job.done += ran;
-  if (error && !job.error) job.error = error;
+  // This thread lets go of the exception under the lock, and the caller takes it out of
+  // the job (rethrow_error), so the caller always drops the last reference. Dropped here
+  // after the lock, the two releases were ordered only by libstdc++'s reference count,
+  // which ThreadSanitizer cannot see: it reported the caller's read of what() and this
+  // thread's delete as a race (parallel_test, now and then).
+  if (error && !job.error) job.error = std::move(error);
+  error = nullptr;
   if (job.done == job.count) job.finished.notify_all();
+}
+
+// Rethrows the job's exception, if any, taking it out of the job (see work()).
+void rethrow_error(Job& job, std::unique_lock<std::mutex>& lk) {
+  std::exception_ptr error = std::move(job.error);
+  job.error = nullptr;
+  lk.unlock();
+  if (error) std::rethrow_exception(error);
 }
 
 class Pool {
@@ -89,7 +103,7 @@ class Pool {
     }
     std::unique_lock<std::mutex> lk(job->mu);
     job->finished.wait(lk, [&] { return job->done == job->count; });
-    if (job->error) std::rethrow_exception(job->error);
+    rethrow_error(*job, lk);
   }
 
   // Lets the workers finish what is queued, then joins them.
@@ -172,8 +186,8 @@ void run_parallel(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* c
   const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, job->count - 1));
   if (helpers <= 0) {
     work(*job);
-    std::lock_guard<std::mutex> lk(job->mu);
-    if (job->error) std::rethrow_exception(job->error);
+    std::unique_lock<std::mutex> lk(job->mu);
+    rethrow_error(*job, lk);
     return;
   }
   pool().run(job, helpers);
