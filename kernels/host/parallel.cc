@@ -9,6 +9,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -71,8 +72,7 @@ void work(Job& job) {
 
 // Rethrows the job's exception, if any, taking it out of the job (see work()).
 void rethrow_error(Job& job, std::unique_lock<std::mutex>& lk) {
-  std::exception_ptr error = std::move(job.error);
-  job.error = nullptr;
+  const std::exception_ptr error = std::exchange(job.error, nullptr);
   lk.unlock();
   if (error) std::rethrow_exception(error);
 }

@@ -5,9 +5,10 @@
 // infinities, signed zeros and subnormals. elementwise_test checks the functors' math
 // against independent formulas; this test checks the vector loops around them.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <functional>
 #include <initializer_list>
 #include <map>
