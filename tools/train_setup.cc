@@ -22,7 +22,8 @@
 namespace streamgrad {
 namespace {
 
-// A Dataset view of the first `n` examples (--limit, --test-limit).
+// A Dataset view of the first `n` examples: --limit and --test-limit of the text data
+// (image files are read only that far instead: load_data).
 class Prefix : public nn::Dataset {
  public:
   Prefix(std::shared_ptr<const nn::Dataset> base, int64_t n) : base_(std::move(base)), n_(n) {}
