@@ -231,7 +231,7 @@ struct Math2Of<Op, VoidOf<decltype(Op::kFn2)>> {
 };
 
 // The function for elements of type T: a functor may name another one for float
-// (kFnFloat, kFn2Float: GELU's erf-free float form, gelu_float.h).
+// (kFnFloat, kFn2Float: kNone for GELU's erf-free float form, gelu_float.h).
 template <typename Op, typename T, typename = void>
 struct MathFor {
   static constexpr MathFn kFn = MathOf<Op>::kFn;
@@ -252,6 +252,10 @@ struct Math2For<Op, float, VoidOf<decltype(Op::kFn2Float)>> {
 
 template <typename Op>
 constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
+// Whether the loops run Op's split form for elements of type T (float GELU has none: its
+// exp is inline, gelu_float.h).
+template <typename Op, typename T>
+constexpr bool kSplitFor = MathFor<Op, T>::kFn != MathFn::kNone;
 // Whether the split form for elements of type T has arg2: pow's exponent, or the second
 // function's argument.
 template <typename Op, typename T>

@@ -4,10 +4,11 @@
 //
 // Each contiguous row goes to a loop the compiler vectorises: out exactly an input (in
 // place: one pointer, no alias question), or out disjoint from the inputs (__restrict).
-// Ops whose math calls a transcendental function (exp, tanh, gelu, pow, ...) run such a row
-// in blocks: the function's arguments into a buffer, SLEEF's vector function over it
+// Ops whose math calls a transcendental function (exp, tanh, pow, ...) run such a row in
+// blocks: the function's arguments into a buffer, SLEEF's vector function over it
 // (vector_math.h), then the rest of the functor; a strided row calls the functor, whose
-// scalar function gives the same bits.
+// scalar function gives the same bits. Float GELU has its exp inline (gelu_float.h) and
+// runs as a plain row.
 #include "kernels/host/loops.h"
 #include "kernels/functors/elementwise_ops.h"
 #include "kernels/host/vector_math.h"
@@ -95,7 +96,7 @@ void map1(const Layout<2>& l, void* out, const void* in, int64_t begin, int64_t 
   for_each_row_range(l, begin, end, [&](const int64_t* off, int64_t n, const int64_t* step) {
     T* o = o0 + off[0];
     const T* x = x0 + off[1];
-    if constexpr (kCallsMath<Op>) {
+    if constexpr (kSplitFor<Op, T>) {
       if (step[0] == 1 && step[1] == 1 && (o == x || disjoint(o, x, n))) {
         row1_math(o, x, n, op);
         return;
@@ -248,7 +249,7 @@ void map2(const Layout<3>& l, void* out, const void* a, const void* b, int64_t b
     T* o = o0 + off[0];
     const T* x = a0 + off[1];
     const T* y = b0 + off[2];
-    if constexpr (kCallsMath<Op>) {
+    if constexpr (kSplitFor<Op, T>) {
       if (row2_math(o, x, y, n, step, op)) return;
     } else if (row2_fast(o, x, y, n, step, op)) {
       return;

@@ -273,11 +273,14 @@ TEST_CASE("float gelu and its backward are within a few ulp from -16 to 16", "[e
   INFO("worst ulp for x >= -8 and below: forward " << worst_above << ", " << worst_below
                                                     << "; backward " << worst_grad << ", "
                                                     << worst_grad_below);
-  CHECK(worst_above <= 8);  // 6.8 and 6.6 measured, near x = 0
-  CHECK(worst_grad <= 8);
+  // Measured 6.81 and 6.59 near x = 0, 11.88 and 11.51 below -8. The math is the same on
+  // every machine (fma and gelu_float.h's own exp, no library function), so the bounds sit
+  // just above: a Taylor series for exp one degree shorter gives 7.84 forward.
+  CHECK(worst_above <= 7);
+  CHECK(worst_grad <= 7);
   // Below -8 the values fall towards float's smallest normal numbers (1e-38 at -13).
-  CHECK(worst_below <= 16);
-  CHECK(worst_grad_below <= 16);
+  CHECK(worst_below <= 12);
+  CHECK(worst_grad_below <= 12);
 
   // inf, -inf (x * Phi = -inf * 0, as the reference's x / 2 * (1 + erf)), NaN, and far
   // out on both sides.
