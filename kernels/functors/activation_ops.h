@@ -95,7 +95,6 @@ struct GeluBackwardOp {
   static constexpr MathFn kFn = MathFn::kErf;
   static constexpr MathFn kFnFloat = MathFn::kNone;
   static constexpr MathFn kFn2 = MathFn::kExp;
-  static constexpr MathFn kFn2Float = MathFn::kNone;
   SG_HOST_DEVICE SG_INLINE double arg(double, double x) const { return x * kGeluAlpha; }
   SG_HOST_DEVICE SG_INLINE double arg2(double, double x) const { return -0.5 * x * x; }
   SG_HOST_DEVICE SG_INLINE double finish(double g, double x, double t, double u) const {

@@ -231,7 +231,7 @@ struct Math2Of<Op, VoidOf<decltype(Op::kFn2)>> {
 };
 
 // The function for elements of type T: a functor may name another one for float
-// (kFnFloat, kFn2Float: kNone for GELU's erf-free float form, gelu_float.h).
+// (kFnFloat: kNone for GELU's erf-free float form, gelu_float.h, which has no split form).
 template <typename Op, typename T, typename = void>
 struct MathFor {
   static constexpr MathFn kFn = MathOf<Op>::kFn;
@@ -240,14 +240,10 @@ template <typename Op>
 struct MathFor<Op, float, VoidOf<decltype(Op::kFnFloat)>> {
   static constexpr MathFn kFn = Op::kFnFloat;
 };
-// The same for the second function (kFn2Float).
-template <typename Op, typename T, typename = void>
+// The same for the second function: used only where the split form runs (kSplitFor).
+template <typename Op, typename T>
 struct Math2For {
   static constexpr MathFn kFn = Math2Of<Op>::kFn;
-};
-template <typename Op>
-struct Math2For<Op, float, VoidOf<decltype(Op::kFn2Float)>> {
-  static constexpr MathFn kFn = Op::kFn2Float;
 };
 
 template <typename Op>

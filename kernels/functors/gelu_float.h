@@ -26,15 +26,16 @@
 // and bit patterns: the scalar form (strided rows, cuda) and the vector loops give the
 // same bits at every level, FMA or not.
 //
-// Thread-safety: pure functions. Failure: none; NaN in, NaN out; Phi(-inf) = 0,
+// Thread-safety: pure functions. Failure: none; the helpers take NaN as -16 (clamped) and
+// the functors keep it through their own x, so GELU is NaN in, NaN out; Phi(-inf) = 0,
 // Phi(inf) = 1.
 #ifndef STREAMGRAD_KERNELS_FUNCTORS_GELU_FLOAT_H_
 #define STREAMGRAD_KERNELS_FUNCTORS_GELU_FLOAT_H_
 
 #include <stdint.h>
-#include <string.h>
 
 #include "kernels/functors/math_fns.h"
+#include "runtime/base/half.h"
 #include "runtime/base/host_device.h"
 
 namespace streamgrad {
@@ -54,13 +55,6 @@ SG_HOST_DEVICE SG_INLINE float clamped(float x) {
 SG_HOST_DEVICE SG_INLINE float gauss_arg(float x_in) {
   const float x = clamped(x_in);
   return -0.5f * (x * x);
-}
-
-// The float whose bit pattern is u.
-SG_HOST_DEVICE SG_INLINE float from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof(f));
-  return f;
 }
 
 // exp(a) for a in [-128, 0], gauss_arg's range (never NaN: see clamped). a = n ln 2 + r
@@ -85,8 +79,8 @@ SG_HOST_DEVICE SG_INLINE float exp_gauss(float a) {
   p = math::fma(p, r, 1.0f);
   const int32_t k = static_cast<int32_t>(n);  // in [-185, 0]
   const int32_t half = k / 2;
-  const float s1 = from_bits(static_cast<uint32_t>(half + 127) << 23);
-  const float s2 = from_bits(static_cast<uint32_t>(k - half + 127) << 23);
+  const float s1 = half_internal::bits_float(static_cast<uint32_t>(half + 127) << 23);
+  const float s2 = half_internal::bits_float(static_cast<uint32_t>(k - half + 127) << 23);
   return (p * s1) * s2;
 }
 
