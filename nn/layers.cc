@@ -6,6 +6,7 @@
 #include "engine/factories.h"
 #include "engine/grad_mode.h"
 #include "nn/init.h"
+#include "nn/recompute.h"
 #include "runtime/base/error.h"
 
 namespace streamgrad {
@@ -108,6 +109,11 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps_, double momentum_, bo
 Tensor BatchNorm2d::forward(const Tensor& input) {
   SG_CHECK(input.dim() == 4, ValueError, "BatchNorm2d: expected a [N, C, H, W] input, got ",
            input.describe());
+  if (is_training() && recomputing()) {
+    // The forward being recomputed for backward has moved the statistics already; the
+    // batch's own statistics give the same output without them (nn/recompute.h).
+    return batch_norm(input, weight, bias, Tensor(), Tensor(), true, momentum, eps);
+  }
   if (is_training()) {
     // Counted on the host and written with fill_ (asynchronous): reading the buffer back
     // would make every training step wait for the device. Only kept for state dicts

@@ -25,6 +25,7 @@ namespace nn {
 namespace {
 
 thread_local int t_checkpoint_depth = 0;  // checkpoints running fn on this thread
+thread_local bool t_recomputing = false;
 
 struct DepthScope {
   DepthScope() {
@@ -70,7 +71,9 @@ struct ForwardState {
 // (the caller's is put back afterwards), grad mode on.
 class Replay {
  public:
-  Replay(const ForwardState& f, bool rng) : rng_(rng), caller_rng_(rng_state()) {
+  Replay(const ForwardState& f, bool rng)
+      : rng_(rng), caller_rng_(rng_state()), was_recomputing_(t_recomputing) {
+    t_recomputing = true;
     for (const auto& [d, s] : f.streams) streams_.emplace_back(std::make_unique<StreamGuard>(s));
     for (const ForwardState::Amp& a : f.amp) {
       amp_.emplace_back(std::make_unique<AutocastGuard>(a.type, a.dtype, a.enabled));
@@ -79,11 +82,13 @@ class Replay {
   }
   ~Replay() {
     if (rng_) set_rng_state(caller_rng_);
+    t_recomputing = was_recomputing_;
   }
 
  private:
   bool rng_;
   RngState caller_rng_;
+  bool was_recomputing_;
   GradModeGuard grad_{true};
   std::vector<std::unique_ptr<StreamGuard>> streams_;
   std::vector<std::unique_ptr<AutocastGuard>> amp_;
@@ -272,6 +277,8 @@ TensorList reentrant(const CheckpointFn& fn, const TensorList& inputs,
 }
 
 }  // namespace
+
+bool recomputing() { return t_recomputing; }
 
 TensorList checkpoint(const CheckpointFn& fn, const TensorList& inputs,
                       const CheckpointOptions& options) {

@@ -30,6 +30,13 @@
 // recomputation saves tensors of other shapes, or fewer, than the forward did (fn must do
 // the same work each time), and when a recomputed op runs on another stream than in the
 // forward; whatever fn throws. Nested checkpoints are not supported (Error).
+//
+// Modules that keep running statistics do not update them again while their forward is
+// recomputed (recomputing() says when): BatchNorm2d's running mean, variance and batch
+// count move once per training forward, checkpointed or not. (The reference framework
+// updates them twice, a known pitfall of checkpointing batch-normalised networks; the
+// recomputation's outputs are the same either way, since training-mode batch norm
+// normalises with the batch's own statistics.)
 #ifndef STREAMGRAD_NN_RECOMPUTE_H_
 #define STREAMGRAD_NN_RECOMPUTE_H_
 
@@ -52,6 +59,9 @@ struct CheckpointOptions {
 
 TensorList checkpoint(const CheckpointFn& fn, const TensorList& inputs,
                       const CheckpointOptions& options = {});
+
+// True while this thread runs a checkpointed function again for backward.
+bool recomputing();
 
 // Runs `seq` in `segments` parts of size(seq) / segments modules, each but the last under
 // checkpoint; the last part also takes the modules left over.

@@ -11,6 +11,7 @@
 //   train --amp=bf16 --device=cpu            mixed precision (autocast; fp16 adds loss scaling)
 //   train --model=gpt --device=sim:0 --offload   saved activations wait in pinned host memory
 //   train --model=gpt --checkpoint           blocks recomputed in backward instead of kept
+//                                            (resnet's blocks, the mlp's and cnn's segments)
 //   train --memory-snapshot=m.json           every allocation of the first epoch's steps,
 //                                            for tools/memviz
 //
@@ -116,8 +117,9 @@ ABSL_FLAG(bool, offload, false,
           "copy the activations forward saves for backward to pinned host memory on a copy "
           "stream, and back ahead of the nodes that need them (sim, cuda; nn/offload.h)");
 ABSL_FLAG(bool, checkpoint, false,
-          "gpt: keep no transformer block's saved tensors in forward and recompute each block "
-          "in backward, on the streams it ran on (nn/recompute.h)");
+          "keep less of what forward saves and recompute the rest in backward, on the "
+          "streams it ran on (nn/recompute.h): gpt's transformer blocks and resnet's basic "
+          "blocks one by one, the mlp and cnn in segments (mlp, cnn, resnet, gpt)");
 ABSL_FLAG(std::string, memory_snapshot, "",
           "record every allocation from start-up to the end of the first epoch's training "
           "steps (category, op, stream, size) and write the record here as JSON "
@@ -163,7 +165,7 @@ TrainOptions options_from_flags() {
   o.json = absl::GetFlag(FLAGS_json);
   o.amp = absl::GetFlag(FLAGS_amp);
   o.offload = absl::GetFlag(FLAGS_offload);
-  o.gpt.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  o.checkpoint = absl::GetFlag(FLAGS_checkpoint);
   o.offload_prefetch = absl::GetFlag(FLAGS_offload_prefetch);
   o.memory_snapshot = absl::GetFlag(FLAGS_memory_snapshot);
   o.amp_init_scale = absl::GetFlag(FLAGS_amp_init_scale);

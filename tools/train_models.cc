@@ -2,6 +2,7 @@
 
 #include "engine/grad_mode.h"
 #include "nn/init.h"
+#include "nn/recompute.h"
 #include "ops/ops.h"
 #include "runtime/backend/guard.h"
 #include "runtime/base/error.h"
@@ -12,28 +13,61 @@ namespace {
 
 using ModuleList = std::vector<std::shared_ptr<nn::Module>>;
 
+// A Sequential whose training forward keeps only what its segments' boundaries hold: every
+// segment but the last runs again in backward (nn::checkpoint_sequential). Its state dict
+// is the plain Sequential's, so checkpoint files do not depend on --checkpoint.
+class CheckpointedSequential : public nn::Sequential {
+ public:
+  CheckpointedSequential(const ModuleList& modules, int segments)
+      : Sequential(modules), segments_(segments) {}
+  Tensor forward(const Tensor& input) override {
+    if (!is_training() || !grad_mode_enabled()) return Sequential::forward(input);
+    return nn::checkpoint_sequential(*this, segments_, input);
+  }
+  std::shared_ptr<Module> blank_copy() const override {
+    ModuleList copies;
+    for (size_t i = 0; i < size(); ++i) copies.push_back((*this)[i]->blank_copy());
+    return std::make_shared<CheckpointedSequential>(copies, segments_);
+  }
+
+ private:
+  int segments_;
+};
+
+std::shared_ptr<nn::Module> sequential(const ModuleList& modules, int segments) {
+  if (segments <= 1) return std::make_shared<nn::Sequential>(modules);
+  return std::make_shared<CheckpointedSequential>(modules, segments);
+}
+
 Conv2dParams padded(int64_t p) {
   Conv2dParams c;
   c.padding = {p, p};
   return c;
 }
 
-std::shared_ptr<nn::Module> mlp() {
-  return std::make_shared<nn::Sequential>(ModuleList{
+std::shared_ptr<nn::Module> mlp(bool checkpoint) {
+  // Three segments of two modules: the hidden layers' outputs are recomputed.
+  return sequential(ModuleList{
       std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 256),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)},
+                    checkpoint ? 3 : 1);
 }
 
-std::shared_ptr<nn::Module> cnn() {
-  return std::make_shared<nn::Sequential>(ModuleList{
+std::shared_ptr<nn::Module> cnn(bool checkpoint) {
+  // Three segments of four modules, one per convolutional block (the last takes the
+  // head): of the blocks only their inputs stay saved. The first block is still
+  // recomputed whole in backward, beside its gradients, so the peak drops less than the
+  // saved bytes do (bench/RESULTS.md).
+  return sequential(ModuleList{
       std::make_shared<nn::Conv2d>(1, 16, 3, padded(1)), std::make_shared<nn::BatchNorm2d>(16),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
       std::make_shared<nn::Conv2d>(16, 32, 3, padded(1)), std::make_shared<nn::BatchNorm2d>(32),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
       std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(32 * 7 * 7, 128),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.25),
-      std::make_shared<nn::Linear>(128, 10)});
+      std::make_shared<nn::Linear>(128, 10)},
+                    checkpoint ? 3 : 1);
 }
 
 }  // namespace
@@ -98,12 +132,21 @@ Tensor TwoBranch::forward(const Tensor& images) {
   return head_->forward(cat({branch[0], branch[1]}, 1));
 }
 
-std::shared_ptr<nn::Module> make_model(const std::string& name, const GptConfig& gpt) {
-  if (name == "mlp") return mlp();
-  if (name == "cnn") return cnn();
-  if (name == "twobranch") return std::make_shared<TwoBranch>();
-  if (name == "resnet") return std::make_shared<ResNet>();
-  if (name == "gpt") return std::make_shared<Gpt>(gpt);
+std::shared_ptr<nn::Module> make_model(const std::string& name, const GptConfig& gpt,
+                                       bool checkpoint) {
+  if (name == "mlp") return mlp(checkpoint);
+  if (name == "cnn") return cnn(checkpoint);
+  if (name == "twobranch") {
+    SG_CHECK(!checkpoint, ValueError, "make_model: twobranch has no checkpointed form "
+             "(its branches run on their own streams); use mlp, cnn, resnet or gpt");
+    return std::make_shared<TwoBranch>();
+  }
+  if (name == "resnet") return std::make_shared<ResNet>(2, checkpoint);
+  if (name == "gpt") {
+    GptConfig c = gpt;
+    c.checkpoint = c.checkpoint || checkpoint;
+    return std::make_shared<Gpt>(c);
+  }
   throw ValueError("unknown model '" + name + "'; expected mlp, cnn, twobranch, resnet or gpt");
 }
 

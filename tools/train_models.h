@@ -51,8 +51,14 @@ class TwoBranch : public nn::Module {
 void make_parameters_on(const std::vector<Tensor>& params, const Stream& side);
 
 // "mlp", "cnn", "twobranch", "resnet" or "gpt" (of `gpt`'s sizes: tools/train_models_gpt.h),
-// initialised from the current manual_seed.
-std::shared_ptr<nn::Module> make_model(const std::string& name, const GptConfig& gpt = {});
+// initialised from the current manual_seed. With `checkpoint` the training forward keeps
+// less for backward and recomputes the rest there (nn/recompute.h): the mlp in three
+// segments of two modules, the cnn in three of four, one per block
+// (nn::checkpoint_sequential; the last segment runs as usual), resnet's basic blocks and
+// gpt's transformer blocks one by one. Parameters, state dicts and gradients are those of
+// the plain model. twobranch has no checkpointed form (ValueError).
+std::shared_ptr<nn::Module> make_model(const std::string& name, const GptConfig& gpt = {},
+                                       bool checkpoint = false);
 
 }  // namespace streamgrad
 

@@ -198,7 +198,8 @@ std::shared_ptr<nn::Module> Gpt::blank_copy() const {
   return std::make_shared<Gpt>(config_);
 }
 
-ResNet::ResNet(int64_t blocks) : Module("ResNet"), blocks_(blocks) {
+ResNet::ResNet(int64_t blocks, bool checkpoint)
+    : Module("ResNet"), blocks_(blocks), checkpoint_(checkpoint) {
   SG_CHECK(blocks >= 1, ValueError, "ResNet: blocks per stage must be at least 1, got ", blocks);
   stem_ = register_module("stem", std::make_shared<nn::Sequential>(Modules{
                                       conv(1, 16, 3, 1), std::make_shared<nn::BatchNorm2d>(16),
@@ -216,13 +217,17 @@ ResNet::ResNet(int64_t blocks) : Module("ResNet"), blocks_(blocks) {
 }
 
 Tensor ResNet::forward(const Tensor& images) {
-  const Tensor features = stages_->forward(stem_->forward(images));  // [B, 64, 7, 7]
+  const Tensor stem = stem_->forward(images);
+  const Tensor features =  // [B, 64, 7, 7]
+      checkpoint_ && is_training() && grad_mode_enabled()
+          ? nn::checkpoint_sequential(*stages_, static_cast<int>(stages_->size()), stem)
+          : stages_->forward(stem);
   return fc_->forward(mean(features, {2, 3}));                       // global average pooling
 }
 
 std::shared_ptr<nn::Module> ResNet::blank_copy() const {
   nn::init::NoInitGuard no_init;
-  return std::make_shared<ResNet>(blocks_);
+  return std::make_shared<ResNet>(blocks_, checkpoint_);
 }
 
 }  // namespace streamgrad

@@ -16,7 +16,8 @@
 //           strided convolution with batch norm), global average pooling, Linear 64-10.
 //           A basic block is relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), its
 //           convolutions 3x3 without bias; He (fan-out) initialisation of the
-//           convolutions, as torchvision's ResNets.
+//           convolutions, as torchvision's ResNets. With `checkpoint` every basic block but
+//           the last is recomputed in backward (nn::checkpoint_sequential over the stages).
 //
 // Thread-safety and failure: as nn::Module; the constructors throw ValueError for sizes
 // that do not fit (dim not divisible by heads, a context or vocabulary below 1), and Gpt's
@@ -65,12 +66,13 @@ class ResNet : public nn::Module {
  public:
   // Two basic blocks per stage by default: 92.9 % on Fashion-MNIST in 5 epochs where one
   // block per stage stops at about 92.2 % (bench/RESULTS.md).
-  explicit ResNet(int64_t blocks = 2);
+  explicit ResNet(int64_t blocks = 2, bool checkpoint = false);
   Tensor forward(const Tensor& images) override;
   std::shared_ptr<Module> blank_copy() const override;
 
  private:
   int64_t blocks_;
+  bool checkpoint_;
   std::shared_ptr<nn::Sequential> stem_, stages_;
   std::shared_ptr<nn::Linear> fc_;
 };

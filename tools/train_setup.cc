@@ -161,9 +161,9 @@ void load_data(const TrainOptions& o, TrainRun& r) {
 
 // --checkpoint and --offload, refused before any data is read where they cannot apply.
 void set_memory_options(const TrainOptions& o, TrainRun& r) {
-  if (o.gpt.checkpoint && o.model != "gpt") {
-    throw UsageError{absl::StrCat("--checkpoint recomputes transformer blocks: --model=gpt only "
-                                  "(got --model=", o.model, ")")};
+  if (o.checkpoint && o.model == "twobranch") {
+    throw UsageError{"--checkpoint: --model=twobranch has no checkpointed form (its branches "
+                     "run on their own streams); use mlp, cnn, resnet or gpt"};
   }
   if (!o.offload) return;
   if (r.device.is_cpu()) {
@@ -181,7 +181,7 @@ void make_model_and_runner(const TrainOptions& o, TrainRun& r) {
   if (r.vocab != nullptr) gpt.vocab = r.vocab->size();
   {
     const MemoryCategoryScope category("parameter");  // for --memory-snapshot
-    r.model = make_model(o.model, gpt);
+    r.model = make_model(o.model, gpt, o.checkpoint);
     r.model->to(r.device);
   }
   if (r.amp.enabled && r.amp.dtype == DType::kFloat16) {

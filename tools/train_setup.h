@@ -44,6 +44,7 @@ struct TrainOptions {
   int64_t epochs = 5, batch_size = 64, limit = 0, test_limit = 0, streams = 2;
   int64_t workers = 1, prefetch = 2;
   bool offload = false;  // saved activations to pinned host memory (nn/offload.h)
+  bool checkpoint = false;  // recomputation in backward (make_model's `checkpoint`)
   int64_t offload_prefetch = 2;
   uint64_t seed = 0;
   GptConfig gpt;  // --model=gpt's sizes (its vocab comes from the data)
