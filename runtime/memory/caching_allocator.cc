@@ -177,8 +177,8 @@ DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId strea
   Block* b = find_fit(size, stream);
   if (b == nullptr) b = find_fit(size, kAnyStream);
   if (b == nullptr) {
-    // Other streams' free blocks become everyone's once those streams have run dry.
-    if (share_idle_streams(stream) == 0) return nullptr;
+    // Other streams' free blocks become everyone's once those streams are done with them.
+    if (share_free_blocks(stream) == 0) return nullptr;
     b = find_fit(size, stream);
     if (b == nullptr) b = find_fit(size, kAnyStream);
     if (b == nullptr) return nullptr;
@@ -187,6 +187,7 @@ DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId strea
   if (b->size - size >= kRound && b->size <= conf_.max_split_size) {
     Block* rest = new Block{b->ptr + size, b->size - size, b->stream};
     rest->shared = b->shared;
+    rest->freed_at = b->freed_at;  // its bytes' last uses are the whole block's
     rest->prev = b;
     rest->next = b->next;
     if (b->next != nullptr) b->next->prev = rest;

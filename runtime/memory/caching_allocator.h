@@ -11,10 +11,15 @@
 //     Requests of 0 bytes return nullptr.
 //   - A block belongs to the stream it was allocated on. Freed on that stream, it is
 //     reusable on that stream at once (stream order makes this safe); other streams get
-//     it once the allocator has seen its stream idle (asked on a miss, before a new
-//     segment is reserved: everything enqueued there, every use of the block included,
-//     has run). Cached blocks are split (best fit) and coalesced with free neighbours of
-//     the same stream, or shared with shared ones.
+//     it once an event shows that its stream has run everything enqueued before the free,
+//     every use of the block included. Asked on a miss, before a new segment is reserved:
+//     the free blocks of a stream seen idle become everyone's, and so do those a stream
+//     freed before its share marker, an event recorded on it at an earlier miss (one
+//     outstanding per stream), once that event has completed, even while the stream
+//     keeps working. Then each stream still holding free blocks of its own gets a marker,
+//     so a busy stream strands its free memory only until the next miss after it passes
+//     the marker. Cached blocks are split (best fit) and coalesced with free neighbours
+//     of the same stream, or shared with shared ones.
 //   - record_stream(ptr, s) notes a use on another stream s of the same device. When such a
 //     block is freed, an event is recorded on each of those streams and the block returns
 //     to the cache only once all have completed. (cpu has one stream whose work is done
@@ -187,12 +192,18 @@ class DeviceAllocator {
   static StreamId free_key(const Block* b);
   // The smallest free block of at least `size` bytes under `key_stream`, or nullptr.
   Block* find_fit(size_t size, StreamId key_stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Best fit among the stream's own free blocks and the shared ones (after sharing idle
+  // Best fit among the stream's own free blocks and the shared ones (after sharing other
   // streams' blocks when neither fits), split, owned by `stream`; nullptr on a miss.
   Block* take_cached(size_t size, StreamId stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // caching_allocator_reuse.cc. Shares the free blocks of every stream but `except` that
-  // has run all its work (a query, no wait); returns how many blocks it shared.
-  int share_idle_streams(StreamId except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // caching_allocator_reuse.cc. Shares the free blocks that other streams than `except`
+  // are done with (the stream idle, or past its share marker: queries, no wait), records
+  // markers on the streams that still hold free blocks; returns how many it shared.
+  int share_free_blocks(StreamId except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the free blocks of `stream` that pass `covered` everyone's; the observers learn
+  // it through `tell` (per block's bytes).
+  template <typename Covered, typename Tell>
+  int share_blocks_of(StreamId stream, Covered covered, Tell tell)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts a free block in free_blocks_, merged with free neighbours of the same kind.
   void cache_free_block(Block* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void mark_allocated(Block* b, size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -242,6 +253,13 @@ class DeviceAllocator {
   };
   std::map<uintptr_t, Segment> segments_ ABSL_GUARDED_BY(mu_);
   PendingUses pending_ ABSL_GUARDED_BY(mu_);
+  // A stream's share marker: an event recorded on it, and frees_'s count then (its free
+  // blocks with freed_at up to `upto` are covered).
+  struct ShareMarker {
+    std::unique_ptr<BackendEvent> event;
+    uint64_t upto;
+  };
+  std::unordered_map<StreamId, ShareMarker> markers_ ABSL_GUARDED_BY(mu_);
   MemoryStats stats_ ABSL_GUARDED_BY(mu_);
   double fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
   const size_t total_memory_;               // the device's, read once at creation

@@ -20,11 +20,13 @@ struct DeviceAllocator::Block {
   size_t requested = 0;
   bool allocated = false;
   bool pending = false;
-  // Free, and reusable by any stream: `stream` (its last owner) had run all its work when
-  // the allocator looked (caching_allocator_reuse.cc). Otherwise a free block is its
-  // stream's alone.
+  // Free, and reusable by any stream: `stream` (its last owner) had run all its uses of
+  // it when the allocator looked (caching_allocator_reuse.cc). Otherwise a free block is
+  // its stream's alone.
   bool shared = false;
-  uint64_t freed_at = 0;  // DeviceAllocator::frees_'s count when last freed (gc order)
+  // DeviceAllocator::frees_'s count when last freed (the latest of merged blocks'): gc
+  // order, and which share marker covers it.
+  uint64_t freed_at = 0;
   Block* prev = nullptr;  // neighbours inside the segment, in address order
   Block* next = nullptr;
   std::vector<StreamId> uses;  // other streams of the device (record_stream)

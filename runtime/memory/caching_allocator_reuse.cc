@@ -1,13 +1,15 @@
 // The caching allocator's reuse of free blocks across streams (caching_allocator.h): a
-// free block is its stream's alone until the allocator sees that stream idle, and
-// everyone's after that; free neighbours of the same kind merge; whole free segments go
-// back to the device. Allocation and freeing are in caching_allocator.cc.
+// free block is its stream's alone until the allocator learns that stream is done with
+// it, and everyone's after that; free neighbours of the same kind merge; whole free
+// segments go back to the device. Allocation and freeing are in caching_allocator.cc.
 //
-// Why a stream's idleness and not an event per free: the host learns that every use of
-// the block enqueued before its free has run (stream order) without recording anything on
-// the hot path, and the question is asked only on a miss, when the alternative is a new
-// segment. Blocks of streams that stay busy remain theirs (their next allocation reuses
-// them at once); the out-of-memory path gives whole segments back whatever their streams.
+// Why markers recorded at misses and not an event per free: the question only matters
+// on a miss, when the alternative is a new segment, so the hot path (a free) records
+// nothing. An idle stream answers it for all its blocks at once; for a busy one, the
+// event of one miss answers it at the next for every block the stream had freed by then,
+// however much work the stream was given since (a stream that is never idle, as in a
+// training loop whose host runs ahead, would otherwise keep its free blocks to itself
+// until memory ran out).
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -19,7 +21,23 @@
 
 namespace streamgrad {
 
-int DeviceAllocator::share_idle_streams(StreamId except) {
+template <typename Covered, typename Tell>
+int DeviceAllocator::share_blocks_of(StreamId stream, Covered covered, Tell tell) {
+  Block lo{nullptr, 0, stream}, hi{nullptr, 0, stream + 1};
+  std::vector<Block*> mine;
+  for (auto it = free_blocks_.lower_bound(&lo); it != free_blocks_.lower_bound(&hi); ++it) {
+    if (covered(*it)) mine.push_back(*it);
+  }
+  for (Block* b : mine) free_blocks_.erase(b);
+  for (Block* b : mine) {
+    tell(b);
+    b->shared = true;
+    cache_free_block(b);
+  }
+  return static_cast<int>(mine.size());
+}
+
+int DeviceAllocator::share_free_blocks(StreamId except) {
   // Streams holding free blocks of their own: keys >= 0 sort after the shared ones.
   std::vector<StreamId> owners;
   Block first{nullptr, 0, 0};
@@ -32,18 +50,37 @@ int DeviceAllocator::share_idle_streams(StreamId except) {
   int shared = 0;
   for (StreamId s : owners) {
     const Stream stream = Stream::unchecked(device_, s);
-    if (!backend_.query_stream(stream)) continue;
-    Block lo{nullptr, 0, s}, hi{nullptr, 0, s + 1};
-    std::vector<Block*> mine(free_blocks_.lower_bound(&lo), free_blocks_.lower_bound(&hi));
-    for (Block* b : mine) free_blocks_.erase(b);
-    for (Block* b : mine) {
+    auto marker = markers_.find(s);
+    if (backend_.query_stream(stream)) {
       // For the stream sanitizer this orders the next owner's accesses after the last
       // one's, for these bytes only: the stream being idle now is luck of timing.
-      detail::notify_observers(
-          [&](LaunchObserver& o) { o.on_stream_done_with(stream, b->ptr, b->size); });
-      b->shared = true;
-      cache_free_block(b);
-      ++shared;
+      shared += share_blocks_of(
+          s, [](const Block*) { return true; },
+          [&](const Block* b) {
+            detail::notify_observers(
+                [&](LaunchObserver& o) { o.on_stream_done_with(stream, b->ptr, b->size); });
+          });
+      if (marker != markers_.end()) {
+        pending_.recycle(device_, std::move(marker->second.event));
+        markers_.erase(marker);
+      }
+      continue;
+    }
+    if (marker != markers_.end()) {
+      if (!backend_.query_event(*marker->second.event)) continue;  // still before it
+      const uint64_t upto = marker->second.upto;
+      const BackendEvent& event = *marker->second.event;
+      shared += share_blocks_of(
+          s, [upto](const Block* b) { return b->freed_at <= upto; },
+          [&](const Block* b) { PendingUses::notify_done(event, b->ptr, b->size); });
+      pending_.recycle(device_, std::move(marker->second.event));
+      markers_.erase(marker);
+    }
+    // Blocks freed since (or every block, at a first miss): the next miss may share them.
+    Block lo{nullptr, 0, s};
+    auto it = free_blocks_.lower_bound(&lo);
+    if (it != free_blocks_.end() && (*it)->stream == s) {
+      markers_.emplace(s, ShareMarker{pending_.record(stream), frees_});
     }
   }
   return shared;
@@ -62,6 +99,8 @@ void DeviceAllocator::cache_free_block(Block* b) {
     free_blocks_.erase(left);
     free_blocks_.erase(right);
     left->size += right->size;
+    // A share marker covers the merged block only if it covers both halves.
+    left->freed_at = std::max(left->freed_at, right->freed_at);
     left->next = right->next;
     if (right->next != nullptr) right->next->prev = left;
     delete right;

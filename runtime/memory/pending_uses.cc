@@ -11,19 +11,27 @@ void PendingUses::add(const void* block, const void* ptr, size_t bytes,
                       const std::vector<Stream>& streams) {
   SG_INTERNAL_CHECK(!streams.empty(), "a pending block needs at least one stream");
   for (const Stream& on : streams) {
-    std::unique_ptr<BackendEvent> event = get_event(on.device());
-    Backend& b = backend(on.device().type());
-    {
-      detail::OrderingReport report;
-      b.record_event(*event, on);
-    }
-    if (!b.reports_orderings()) {
-      const void* key = event.get();
-      detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });
-    }
-    entries_.push_back(Entry{std::move(event), on.device(), block, ptr, bytes});
+    entries_.push_back(Entry{record(on), on.device(), block, ptr, bytes});
     ++events_left_[block];
   }
+}
+
+std::unique_ptr<BackendEvent> PendingUses::record(const Stream& on) {
+  std::unique_ptr<BackendEvent> event = get_event(on.device());
+  Backend& b = backend(on.device().type());
+  {
+    detail::OrderingReport report;
+    b.record_event(*event, on);
+  }
+  if (!b.reports_orderings()) {
+    const void* key = event.get();
+    detail::notify_observers([&](LaunchObserver& o) { o.on_event_record(key, on); });
+  }
+  return event;
+}
+
+void PendingUses::recycle(Device device, std::unique_ptr<BackendEvent> event) {
+  pool_[device].push_back(std::move(event));
 }
 
 void PendingUses::poll(std::vector<const void*>& done) {
@@ -36,7 +44,7 @@ void PendingUses::poll(std::vector<const void*>& done) {
       continue;
     }
     // The host now knows that stream passed the free: reuse is ordered after its uses.
-    notify_done(e);
+    notify_done(*e.event, e.ptr, e.bytes);
     complete(std::move(e), done);
   }
   entries_ = std::move(still);
@@ -51,13 +59,13 @@ PendingUses::Batch PendingUses::take() {
 void PendingUses::wait(Batch& batch) {
   for (Entry& e : batch) {
     backend(e.device.type()).synchronize_event(*e.event);
-    notify_done(e);
+    notify_done(*e.event, e.ptr, e.bytes);
   }
 }
 
-void PendingUses::notify_done(const Entry& e) {
-  const void* key = e.event.get();
-  detail::notify_observers([&](LaunchObserver& o) { o.on_event_done_with(key, e.ptr, e.bytes); });
+void PendingUses::notify_done(const BackendEvent& event, const void* ptr, size_t bytes) {
+  const void* key = &event;
+  detail::notify_observers([&](LaunchObserver& o) { o.on_event_done_with(key, ptr, bytes); });
 }
 
 void PendingUses::finish(Batch&& batch, std::vector<const void*>& done) {
@@ -66,7 +74,7 @@ void PendingUses::finish(Batch&& batch, std::vector<const void*>& done) {
 }
 
 void PendingUses::complete(Entry&& e, std::vector<const void*>& done) {
-  pool_[e.device].push_back(std::move(e.event));
+  recycle(e.device, std::move(e.event));
   auto it = events_left_.find(e.block);
   SG_INTERNAL_CHECK(it != events_left_.end(), "completed event of an unknown block");
   if (--it->second == 0) {

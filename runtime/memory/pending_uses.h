@@ -47,6 +47,13 @@ class PendingUses {
   void add(const void* block, const void* ptr, size_t bytes, const std::vector<Stream>& streams);
   // Appends the blocks whose last event has completed (queried without waiting).
   void poll(std::vector<const void*>& done);
+  // An event from the pool, recorded on `on` now and made known to the observers (the
+  // caching allocator's share markers use these too); recycle() takes it back.
+  std::unique_ptr<BackendEvent> record(const Stream& on);
+  void recycle(Device device, std::unique_ptr<BackendEvent> event);
+  // Tells the observers that the host learnt `event` completed, for [ptr, ptr + bytes)
+  // alone.
+  static void notify_done(const BackendEvent& event, const void* ptr, size_t bytes);
   bool empty() const { return entries_.empty(); }
 
   // Waiting without the allocator's lock (a wait may run sim work that frees memory):
@@ -57,7 +64,6 @@ class PendingUses {
 
  private:
   std::unique_ptr<BackendEvent> get_event(Device device);
-  static void notify_done(const Entry& e);
   // The event completed: pool it and count the block down.
   void complete(Entry&& e, std::vector<const void*>& done);
 

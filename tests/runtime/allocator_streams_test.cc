@@ -1,5 +1,6 @@
 // The caching allocator across streams: a block freed on a stream is reused by another
-// stream once the allocator has seen its stream run dry, never before (values and the
+// stream once the allocator has seen its stream run dry, or pass the share marker a
+// miss recorded on it while that stream keeps working, never before (values and the
 // stream sanitizer both say so under the adversarial scheduler), and streams that come
 // and go reuse one another's memory instead of each reserving its own. What the allocator
 // learns by looking (a stream idle, a record_stream event complete) orders the reuse of
@@ -69,6 +70,111 @@ TEST_CASE("a block freed on a busy stream goes to another stream only once it ra
   CHECK(seen[1] == 2);
   CHECK(san.findings().empty());
   CHECK(memory_stats(kDev).reserved_bytes.peak == 2 * 4096);
+}
+
+// A stream that is never idle (a training loop whose host runs ahead) must not keep its
+// free blocks to itself: the first miss on t records a marker on s, and once s passed it
+// the next miss takes what s had freed before it, and nothing s freed after it. The
+// deterministic scheduler runs s exactly up to `passed`, so the addresses are known; the
+// threaded one runs the same program with whatever timing, values and sanitizer checked.
+void busy_stream_program(bool deterministic) {
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  start_empty();
+  const Stream s = Stream::create(kDev), t = Stream::create(kDev);
+  void* before;
+  {
+    Storage a = Storage::allocate(4096, s);
+    before = a.data();
+    write_on(s, before, 1);
+  }  // freed while s's write is still queued
+  Storage miss = Storage::allocate(4096, t);  // s busy: a new segment, and a marker on s
+  Storage again = Storage::allocate(4096, t);  // the marker has not run yet
+  if (deterministic) {
+    CHECK(miss.data() != before);
+    CHECK(again.data() != before);
+  }
+  Event passed;
+  passed.record(s);  // after the marker
+  void* after;
+  {
+    Storage d = Storage::allocate(8192, s);
+    after = d.data();
+    write_on(s, after, 4);
+  }  // freed after the marker, its write queued behind `passed`
+  Storage busy = Storage::allocate(16384, s);  // larger than s's free blocks: not one of them
+  write_on(s, busy.data(), 5);                  // s stays busy past `passed`
+  passed.synchronize();                         // deterministic: runs s up to `passed` only
+  if (deterministic) REQUIRE_FALSE(s.query());
+  Storage reused = Storage::allocate(4096, t);
+  write_on(t, reused.data(), 2);
+  Storage not_yet = Storage::allocate(8192, t);
+  write_on(t, not_yet.data(), 3);
+  if (deterministic) {
+    CHECK(reused.data() == before);
+    CHECK(not_yet.data() != after);  // s has not passed the free of `after`
+    // 4 KiB: `before`, `miss`, `again`; 8 KiB: `after`, `not_yet`; 16 KiB: `busy`.
+    CHECK(memory_stats(kDev).reserved_bytes.peak == 3 * 4096 + 2 * 8192 + 16384);
+  }
+  int seen[2] = {0, 0};
+  {
+    StreamGuard on(t);
+    copy_bytes(&seen[0], Device("cpu"), reused.data(), kDev, sizeof(int));
+    copy_bytes(&seen[1], Device("cpu"), not_yet.data(), kDev, sizeof(int));
+  }
+  CHECK(seen[0] == 2);
+  CHECK(seen[1] == 3);  // s's write of `after` would have overwritten it
+  CHECK(san.findings().empty());
+  synchronize(kDev);
+}
+
+TEST_CASE("a block freed on a stream that stays busy goes to another stream once that "
+          "stream passed the free", "[allocator][S8]") {
+  {
+    SimSchedulerScope scope(scheduler(SimSchedulerKind::kDeterministic));  // runs when waited
+    busy_stream_program(true);
+  }
+  SimSchedulerScope scope(scheduler(SimSchedulerKind::kThreaded));
+  for (int i = 0; i < 30; ++i) busy_stream_program(false);
+}
+
+// Splitting and merging must not move a block's free to before the marker: the part left
+// of a block freed after the marker, and a block freed before it merged with one freed
+// after, stay s's.
+TEST_CASE("a share marker covers split and merged blocks only for what was freed before it",
+          "[allocator][S8]") {
+  SimSchedulerScope scope(scheduler(SimSchedulerKind::kDeterministic));  // runs when waited
+  StreamSanitizer san(StreamSanitizer::Mode::kCollect);
+  start_empty();
+  const Stream s = Stream::create(kDev), t = Stream::create(kDev);
+  { Storage whole = Storage::allocate(8192, s); }  // one segment for the merge, cached on s
+  Storage left = Storage::allocate(4096, s), right = Storage::allocate(4096, s);
+  REQUIRE(static_cast<char*>(right.data()) == static_cast<char*>(left.data()) + 4096);
+  write_on(s, left.data(), 0);
+  left = Storage();                          // freed before the marker
+  Storage miss = Storage::allocate(65536, t);  // s busy with free blocks: a marker on s
+  Event passed;
+  passed.record(s);
+  void* merged = right.data();
+  write_on(s, merged, 1);
+  right = Storage();  // freed after the marker; merges with `left`
+  void* split;
+  {
+    Storage x = Storage::allocate(16384, s);  // a new segment
+    split = static_cast<char*>(x.data()) + 12288;
+    write_on(s, split, 2);
+  }  // freed after the marker
+  Storage head = Storage::allocate(12288, s);  // x's first 12 KiB: its last 4 stay free
+  Storage busy = Storage::allocate(32768, s);
+  write_on(s, busy.data(), 3);
+  passed.synchronize();  // s past the marker, its writes to `merged` and `split` queued
+  REQUIRE_FALSE(s.query());
+  Storage a = Storage::allocate(8192, t), b = Storage::allocate(4096, t);
+  CHECK(static_cast<char*>(a.data()) + 4096 != merged);
+  CHECK(b.data() != split);
+  write_on(t, static_cast<char*>(a.data()) + 4096, 4);
+  write_on(t, b.data(), 5);
+  synchronize(kDev);
+  CHECK(san.findings().empty());
 }
 
 TEST_CASE("a thousand short-lived streams reuse one another's memory", "[allocator]") {
