@@ -280,7 +280,7 @@ std::string page(const std::string& name, const nlohmann::json& snap, int64_t to
          "op</th><th>stream</th><th>allocated at</th></tr>\n";
     for (const Block& b : blocks) {
       h << "<tr><td>" << b.size << "</td><td class=\"l\">" << escape(b.category)
-        << "</td><td class=\"l\">" << escape(b.op.empty() ? "(forward or host code)" : b.op)
+        << "</td><td class=\"l\">" << escape(b.op.empty() ? "(no launch wrote it yet)" : b.op)
         << "</td><td>" << b.stream << "</td><td>"
         << absl::StrFormat("%.1f ms", b.time_us / 1000.0) << "</td></tr>\n";
     }

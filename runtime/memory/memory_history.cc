@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <mutex>
 
 #include "runtime/backend/observer.h"
@@ -23,19 +24,45 @@ struct History {
   int64_t dropped = 0;
   std::chrono::steady_clock::time_point start;
   bool observing = false;
+  // Live blocks allocated outside any LaunchScope (forward ops, factories), by address:
+  // their end, and their alloc event's number (dropped + its place in `events`), until
+  // a launch writes into them or they are freed.
+  struct Unnamed {
+    uintptr_t end;
+    int64_t event;
+  };
+  std::map<uintptr_t, Unnamed> unnamed;
 };
-
-// Watches nothing: while it is installed the engine opens a LaunchScope per backward node
-// (it does so only when someone observes), which gives the history its op names.
-class NodeNames : public LaunchObserver {
-  void on_launch(const Stream&, const LaunchDesc&) override {}
-};
-NodeNames g_node_names;
 
 History& history() {
   static auto* h = new History();  // never destroyed: allocators free during exit
   return *h;
 }
+
+// While it is installed the engine opens a LaunchScope per backward node (it does so only
+// when someone observes), which names what backward allocates. What forward allocates is
+// named after the first launch that writes into it: ops allocate their outputs before
+// they launch, under no scope of their own, and the kernel that fills a block is what made
+// it (its launch name: "gemm", "layer_norm on cuda", "copy"...).
+class OpNames : public LaunchObserver {
+  void on_launch(const Stream&, const LaunchDesc& desc) override {
+    if (desc.writes.empty()) return;
+    History& h = history();
+    std::lock_guard<std::mutex> lk(h.mu);
+    if (h.unnamed.empty()) return;
+    for (const MemRange& w : desc.writes) {
+      const uintptr_t p = reinterpret_cast<uintptr_t>(w.ptr);
+      auto it = h.unnamed.upper_bound(p);
+      if (it == h.unnamed.begin()) continue;
+      --it;
+      if (p >= it->second.end) continue;
+      const int64_t at = it->second.event - h.dropped;
+      if (at >= 0) h.events[static_cast<size_t>(at)].op = desc.name;
+      h.unnamed.erase(it);
+    }
+  }
+};
+OpNames g_op_names;
 
 }  // namespace
 
@@ -59,6 +86,7 @@ void record_memory_history(bool enabled, size_t max_entries) {
   std::lock_guard<std::mutex> lk(h.mu);
   if (enabled) {
     h.events.clear();
+    h.unnamed.clear();
     h.dropped = 0;
     h.max_entries = max_entries;
     h.start = std::chrono::steady_clock::now();
@@ -66,9 +94,10 @@ void record_memory_history(bool enabled, size_t max_entries) {
   detail::g_memory_history_on.store(enabled, std::memory_order_relaxed);
   if (enabled != h.observing) {
     if (enabled) {
-      add_launch_observer(&g_node_names);
+      add_launch_observer(&g_op_names);
     } else {
-      remove_launch_observer(&g_node_names);
+      remove_launch_observer(&g_op_names);
+      h.unnamed.clear();
     }
     h.observing = enabled;
   }
@@ -129,6 +158,13 @@ void record_memory_event(MemoryAction action, const Device& device, StreamId str
   e.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - h.start)
                   .count();
+  const uintptr_t address_value = reinterpret_cast<uintptr_t>(address);
+  if (action == MemoryAction::kAlloc && e.op.empty() && size > 0) {
+    const int64_t number = h.dropped + static_cast<int64_t>(h.events.size());
+    h.unnamed[address_value] = History::Unnamed{address_value + size, number};
+  } else if (action == MemoryAction::kFreeRequested) {
+    h.unnamed.erase(address_value);  // never written: it keeps no name
+  }
   h.events.push_back(std::move(e));
   while (h.events.size() > h.max_entries) {
     h.events.pop_front();

@@ -87,6 +87,49 @@ TEST_CASE("an allocation and its free, with stream, rounded size, category and o
   }
 }
 
+TEST_CASE("a block allocated under no scope is named after the first launch that writes it",
+          "[memory_history]") {
+  Recording on;
+  const Stream s = Stream::create(kDev);
+  char* p = static_cast<char*>(allocator_for(kDev).allocate(4096, s));  // a forward op's output
+  char* q = static_cast<char*>(allocator_for(kDev).allocate(4096, s));  // never written
+  void* r = nullptr;
+  {
+    const LaunchScope node("MulBackward");
+    r = allocator_for(kDev).allocate(4096, s);
+  }
+  const MemRange read_p[] = {{p, 16}};
+  const MemRange into_p[] = {{p + 100, 16}};  // inside the block, not at its start
+  const MemRange into_r[] = {{r, 16}};
+  launch(s, {"reader", read_p, {}}, [] {});  // reads name nothing
+  launch(s, {"fill_kernel", {}, into_p}, [] {});
+  launch(s, {"second_writer", {}, into_p}, [] {});
+  launch(s, {"fill_kernel", {}, into_r}, [] {});
+  s.synchronize();
+  const auto op_of_alloc = [](const void* b) {
+    for (const MemoryEvent& e : events_at(reinterpret_cast<uintptr_t>(b))) {
+      if (e.action == MemoryAction::kAlloc) return e.op;
+    }
+    return std::string("(no alloc event)");
+  };
+  CHECK(op_of_alloc(p) == "fill_kernel");  // the first writer, not the second
+  CHECK(op_of_alloc(q).empty());
+  CHECK(op_of_alloc(r) == "MulBackward");  // the scope's name stays
+  // A block freed unwritten and handed out again is named by the new owner's writer only.
+  allocator_for(kDev).free(q);
+  char* again = static_cast<char*>(allocator_for(kDev).allocate(4096, s));
+  REQUIRE(again == q);
+  const MemRange into_again[] = {{again, 16}};
+  launch(s, {"later_kernel", {}, into_again}, [] {});
+  s.synchronize();
+  for (void* b : {static_cast<void*>(p), static_cast<void*>(again), r}) allocator_for(kDev).free(b);
+  std::vector<std::string> names;
+  for (const MemoryEvent& e : events_at(reinterpret_cast<uintptr_t>(q))) {
+    if (e.action == MemoryAction::kAlloc) names.push_back(e.op);
+  }
+  CHECK(names == std::vector<std::string>{"", "later_kernel"});
+}
+
 TEST_CASE("a free is completed only once the other streams that used the block ran",
           "[memory_history]") {
   SimSchedulerOptions deterministic;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/train --memory-snapshot and tools/memviz: a small GPT on sim:0 records every
 # allocation of its first epoch's steps, filed under parameter, input, activation, gradient
-# (with the backward node that made it) and optimizer; memviz's page replays the record to
+# (with the backward node that made it) and optimizer, forward allocations named after the
+# kernel that first wrote them; memviz's page replays the record to
 # the same allocated peak as the allocator's own statistics (train's "peak training
 # memory": batches freed while the compute stream still reads them count until their free
 # is asked for, as there), a larger or equal active peak, and a chart and a legend row per
@@ -25,6 +26,12 @@ for cat in parameter input activation gradient optimizer; do
 done
 grep -qE '"category":"gradient","op":"[A-Za-z]+Backward[0-9]*"' "$tmp/m.json" ||
   fail "no gradient allocation names its backward node"
+# ... and forward ones the kernel that wrote them first: every sim:0 activation is named.
+alloc='"action":"alloc","device":"sim:0",[^}]*"category":"activation","op":'
+grep -qE "$alloc\"layer_norm\"" "$tmp/m.json" ||
+  fail "no activation allocation names the layer_norm kernel that wrote it"
+unnamed=$(grep -oE "\{$alloc\"\"[^}]*\}" "$tmp/m.json" | head -3 || true)
+[[ -z "$unnamed" ]] || fail "sim:0 activation allocations without an op: $unnamed"
 grep -q '"segments":\[' "$tmp/m.json" || fail "no segments in the dump"
 
 # The page.
