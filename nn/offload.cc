@@ -21,7 +21,8 @@ namespace streamgrad {
 namespace nn {
 namespace {
 
-std::atomic<size_t> g_offloaded{0}, g_offloaded_bytes{0}, g_prefetched{0}, g_fetched_late{0};
+std::atomic<size_t> g_offloaded{0}, g_offloaded_bytes{0}, g_prefetched{0}, g_fetched_late{0},
+    g_deduplicated{0};
 
 size_t bytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * element_size(t.dtype()); }
 
@@ -118,8 +119,10 @@ struct OffloadedTensor {
   std::optional<Stream> saved_on;
   Tensor back;     // the device copy, from a fetch until a node takes it
   Event in_done;   // the latest copy-in ran (copy-in stream)
-  bool fetched = false;   // a copy-in is enqueued and `back` not yet taken
-  bool consumed = false;  // taken by its node in this backward
+  bool fetched = false;   // a copy-in is enqueued and `back` not yet taken by every save
+  bool consumed = false;  // taken by every node that saved it, in this backward
+  int saves = 1;          // nodes that saved this tensor (one copy serves them all)
+  int taken = 0;          // of those, how many took it in this backward
   size_t index = 0;       // in save order
 
   OffloadedTensor() = default;
@@ -175,6 +178,13 @@ struct OffloadGuard::State {
   bool started = false;
   // Blocks copied out most recently, oldest first (at most options.copy_window).
   std::deque<HeldBlock> held;
+  // The offloaded tensors by what they are a view of (storage, offset, sizes, strides,
+  // dtype, version) and the stream that saved them: a tensor saved again, unchanged, on
+  // the same stream shares the first save's copy. (Saved on another stream it gets its
+  // own: a copy brought back into one stream's memory and read by another's node would
+  // need record_stream, which keeps it reserved while the host runs ahead.)
+  using ViewKey = std::tuple<uint64_t, int64_t, Shape, Shape, DType, uint32_t, StreamId>;
+  std::map<ViewKey, std::weak_ptr<OffloadedTensor>> by_view;
   size_t offloaded_bytes = 0;  // by this guard
 
   std::any pack(const Tensor& t, const SavedTensorInfo& info);
@@ -203,7 +213,7 @@ std::pair<Stream, Stream> offload_streams(Device device) {
 
 OffloadStats offload_stats() {
   return OffloadStats{g_offloaded.load(), g_offloaded_bytes.load(), g_prefetched.load(),
-                      g_fetched_late.load()};
+                      g_fetched_late.load(), g_deduplicated.load()};
 }
 
 std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info) {
@@ -216,6 +226,21 @@ std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info)
   if (t.device().is_cpu() || bytes < options.min_bytes || parameter) {
     e->kept = t;
     return e;
+  }
+  // Storage ids are never reused, so a key cannot match another tensor that took the
+  // memory of a freed one; the version tells an in-place change apart.
+  const ViewKey key{t.storage().id(), t.storage_offset(), t.sizes(), t.strides(), t.dtype(),
+                    t.version(), info.stream.id()};
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = by_view.find(key);
+    if (it != by_view.end()) {
+      if (std::shared_ptr<OffloadedTensor> first = it->second.lock()) {
+        ++first->saves;
+        ++g_deduplicated;
+        return first;
+      }
+    }
   }
   // Runs on the saving op's stream, which is current here.
   const Tensor src = t.is_contiguous() ? t : contiguous(t);
@@ -239,6 +264,7 @@ std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info)
     std::lock_guard<std::mutex> lk(mu);
     e->index = saved.size();
     saved.push_back(e);
+    by_view[key] = e;
     held.push_back(HeldBlock{src.storage(), e});
     release_held(static_cast<size_t>(options.copy_window));
     offloaded_bytes += bytes;
@@ -288,7 +314,10 @@ void OffloadGuard::State::fetch(OffloadedTensor& e) {
 
 void OffloadGuard::State::start_round() {
   for (const std::weak_ptr<OffloadedTensor>& w : saved) {
-    if (std::shared_ptr<OffloadedTensor> e = w.lock()) e->consumed = false;
+    if (std::shared_ptr<OffloadedTensor> e = w.lock()) {
+      e->consumed = false;
+      e->taken = 0;
+    }
   }
   cursor = static_cast<int64_t>(saved.size()) - 1;
   started = true;
@@ -313,16 +342,20 @@ Tensor OffloadGuard::State::unpack(const std::any& packed) {
   {
     std::lock_guard<std::mutex> lk(mu);
     if (!started || e->consumed) start_round();
-    if (e->fetched) {
-      --in_flight;
-    } else {
-      fetch(*e);
-      ++g_fetched_late;
+    if (e->taken == 0) {  // the first of its saves to be unpacked in this backward
+      if (e->fetched) {
+        --in_flight;
+      } else {
+        fetch(*e);
+        ++g_fetched_late;
+      }
     }
-    back = std::move(e->back);
-    e->back = Tensor();
-    e->fetched = false;
-    e->consumed = true;
+    back = e->back;
+    if (++e->taken == e->saves) {  // every save has it: the entry holds it no longer
+      e->back = Tensor();
+      e->fetched = false;
+      e->consumed = true;
+    }
     e->in_done.block(node);
     fetch_ahead();
   }

@@ -32,7 +32,9 @@
 // Each device has one copy-out and one copy-in stream for the process (offload_streams).
 // Tensors on cpu, tensors smaller than min_bytes and leaves that require grad (parameters:
 // their module holds them, so a copy would free nothing) stay where they are. A tensor
-// saved by several nodes is copied once per save.
+// saved by several nodes on one stream (the same view of the same storage, unchanged in
+// between) is copied out once, brought back once per backward, and held on the device
+// until the last of those nodes took it; saved on several streams, once per stream.
 //
 // Results are those of the plain run, bit for bit: only where the bytes wait changes.
 //
@@ -72,6 +74,7 @@ struct OffloadStats {
   size_t offloaded_bytes = 0;
   size_t prefetched = 0;      // copies in that ran ahead of their node
   size_t fetched_late = 0;    // copies in that started only when their node asked
+  size_t deduplicated = 0;    // saves served by an earlier save's copy
 };
 OffloadStats offload_stats();
 
