@@ -23,7 +23,8 @@ struct History {
   size_t max_entries = kDefaultMemoryHistoryEntries;
   int64_t dropped = 0;
   std::chrono::steady_clock::time_point start;
-  bool observing = false;
+  std::mutex toggle_mu;    // serialises starts and stops; taken before mu, never by launches
+  bool observing = false;  // guarded by toggle_mu
   // Live blocks allocated outside any LaunchScope (forward ops, factories), by address:
   // their end, and their alloc event's number (dropped + its place in `events`), until
   // a launch writes into them or they are freed.
@@ -83,24 +84,23 @@ void record_memory_history(bool enabled, size_t max_entries) {
            "record_memory_history: max_entries must be at least 1 (got 0); pass "
            "enabled=false to stop recording");
   History& h = history();
-  std::lock_guard<std::mutex> lk(h.mu);
-  if (enabled) {
-    h.events.clear();
-    h.unnamed.clear();
-    h.dropped = 0;
-    h.max_entries = max_entries;
-    h.start = std::chrono::steady_clock::now();
-  }
-  detail::g_memory_history_on.store(enabled, std::memory_order_relaxed);
-  if (enabled != h.observing) {
+  // The observer list is changed without h.mu held: a launch takes the list's lock, then
+  // h.mu (OpNames), so holding h.mu here while taking the list's would invert that order.
+  std::lock_guard<std::mutex> toggle(h.toggle_mu);
+  if (enabled && !h.observing) add_launch_observer(&g_op_names);
+  {
+    std::lock_guard<std::mutex> lk(h.mu);
     if (enabled) {
-      add_launch_observer(&g_op_names);
-    } else {
-      remove_launch_observer(&g_op_names);
-      h.unnamed.clear();
+      h.events.clear();
+      h.dropped = 0;
+      h.max_entries = max_entries;
+      h.start = std::chrono::steady_clock::now();
     }
-    h.observing = enabled;
+    h.unnamed.clear();
+    detail::g_memory_history_on.store(enabled, std::memory_order_relaxed);
   }
+  if (!enabled && h.observing) remove_launch_observer(&g_op_names);
+  h.observing = enabled;
 }
 
 bool memory_history_enabled() { return detail::memory_history_on(); }
