@@ -41,18 +41,21 @@ void write_on(const Stream& s, void* p, int value) {
   launch(s, {"write", {}, w}, [q, value] { *q = value; });
 }
 
+// A block of `bytes` on s, written there and freed while that write is still queued (under
+// the deterministic scheduler); returns its address.
+void* freed_while_written(const Stream& s, size_t bytes, int value) {
+  Storage a = Storage::allocate(bytes, s);
+  write_on(s, a.data(), value);
+  return a.data();
+}
+
 TEST_CASE("a block freed on a busy stream goes to another stream only once it ran dry",
           "[allocator][S8]") {
   SimSchedulerScope scope(scheduler(SimSchedulerKind::kDeterministic));  // runs when waited
   StreamSanitizer san(StreamSanitizer::Mode::kCollect);
   start_empty();
   const Stream s = Stream::create(kDev), t = Stream::create(kDev);
-  void* first;
-  {
-    Storage a = Storage::allocate(4096, s);
-    first = a.data();
-    write_on(s, first, 1);
-  }  // freed while s's write is still queued
+  void* first = freed_while_written(s, 4096, 1);
   Storage early = Storage::allocate(4096, t);
   CHECK(early.data() != first);  // reuse now would let t's work run before s's write
   write_on(t, early.data(), 3);
@@ -81,12 +84,7 @@ void busy_stream_program(bool deterministic) {
   StreamSanitizer san(StreamSanitizer::Mode::kCollect);
   start_empty();
   const Stream s = Stream::create(kDev), t = Stream::create(kDev);
-  void* before;
-  {
-    Storage a = Storage::allocate(4096, s);
-    before = a.data();
-    write_on(s, before, 1);
-  }  // freed while s's write is still queued
+  void* before = freed_while_written(s, 4096, 1);
   Storage miss = Storage::allocate(4096, t);  // s busy: a new segment, and a marker on s
   Storage again = Storage::allocate(4096, t);  // the marker has not run yet
   if (deterministic) {
@@ -95,12 +93,7 @@ void busy_stream_program(bool deterministic) {
   }
   Event passed;
   passed.record(s);  // after the marker
-  void* after;
-  {
-    Storage d = Storage::allocate(8192, s);
-    after = d.data();
-    write_on(s, after, 4);
-  }  // freed after the marker, its write queued behind `passed`
+  void* after = freed_while_written(s, 8192, 4);  // after the marker, behind `passed`
   Storage busy = Storage::allocate(16384, s);  // larger than s's free blocks: not one of them
   write_on(s, busy.data(), 5);                  // s stays busy past `passed`
   passed.synchronize();                         // deterministic: runs s up to `passed` only
