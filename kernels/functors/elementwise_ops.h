@@ -240,12 +240,6 @@ template <typename Op>
 struct MathFor<Op, float, VoidOf<decltype(Op::kFnFloat)>> {
   static constexpr MathFn kFn = Op::kFnFloat;
 };
-// The same for the second function: used only where the split form runs (kSplitFor).
-template <typename Op, typename T>
-struct Math2For {
-  static constexpr MathFn kFn = Math2Of<Op>::kFn;
-};
-
 template <typename Op>
 constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
 // Whether the loops run Op's split form for elements of type T (float GELU has none: its
@@ -253,10 +247,11 @@ constexpr bool kCallsMath = MathOf<Op>::kFn != MathFn::kNone;
 template <typename Op, typename T>
 constexpr bool kSplitFor = MathFor<Op, T>::kFn != MathFn::kNone;
 // Whether the split form for elements of type T has arg2: pow's exponent, or the second
-// function's argument.
+// function's argument (the second function is the same for every type: it is used only
+// where the split form runs, kSplitFor).
 template <typename Op, typename T>
 constexpr bool kHasArg2 =
-    MathFor<Op, T>::kFn == MathFn::kPow || Math2For<Op, T>::kFn != MathFn::kNone;
+    MathFor<Op, T>::kFn == MathFn::kPow || Math2Of<Op>::kFn != MathFn::kNone;
 
 // ---- op code to functor: fn(functor) with the functor of `op`, so that every device
 // maps a code to the same math (the cpu levels and kernels/cuda call these). Host code:

@@ -47,8 +47,8 @@ constexpr int64_t kMathBlock = 256;
 template <typename Op, typename T>
 SG_INLINE void block_math(T* t, T* u, int64_t m) {
   apply_math<MathFor<Op, T>::kFn>(t, u, m);
-  if constexpr (Math2For<Op, T>::kFn != MathFn::kNone) {
-    apply_math<Math2For<Op, T>::kFn>(u, u, m);
+  if constexpr (Math2Of<Op>::kFn != MathFn::kNone) {
+    apply_math<Math2Of<Op>::kFn>(u, u, m);
   }
 }
 
@@ -78,7 +78,7 @@ void row1_math(T* o, const T* x, int64_t n, Op op) {
     }
     block_math<Op>(t, u, m);
     for (int64_t i = 0; i < m; ++i) {
-      const T second = Math2For<Op, T>::kFn != MathFn::kNone ? u[i] : T(0);
+      const T second = Math2Of<Op>::kFn != MathFn::kNone ? u[i] : T(0);
       ob[i] = math::quiet_nan_if_nan(op.finish(xb[i], t[i], second));
     }
   }
@@ -183,7 +183,7 @@ bool row2_math(T* o, const T* a, const T* b, int64_t n, const int64_t* step, Op 
     }
     block_math<Op>(t, u, m);
     for (int64_t i = 0; i < m; ++i) {
-      const T second = Math2For<Op, T>::kFn != MathFn::kNone ? u[i] : T(0);
+      const T second = Math2Of<Op>::kFn != MathFn::kNone ? u[i] : T(0);
       ob[i] = math::quiet_nan_if_nan(op.finish(ab[i * sa], bb[i * sb], t[i], second));
     }
   }
