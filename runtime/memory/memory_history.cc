@@ -44,7 +44,7 @@ History& history() {
 // when someone observes), which names what backward allocates. What forward allocates is
 // named after the first launch that writes into it: ops allocate their outputs before
 // they launch, under no scope of their own, and the kernel that fills a block is what made
-// it (its launch name: "gemm", "layer_norm on cuda", "copy"...).
+// it (its launch name: "matmul", "layer_norm on cuda", "copy"...).
 class OpNames : public LaunchObserver {
   void on_launch(const Stream&, const LaunchDesc& desc) override {
     if (desc.writes.empty()) return;

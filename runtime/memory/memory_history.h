@@ -17,7 +17,7 @@
 // The op is the innermost LaunchScope's label: the engine names each backward node it runs
 // there (recording installs a launch observer so that it does). A block allocated under
 // no scope (a forward op's output, a factory's tensor) is named after the first launch
-// that writes into it, the kernel that fills it ("gemm", "copy"...); one never written
+// that writes into it, the kernel that fills it ("matmul", "copy"...); one never written
 // keeps an empty op. Recording costs nothing while it is off (one atomic load per
 // allocator event); while on, each event and each launch that writes takes a lock. The oldest events are dropped
 // beyond max_entries, and the dump says how many.
