@@ -24,17 +24,24 @@ namespace streamgrad {
 namespace nn {
 namespace {
 
-thread_local int t_checkpoint_depth = 0;  // checkpoints running fn on this thread
 thread_local bool t_recomputing = false;
+// The saved-tensor hooks this thread's innermost checkpoint pushed (its forward's, which
+// drop, or its recomputation's, which keep), while they are the innermost hooks' owner.
+thread_local const SavedTensorsHookPair* t_checkpoint_hooks = nullptr;
 
-struct DepthScope {
-  DepthScope() {
-    SG_CHECK(t_checkpoint_depth == 0, Error,
-             "checkpoint: a checkpointed function called checkpoint again; nested "
-             "checkpoints are not supported (checkpoint the outer function only)");
-    ++t_checkpoint_depth;
+// Pushes a checkpoint's hooks and marks them as a checkpoint's, so that a checkpoint
+// called inside can save its inputs to this one.
+class FrameHooks {
+ public:
+  FrameHooks(PackHook pack, UnpackHook unpack)
+      : hooks_(std::move(pack), std::move(unpack)), previous_(t_checkpoint_hooks) {
+    t_checkpoint_hooks = detail::current_saved_tensors_hooks().get();
   }
-  ~DepthScope() { --t_checkpoint_depth; }
+  ~FrameHooks() { t_checkpoint_hooks = previous_; }
+
+ private:
+  SavedTensorsHooks hooks_;
+  const SavedTensorsHookPair* previous_;
 };
 
 std::string describe_shape(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
@@ -124,8 +131,14 @@ struct StopRecompute {};
 // recomputation brought back.
 struct Frame {
   CheckpointFn fn;
-  TensorList inputs;
+  // Its inputs: held, or, when it runs inside another checkpoint, saved to that one (its
+  // hooks pack them), so that the outer checkpoint's memory stays free of them and the
+  // recomputation here first has the outer one recompute them.
+  TensorList inputs;  // held
   std::vector<uint32_t> versions;
+  std::shared_ptr<const SavedTensorsHookPair> outer;  // set when saved to the outer one
+  std::vector<std::optional<std::any>> parked;        // what outer->pack returned
+  std::vector<bool> requires_grad;
   ForwardState state;
   CheckpointOptions options;
 
@@ -142,16 +155,32 @@ struct Frame {
 
   Tensor unpack(size_t index);
   void recompute();
+  TensorList inputs_again();
 };
 
+TensorList Frame::inputs_again() {
+  if (!outer) {
+    check_versions(inputs, versions);
+    return detached_inputs(inputs);
+  }
+  TensorList in(parked.size());
+  for (size_t i = 0; i < parked.size(); ++i) {
+    if (!parked[i]) continue;  // undefined
+    in[i] = outer->unpack(*parked[i]).detach();
+    if (requires_grad[i]) in[i].requires_grad_();
+  }
+  return in;
+}
+
 void Frame::recompute() {
-  check_versions(inputs, versions);
   for (Saved& s : saved) s.recomputed = false;
   size_t seen = 0;
   {
-    DepthScope depth;
     Replay replay(state, options.preserve_rng_state);
-    SavedTensorsHooks keep(
+    // Before this recomputation's hooks: an outer checkpoint may have to recompute them,
+    // and it does so on the streams this one runs on.
+    const TensorList in = inputs_again();
+    FrameHooks keep(
         [this, &seen](const Tensor& t, const SavedTensorInfo& info) -> std::any {
           const size_t i = seen++;
           if (i < saved.size()) {
@@ -176,7 +205,7 @@ void Frame::recompute() {
                       "the recomputation's own graph is never differentiated");
         });
     try {
-      fn(detached_inputs(inputs));
+      fn(in);
     } catch (const StopRecompute&) {
     }
   }
@@ -204,12 +233,29 @@ TensorList non_reentrant(const CheckpointFn& fn, const TensorList& inputs,
                          const CheckpointOptions& options) {
   auto frame = std::make_shared<Frame>();
   frame->fn = fn;
-  frame->inputs = inputs;
-  for (const Tensor& t : inputs) frame->versions.push_back(t.defined() ? t.version() : 0);
   frame->state = ForwardState::capture(inputs, options.preserve_rng_state);
   frame->options = options;
-  DepthScope depth;
-  SavedTensorsHooks drop(
+  std::shared_ptr<const SavedTensorsHookPair> outer = detail::current_saved_tensors_hooks();
+  if (grad_mode_enabled() && outer != nullptr && outer.get() == t_checkpoint_hooks) {
+    // Inside another checkpoint's forward or recomputation: the inputs are saved to it, as
+    // the ops before this call save theirs (the same count each time it runs).
+    NoGradGuard no_grad;
+    for (const Tensor& t : inputs) {
+      frame->requires_grad.push_back(t.defined() && t.requires_grad());
+      if (!t.defined()) {
+        frame->parked.emplace_back();
+        continue;
+      }
+      const std::shared_ptr<Node> producer = t.grad_fn();
+      const SavedTensorInfo info{current_stream(t.device()), producer.get(), t.requires_grad()};
+      frame->parked.push_back(outer->pack(t.detach(), info));
+    }
+    frame->outer = std::move(outer);
+  } else {
+    frame->inputs = inputs;
+    for (const Tensor& t : inputs) frame->versions.push_back(t.defined() ? t.version() : 0);
+  }
+  FrameHooks drop(
       [frame](const Tensor& t, const SavedTensorInfo& info) -> std::any {
         Frame::Saved s;
         s.sizes = t.sizes();
@@ -242,7 +288,6 @@ TensorList reentrant(const CheckpointFn& fn, const TensorList& inputs,
   return apply_function(
       "CheckpointFunction", inputs,
       [fn](FunctionCtx& ctx, const TensorList& in) {
-        DepthScope depth;
         ctx.save_for_backward(in);
         TensorList out = fn(in);  // runs under no_grad (apply_function's forward)
         for (Tensor& o : out) o = o.detach();
@@ -254,7 +299,6 @@ TensorList reentrant(const CheckpointFn& fn, const TensorList& inputs,
         TensorList in = detached_inputs(saved);
         TensorList out;
         {
-          DepthScope depth;
           Replay replay(*state, rng);
           out = fn(in);
         }

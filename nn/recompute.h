@@ -29,7 +29,14 @@
 // Failure: Error when an input was modified in place since the forward, when the
 // recomputation saves tensors of other shapes, or fewer, than the forward did (fn must do
 // the same work each time), and when a recomputed op runs on another stream than in the
-// forward; whatever fn throws. Nested checkpoints are not supported (Error).
+// forward; whatever fn throws.
+//
+// Nesting: fn may call checkpoint again, of either kind. A tensor saved inside the inner
+// call belongs to the inner checkpoint alone; the inner call's inputs are saved to the
+// outer one (non-reentrant in non-reentrant: the outer's graph keeps neither). So the
+// first tensor backward needs from the inner part has the outer checkpoint recompute up
+// to the inner call (or all of fn, without early stop), then the inner one recompute its
+// part: each level runs again once per backward, on its forward's streams.
 //
 // Modules that keep running statistics do not update them again while their forward is
 // recomputed (recomputing() says when): BatchNorm2d's running mean, variance and batch
