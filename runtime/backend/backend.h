@@ -108,6 +108,18 @@ class Backend {
   virtual void raw_free(int index, void* ptr) = 0;
   // Total device memory in bytes (the configured limit on sim).
   virtual size_t total_memory(int index) const = 0;
+  // Virtual memory, for the allocator's expandable segments: an address range reserved
+  // with no memory behind it, in which memory is mapped and unmapped in multiples of
+  // vm_granularity(). vm_granularity is 0 where the backend cannot do this (then the
+  // others are never called). vm_reserve returns nullptr when no range of that size is
+  // left; vm_map puts memory behind [ptr, ptr + bytes) inside a reserved range, false
+  // when the device is out of memory, and first waits for an earlier vm_unmap of any of
+  // those bytes to finish; vm_unmap takes the memory away once no queued work can still
+  // use it, without blocking (as raw_free).
+  virtual size_t vm_granularity(int index) const = 0;
+  virtual void* vm_reserve(int index, size_t bytes) = 0;
+  virtual bool vm_map(int index, void* ptr, size_t bytes) = 0;
+  virtual void vm_unmap(int index, void* ptr, size_t bytes) = 0;
   // Host memory the device can copy from asynchronously (page-locked on cuda).
   virtual void* pinned_alloc(size_t bytes) = 0;
   virtual void pinned_free(void* ptr) noexcept = 0;

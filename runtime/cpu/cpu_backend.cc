@@ -81,6 +81,11 @@ class CpuBackend final : public Backend {
   size_t total_memory(int) const override {
     return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
   }
+  // The cpu allocator keeps one block per segment (caching_allocator.h): no mapping.
+  size_t vm_granularity(int) const override { return 0; }
+  void* vm_reserve(int, size_t) override { return nullptr; }
+  bool vm_map(int, void*, size_t) override { return false; }
+  void vm_unmap(int, void*, size_t) override {}
   void* pinned_alloc(size_t bytes) override { return raw_alloc(0, bytes); }
   void pinned_free(void* ptr) noexcept override { std::free(ptr); }
 };

@@ -139,6 +139,12 @@ class CudaBackend final : public Backend {
   // cudaFree waits for the device's queued work, which is what the contract asks.
   void raw_free(int index, void* ptr) override;
   size_t total_memory(int index) const override;
+  // Not built yet: mapping needs the driver's virtual memory API (cuMemCreate, cuMemMap),
+  // and the allocator falls back to whole segments with a warning.
+  size_t vm_granularity(int) const override { return 0; }
+  void* vm_reserve(int, size_t) override { return nullptr; }
+  bool vm_map(int, void*, size_t) override { return false; }
+  void vm_unmap(int, void*, size_t) override {}
   void* pinned_alloc(size_t bytes) override;
   void pinned_free(void* ptr) noexcept override;
 

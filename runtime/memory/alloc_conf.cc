@@ -52,10 +52,8 @@ AllocConf parse_alloc_conf(const std::string& spec) {
       c.garbage_collection_threshold = t;
     } else if (key == "expandable_segments") {
       if (value == "True" || value == "true") {
-        refuse(spec, "expandable_segments:True is not implemented by streamgrad's allocator "
-                     "(segments are fixed); leave it out or set it to False");
-      }
-      if (value != "False" && value != "false") {
+        c.expandable_segments = true;
+      } else if (value != "False" && value != "false") {
         refuse(spec, absl::StrCat("expandable_segments:", value, " is not True or False"));
       }
     } else if (key == "roundup_power2_divisions" || key == "backend" ||

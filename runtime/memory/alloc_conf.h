@@ -11,7 +11,10 @@
 //                            take reserved memory past T of what the device (or the memory
 //                            fraction) allows, free cached segments go back to the device,
 //                            least recently freed first, until it no longer would.
-//   expandable_segments:False   accepted; True is refused (not implemented here).
+//   expandable_segments:True    one segment per device that grows at its end by mapping
+//                            memory into a reserved address range, where the backend can
+//                            (sim; elsewhere a warning and whole segments): see
+//                            caching_allocator.h.
 //
 // Keys the reference has and streamgrad does not (roundup_power2_divisions, backend, ...)
 // are refused by name; so is anything else that is not `key:value` pairs.

@@ -13,6 +13,7 @@
 #include "runtime/backend/devices.h"
 #include "runtime/backend/launch.h"
 #include "runtime/base/error.h"
+#include "runtime/base/warning.h"
 #include "runtime/memory/memory_history.h"
 
 namespace streamgrad {
@@ -40,7 +41,20 @@ DeviceAllocator::DeviceAllocator(Device device, Backend& backend, bool caching)
       cpu_(device.is_cpu()),
       conf_(device.is_cpu() ? AllocConf{} : alloc_conf()),
       total_memory_(known_or_max(backend.total_memory(device.index()))),
-      limit_(std::numeric_limits<size_t>::max()) {
+      limit_(std::numeric_limits<size_t>::max()),
+      expandable_(!cpu_ && caching_ && conf_.expandable_segments &&
+                  backend.vm_granularity(device.index()) > 0),
+      granularity_(expandable_ ? backend.vm_granularity(device.index()) : 0) {
+  if (!cpu_ && conf_.expandable_segments && !expandable_) {
+    if (caching_) {
+      SG_WARN("STREAMGRAD_ALLOC_CONF=expandable_segments:True: ", device.str(),
+              " cannot map memory into a reserved range here; its allocator reserves whole "
+              "segments instead");
+    } else {
+      SG_WARN("STREAMGRAD_ALLOC_CONF=expandable_segments:True has no effect with "
+              "STREAMGRAD_NO_MEMORY_CACHING=1");
+    }
+  }
   if (!cpu_) return;
   cpu_cached_.resize(kCpuClasses);
   cpu_cache_limit_ = config().cpu_cache_bytes_set
@@ -57,7 +71,8 @@ DeviceAllocator::~DeviceAllocator() {
       delete b;
       b = next;
     }
-    to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
+    // The expandable range stays mapped until exit.
+    if (reinterpret_cast<char*>(addr) != range_) to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
   }
   if (cpu_) take_all_cpu_blocks(to_free);
   // No observer calls here: allocators live until exit, when observers may be gone.
@@ -98,7 +113,7 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   if (hit != nullptr) return hit;
 
   bool over_limit = false;
-  Block* b = reserve_segment(size, stream, over_limit);
+  Block* b = new_memory(size, stream, over_limit);
   if (b == nullptr) {
     // Give the cache back, then look again before failing: the wait may have freed a
     // block inside a segment that stays partly in use, which no new segment can replace.
@@ -111,7 +126,7 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
         return cached->ptr;
       }
     }
-    b = reserve_segment(size, stream, over_limit);
+    b = new_memory(size, stream, over_limit);
   }
   std::lock_guard<std::mutex> lk(mu_);
   if (b == nullptr) {
@@ -121,6 +136,11 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
   }
   mark_allocated(b, bytes);
   return b->ptr;
+}
+
+DeviceAllocator::Block* DeviceAllocator::new_memory(size_t size, const Stream& stream,
+                                                     bool& over_limit) {
+  return expandable_ ? grow(size, stream, over_limit) : reserve_segment(size, stream, over_limit);
 }
 
 DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stream& stream,
@@ -184,20 +204,23 @@ DeviceAllocator::Block* DeviceAllocator::take_cached(size_t size, StreamId strea
     if (b == nullptr) return nullptr;
   }
   free_blocks_.erase(b);
-  if (b->size - size >= kRound && b->size <= conf_.max_split_size) {
-    Block* rest = new Block{b->ptr + size, b->size - size, b->stream};
-    rest->shared = b->shared;
-    rest->freed_at = b->freed_at;  // its bytes' last uses are the whole block's
-    rest->prev = b;
-    rest->next = b->next;
-    if (b->next != nullptr) b->next->prev = rest;
-    b->next = rest;
-    b->size = size;
-    free_blocks_.insert(rest);
-  }
+  if (b->size <= conf_.max_split_size) split_block(b, size);
   b->shared = false;
   b->stream = stream;
   return b;
+}
+
+void DeviceAllocator::split_block(Block* b, size_t size) {
+  if (b->size - size < kRound) return;
+  Block* rest = new Block{b->ptr + size, b->size - size, b->stream};
+  rest->shared = b->shared;
+  rest->freed_at = b->freed_at;  // its bytes' last uses are the whole block's
+  rest->prev = b;
+  rest->next = b->next;
+  if (b->next != nullptr) b->next->prev = rest;
+  b->next = rest;
+  b->size = size;
+  free_blocks_.insert(rest);
 }
 
 void DeviceAllocator::mark_allocated(Block* b, size_t requested) {
@@ -282,7 +305,11 @@ void DeviceAllocator::release_done(const std::vector<const void*>& done, RawFree
 
 void DeviceAllocator::raw_free_all(const RawFrees& segments) {
   for (const RawFree& f : segments) {
-    backend_.raw_free(device_.index(), f.ptr);
+    if (f.unmap) {
+      backend_.vm_unmap(device_.index(), f.ptr, f.size);
+    } else {
+      backend_.raw_free(device_.index(), f.ptr);
+    }
     detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(f.ptr, f.size); });
   }
 }
@@ -306,6 +333,7 @@ void DeviceAllocator::empty_cache() {
   }
   PendingUses::wait(waiting);
   RawFrees to_free;
+  std::lock_guard<std::mutex> grow(grow_mu_);  // the unmaps included
   {
     std::lock_guard<std::mutex> lk(mu_);
     std::vector<const void*> done;
@@ -313,6 +341,7 @@ void DeviceAllocator::empty_cache() {
     release_done(done, to_free);
     process_events(to_free);
     release_free_segments(to_free);
+    if (expandable_) trim_expandable(to_free);
   }
   raw_free_all(to_free);
 }

@@ -34,6 +34,17 @@
 //   - STREAMGRAD_ALLOC_CONF (alloc_conf.h) on sim and cuda: max_split_size_mb keeps
 //     cached blocks above it whole; garbage_collection_threshold frees least recently
 //     freed cached segments before a new segment would take reserved memory past it.
+//   - expandable_segments:True, where the backend maps memory into reserved address
+//     ranges (Backend::vm_granularity; sim: 2 MiB pages; cuda: not yet, so a warning and
+//     whole segments): the device's memory is one segment at the start of a range the
+//     size of the device, grown at its end on a miss instead of reserving a new segment.
+//     A miss maps only what the request lacks beyond a free last block the stream may use
+//     (its own, or shared), rounded up to pages, so a growing tensor size reuses the same
+//     bytes instead of stranding each smaller segment (the reference's reason for the
+//     setting). Blocks split, merge and move between streams as in any segment;
+//     max_split_size does not apply. empty_cache() (and the out-of-memory retry) unmaps
+//     the whole pages of free blocks at the segment's end; the range stays reserved.
+//     garbage_collection_threshold does not trim it.
 //   - STREAMGRAD_NO_MEMORY_CACHING=1: segments go back to the device as soon as they are
 //     free (after their other-stream uses complete), never reused from a cache; on cpu too.
 //
@@ -154,6 +165,7 @@ class DeviceAllocator {
   struct RawFree {
     void* ptr;
     size_t size;
+    bool unmap = false;  // pages of the expandable segment, not a whole segment
   };
   using RawFrees = std::vector<RawFree>;
   static size_t round_size(size_t bytes) { return (bytes + kRound - 1) / kRound * kRound; }
@@ -215,6 +227,17 @@ class DeviceAllocator {
   // A new segment of `size` bytes within the fraction limit, registered and not yet
   // allocated; nullptr when the device or the limit refuses (`over_limit` says which).
   Block* reserve_segment(size_t size, const Stream& stream, bool& over_limit);
+  // reserve_segment, or grow() where segments are expandable.
+  Block* new_memory(size_t size, const Stream& stream, bool& over_limit);
+  // Splits what `b` has beyond `size` into a free block of b's stream (b is not in
+  // free_blocks_).
+  void split_block(Block* b, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // caching_allocator_expand.cc. A block of at least `size` bytes for `stream` at the
+  // expandable segment's end, mapping what is missing; nullptr as reserve_segment.
+  Block* grow(size_t size, const Stream& stream, bool& over_limit);
+  Block* expandable_tail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unmaps the whole pages of the free blocks at the expandable segment's end.
+  void trim_expandable(RawFrees& to_free) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   OutOfMemoryError out_of_memory(size_t bytes, const Stream& stream, bool over_limit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // " (sim:0/s1: 1.00 MiB allocated, 0 B cached; any stream: ...)" over the segments.
@@ -265,6 +288,16 @@ class DeviceAllocator {
   const size_t total_memory_;               // the device's, read once at creation
   size_t limit_ ABSL_GUARDED_BY(mu_);      // reserved bytes allowed by fraction_
   size_t reserving_ ABSL_GUARDED_BY(mu_) = 0;  // raw allocations in flight
+  // expandable_segments: the reserved range (base null until the first miss), the bytes
+  // mapped at its start, and the backend's page.
+  const bool expandable_;
+  const size_t granularity_;
+  char* range_ ABSL_GUARDED_BY(mu_) = nullptr;
+  size_t range_size_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t mapped_ ABSL_GUARDED_BY(mu_) = 0;
+  // Held by grow() and by the trim, with its unmap calls, so that no map of a range is
+  // decided while an unmap of it is being handed to the backend. Taken before mu_.
+  std::mutex grow_mu_;
 };
 
 // The allocator of `device` (index -1: the current device), created on first use.

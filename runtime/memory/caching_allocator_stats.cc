@@ -34,6 +34,10 @@ OutOfMemoryError DeviceAllocator::out_of_memory(size_t bytes, const Stream& stre
                        device_.str(), "\"), or free tensors that are no longer needed");
   } else {
     why = absl::StrCat("; device total ", format_bytes(total), sim_total,
+                       expandable_ ? absl::StrCat(", mapped in pages of ",
+                                                  format_bytes(static_cast<int64_t>(granularity_)),
+                                                  " (expandable_segments)")
+                                   : std::string(),
                        ". Free tensors that are no longer needed or use smaller batches");
   }
   return OutOfMemoryError(

@@ -1,5 +1,6 @@
 // The simulated accelerator backend: N devices whose memory is host memory and whose
 // streams run asynchronously under SimExecutor. See runtime/sim/sim.h for its controls.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -184,11 +185,7 @@ class SimBackend final : public Backend {
   // so that a free never blocks (it may run inside a task's teardown).
   void raw_free(int index, void* ptr) override {
     if (ptr == nullptr) return;
-    std::vector<std::shared_ptr<Marker>> markers;
-    const int streams = exec_.stream_count(index);
-    for (int id = 0; id < streams; ++id) {
-      if (!exec_.query_stream(index, id)) markers.push_back(exec_.enqueue_record(index, id));
-    }
+    std::vector<std::shared_ptr<Marker>> markers = busy_markers(index);
     std::lock_guard<std::mutex> lk(memory_mu_);
     Memory& m = memory_[index];
     m.deferred.push_back(Deferred{ptr, std::move(markers)});
@@ -200,16 +197,80 @@ class SimBackend final : public Backend {
     if (limit != 0) return limit;
     return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
   }
+  // Expandable segments on sim: an anonymous mapping with no access reserves the range;
+  // mapping gives pages access (and counts them against the device's memory), unmapping
+  // hands them back to the system and takes the access away again, once queued work has
+  // passed (as raw_free), so a stale use faults instead of reading another tensor.
+  size_t vm_granularity(int) const override { return kVmGranularity; }
+  void* vm_reserve(int, size_t bytes) override {
+    void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  bool vm_map(int index, void* ptr, size_t bytes) override {
+    const uint64_t limit = config().sim_memory_bytes;
+    char* const lo = static_cast<char*>(ptr);
+    bool waited_for_room = false;
+    for (;;) {
+      std::vector<std::shared_ptr<Marker>> waiting;
+      {
+        std::lock_guard<std::mutex> lk(memory_mu_);
+        Memory& m = memory_[index];
+        release_finished(m);
+        for (const Deferred& d : m.deferred) {
+          const char* p = static_cast<const char*>(d.ptr);
+          if (d.unmap_bytes > 0 && p < lo + bytes && lo < p + d.unmap_bytes) {
+            waiting.insert(waiting.end(), d.markers.begin(), d.markers.end());
+          }
+        }
+        if (waiting.empty()) {
+          if (limit == 0 || m.used + bytes <= limit) {
+            if (mprotect(ptr, bytes, PROT_READ | PROT_WRITE) != 0) return false;
+            if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(ptr, 0xFF, bytes);
+            m.used += bytes;
+            return true;
+          }
+          if (waited_for_room || m.deferred.empty()) return false;
+          // Memory released but still possibly in use by queued work: wait for that work,
+          // then look again once.
+          for (const Deferred& d : m.deferred) {
+            waiting.insert(waiting.end(), d.markers.begin(), d.markers.end());
+          }
+          waited_for_room = true;
+        }
+      }
+      for (const auto& marker : waiting) exec_.synchronize_marker(*marker);
+    }
+  }
+  void vm_unmap(int index, void* ptr, size_t bytes) override {
+    std::vector<std::shared_ptr<Marker>> markers = busy_markers(index);
+    std::lock_guard<std::mutex> lk(memory_mu_);
+    Memory& m = memory_[index];
+    m.deferred.push_back(Deferred{ptr, std::move(markers), bytes});
+    release_finished(m);
+  }
   void* pinned_alloc(size_t bytes) override {
     return std::aligned_alloc(kAlignment, round_up(bytes == 0 ? 1 : bytes, kAlignment));
   }
   void pinned_free(void* ptr) noexcept override { std::free(ptr); }
 
  private:
+  static constexpr size_t kVmGranularity = size_t{2} << 20;  // as cuda's mappings
+
   struct Deferred {
     void* ptr;
     std::vector<std::shared_ptr<Marker>> markers;
+    size_t unmap_bytes = 0;  // 0: a raw_free; else a vm_unmap of this many bytes
   };
+
+  // A marker on each stream of the device that still has work queued.
+  std::vector<std::shared_ptr<Marker>> busy_markers(int index) {
+    std::vector<std::shared_ptr<Marker>> markers;
+    const int streams = exec_.stream_count(index);
+    for (int id = 0; id < streams; ++id) {
+      if (!exec_.query_stream(index, id)) markers.push_back(exec_.enqueue_record(index, id));
+    }
+    return markers;
+  }
   struct Memory {
     size_t used = 0;
     std::unordered_map<void*, size_t> sizes;
@@ -223,6 +284,13 @@ class SimBackend final : public Backend {
       for (const auto& marker : it->markers) done = done && exec_.query_marker(*marker);
       if (!done) {
         ++it;
+        continue;
+      }
+      if (it->unmap_bytes > 0) {
+        madvise(it->ptr, it->unmap_bytes, MADV_DONTNEED);
+        mprotect(it->ptr, it->unmap_bytes, PROT_NONE);
+        m.used -= it->unmap_bytes;
+        it = m.deferred.erase(it);
         continue;
       }
       auto size_it = m.sizes.find(it->ptr);

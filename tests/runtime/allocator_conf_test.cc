@@ -39,7 +39,6 @@ TEST_CASE("STREAMGRAD_ALLOC_CONF refuses what it does not understand, by name",
       {"colour:blue", "'colour' is not an option"},
       {"roundup_power2_divisions:4", "a PYTORCH_CUDA_ALLOC_CONF option that streamgrad does not"},
       {"backend:cudaMallocAsync", "streamgrad does not have"},
-      {"expandable_segments:True", "not implemented"},
       {"expandable_segments:maybe", "is not True or False"},
   };
   for (const auto& b : bad) {
@@ -59,6 +58,7 @@ TEST_CASE("STREAMGRAD_ALLOC_CONF refuses what it does not understand, by name",
   CHECK(some.max_split_size == 64 * kMiB);
   CHECK(some.garbage_collection_threshold == 0.75);
   CHECK_FALSE(some.expandable_segments);
+  CHECK(parse_alloc_conf("expandable_segments:True").expandable_segments);
 }
 
 TEST_CASE("the variable reaches the allocator", "[allocator][conf]") {

@@ -1,5 +1,6 @@
 // One suite run against every backend present (cpu, each sim device, each cuda device):
-// order within a stream, events, wait_stream, guards and per-thread current streams.
+// order within a stream, events, wait_stream, guards and per-thread current streams,
+// and virtual memory mapping where a backend has it.
 // Only device-neutral operations are used (fill, copy, sleep), so the same checks hold
 // on real GPUs.
 #include <catch2/catch.hpp>
@@ -162,6 +163,34 @@ TEST_CASE("streams: creation, pool, default, priority", "[conformance]") {
     CHECK(Stream::create(d) == def);  // cpu has one synchronous stream
   }
   CHECK(Stream::create(d).device() == d);
+  synchronize(d);
+}
+
+// Expandable segments' mapping, where a backend offers it (sim; see backend.h).
+TEST_CASE("virtual memory: reserve, map, unmap and map again", "[conformance]") {
+  const Device d = GENERATE(from_range(present_devices()));
+  INFO("device " << d);
+  Backend& b = backend(d.type());
+  const int index = d.is_cpu() ? 0 : d.index();
+  const size_t page = b.vm_granularity(index);
+  if (page == 0) {
+    CHECK(b.vm_reserve(index, 4096) == nullptr);
+    return;
+  }
+  char* range = static_cast<char*>(b.vm_reserve(index, 4 * page));
+  REQUIRE(range != nullptr);
+  REQUIRE(b.vm_map(index, range, 2 * page));
+  const Stream s = Stream::create(d);
+  fill_async(s, range + page, 0x33, 4);
+  CHECK(read_value<int32_t>(range + page, s) == 0x33333333);
+  sleep(s, 20000);                    // queued when the page is unmapped
+  fill_async(s, range + page, 0x44, 4);
+  b.vm_unmap(index, range + page, page);
+  REQUIRE(b.vm_map(index, range + page, page));  // waits for the fills
+  CHECK(s.query());
+  fill_async(s, range + page, 0x55, 4);
+  CHECK(read_value<int32_t>(range + page, s) == 0x55555555);
+  b.vm_unmap(index, range, 2 * page);
   synchronize(d);
 }
 
