@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -451,8 +452,12 @@ void* Launch::dynamic_shared(size_t* bytes) {
 
 void run_launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
                 const LaunchOptions& options, void (*invoke)(void*), void* ctx) {
-  Launch launch(name, grid, block, shared_bytes, options, invoke, ctx);
-  launch.run();
+  // On the heap, not this thread's stack: while a block's threads run, the thread is on a
+  // fiber's stack, and LeakSanitizer, scanning at exit while a sim worker is inside a
+  // launch, would miss the launch on the thread's own stack and report what it owns as
+  // leaked. From the heap it is reached through tl_launch (thread-local storage is scanned).
+  auto launch = std::make_unique<Launch>(name, grid, block, shared_bytes, options, invoke, ctx);
+  launch->run();
 }
 
 namespace {
