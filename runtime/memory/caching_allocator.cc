@@ -140,7 +140,10 @@ void* DeviceAllocator::allocate_block(size_t bytes, const Stream& stream) {
 
 DeviceAllocator::Block* DeviceAllocator::new_memory(size_t size, const Stream& stream,
                                                      bool& over_limit) {
-  return expandable_ ? grow(size, stream, over_limit) : reserve_segment(size, stream, over_limit);
+  // Small requests keep segments of their own (the reference's small pool): in the range,
+  // they would split the free space that large tensors of the next step need whole.
+  return expandable_ && size > kExpandableMinBytes ? grow(size, stream, over_limit)
+                                                   : reserve_segment(size, stream, over_limit);
 }
 
 DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stream& stream,

@@ -36,8 +36,11 @@
 //     freed cached segments before a new segment would take reserved memory past it.
 //   - expandable_segments:True, where the backend maps memory into reserved address
 //     ranges (Backend::vm_granularity; sim: 2 MiB pages; cuda: not yet, so a warning and
-//     whole segments): the device's memory is one segment at the start of a range the
-//     size of the device, grown at its end on a miss instead of reserving a new segment.
+//     whole segments): the device's memory for requests over kExpandableMinBytes is one
+//     segment at the start of a range the size of the device, grown at its end on a miss
+//     instead of reserving a new segment; smaller requests reserve segments of their own
+//     on a miss (the reference's small pool), so that they do not split free space of the
+//     range that the next step's large tensors need whole.
 //     A miss maps only what the request lacks beyond a free last block the stream may use
 //     (its own, or shared), rounded up to pages, so a growing tensor size reuses the same
 //     bytes instead of stranding each smaller segment (the reference's reason for the
@@ -123,6 +126,8 @@ struct SegmentInfo {
 class DeviceAllocator {
  public:
   static constexpr size_t kRound = 512;
+  // expandable_segments: requests up to this size reserve segments of their own.
+  static constexpr size_t kExpandableMinBytes = size_t{1} << 20;
   // cpu: a finer grain keeps tiny tensors' chunks small and close together; it is also
   // every cpu block's alignment (a cache line, the widest vector a kernel loads).
   static constexpr size_t kCpuRound = 64;

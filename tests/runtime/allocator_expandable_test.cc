@@ -1,6 +1,7 @@
 // STREAMGRAD_ALLOC_CONF=expandable_segments:True on sim (this target's environment, with
-// 16 MiB per sim device): one segment per device that grows at its end. A growing request
-// size reuses the same bytes instead of stranding a segment per size; a segment still
+// 16 MiB per sim device): one segment per device that grows at its end, for requests over
+// 1 MiB. A growing request size reuses the same bytes instead of stranding a segment per
+// size; small requests keep segments of their own; a segment still
 // partly in use grows where a new segment would not fit; empty_cache() unmaps the free
 // pages at the end and they map again later; the end block of a stream with queued work
 // is not grown for another stream, and a range unmapped while work was queued is mapped
@@ -62,25 +63,38 @@ int read_on(const Stream& s, const void* p) {
 TEST_CASE("a growing request size reuses one segment", "[allocator][expandable]") {
   start_empty();
   const Stream s = current_stream(kDev);
-  for (size_t mib = 1; mib <= 6; ++mib) {
+  for (size_t mib = 2; mib <= 8; ++mib) {
     Storage a = Storage::allocate(mib * kMiB, s);
     write_on(s, static_cast<char*>(a.data()) + mib * kMiB - sizeof(int), static_cast<int>(mib));
     CHECK(read_on(s, static_cast<char*>(a.data()) + mib * kMiB - sizeof(int)) ==
           static_cast<int>(mib));
   }
-  // Whole segments would have reserved 1 + 2 + ... + 6 MiB, past the device's 16.
+  // Whole segments would have reserved 2 + 3 + ... + 8 MiB, past the device's 16.
   const MemoryStats st = memory_stats(kDev);
-  CHECK(st.reserved_bytes.peak == static_cast<int64_t>(6 * kMiB));
+  CHECK(st.reserved_bytes.peak == static_cast<int64_t>(8 * kMiB));
   CHECK(st.segments.current == 1);
   const std::vector<SegmentInfo> snap = memory_snapshot(kDev);
   REQUIRE(snap.size() == 1);
-  CHECK(snap[0].size == 6 * kMiB);
+  CHECK(snap[0].size == 8 * kMiB);
   size_t covered = 0;
   for (const BlockInfo& b : snap[0].blocks) {
     CHECK(b.address == snap[0].address + covered);
     covered += b.size;
   }
-  CHECK(covered == 6 * kMiB);
+  CHECK(covered == 8 * kMiB);
+}
+
+TEST_CASE("requests up to 1 MiB keep segments of their own", "[allocator][expandable]") {
+  start_empty();
+  const Stream s = current_stream(kDev);
+  Storage small = Storage::allocate(kMiB / 2, s);
+  Storage large = Storage::allocate(3 * kMiB, s);
+  const std::vector<SegmentInfo> snap = memory_snapshot(kDev);
+  REQUIRE(snap.size() == 2);
+  CHECK(reserved() == static_cast<int64_t>(kMiB / 2 + 4 * kMiB));  // the range: whole pages
+  // Cached blocks are found wherever they are: the range's free MiB behind `large`.
+  Storage other = Storage::allocate(kMiB, s);
+  CHECK(static_cast<char*>(other.data()) == static_cast<char*>(large.data()) + 3 * kMiB);
 }
 
 TEST_CASE("a segment still partly in use grows where a new one would not fit",
@@ -102,15 +116,15 @@ TEST_CASE("empty_cache unmaps the free pages at the end, which map again",
           "[allocator][expandable]") {
   start_empty();
   const Stream s = current_stream(kDev);
-  Storage x = Storage::allocate(kMiB, s);
+  Storage x = Storage::allocate(3 * kMiB / 2, s);
   { Storage big = Storage::allocate(9 * kMiB, s); }
-  CHECK(reserved() == static_cast<int64_t>(10 * kMiB));
+  CHECK(reserved() == static_cast<int64_t>(12 * kMiB));  // 2 MiB for x, 10 more for big
   empty_cache(kDev);
-  // x's page stays, with the free MiB that shares it.
+  // x's page stays, with the free half MiB that shares it.
   CHECK(reserved() == static_cast<int64_t>(2 * kMiB));
   CHECK(memory_stats(kDev).segments.current == 1);
   Storage again = Storage::allocate(5 * kMiB, s);
-  CHECK(static_cast<char*>(again.data()) == static_cast<char*>(x.data()) + kMiB);
+  CHECK(static_cast<char*>(again.data()) == static_cast<char*>(x.data()) + 3 * kMiB / 2);
   write_on(s, static_cast<char*>(again.data()) + 5 * kMiB - sizeof(int), 7);
   CHECK(read_on(s, static_cast<char*>(again.data()) + 5 * kMiB - sizeof(int)) == 7);
   x = Storage();
@@ -126,15 +140,15 @@ TEST_CASE("the end block of a busy stream is not grown for another stream",
   StreamSanitizer san(StreamSanitizer::Mode::kCollect);
   start_empty();
   const Stream s = Stream::create(kDev), t = Stream::create(kDev);
-  void* first = freed_while_written(s, kMiB, 0, 1);
+  void* first = freed_while_written(s, 3 * kMiB / 2, 0, 1);
   // s's free page would hold it, but s's write is still queued there.
   Storage b = Storage::allocate(3 * kMiB / 2, t);
   const char* lo = static_cast<char*>(first);
   CHECK(static_cast<char*>(b.data()) >= lo + 2 * kMiB);  // past s's page, not over it
   write_on(t, b.data(), 2);
   s.synchronize();
-  // s ran dry: its page (the block and the free MiB behind it) is everyone's now, and
-  // the best fit for 2 MiB (t's own free half MiB behind b is too small).
+  // s ran dry: its page (the block and the free half MiB behind it) is everyone's now,
+  // and the best fit for 2 MiB (t's own free half MiB behind b is too small).
   Storage c = Storage::allocate(2 * kMiB, t);
   CHECK(c.data() == first);
   write_on(t, c.data(), 3);
@@ -177,8 +191,8 @@ TEST_CASE("streams sharing a growing segment keep their values under the threade
     start_empty();
     const Stream& first = round % 2 == 0 ? s : t;
     const Stream& second = round % 2 == 0 ? t : s;
-    { Storage a = Storage::allocate(kMiB, first); write_on(first, a.data(), round); }
-    Storage b = Storage::allocate(static_cast<size_t>(1 + round % 3) * kMiB, second);
+    { Storage a = Storage::allocate(3 * kMiB / 2, first); write_on(first, a.data(), round); }
+    Storage b = Storage::allocate(static_cast<size_t>(2 + round % 3) * kMiB, second);
     write_on(second, b.data(), -round);
     CHECK(read_on(second, b.data()) == -round);
   }
