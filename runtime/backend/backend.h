@@ -115,7 +115,8 @@ class Backend {
   // left; vm_map puts memory behind [ptr, ptr + bytes) inside a reserved range, false
   // when the device is out of memory, and first waits for an earlier vm_unmap of any of
   // those bytes to finish; vm_unmap takes the memory away once no queued work can still
-  // use it, without blocking (as raw_free).
+  // use it, as raw_free does (sim defers it and returns at once; cuda waits for the
+  // device's queued work, as cudaFree).
   virtual size_t vm_granularity(int index) const = 0;
   virtual void* vm_reserve(int index, size_t bytes) = 0;
   virtual bool vm_map(int index, void* ptr, size_t bytes) = 0;

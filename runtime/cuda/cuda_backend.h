@@ -3,7 +3,8 @@
 // Offers:
 //   CudaBackend   the Backend of DeviceType::kCuda (registered in cuda_backend.cc).
 //                 cuda_backend.cc: devices, streams, events, work; cuda_memory.cc: copies,
-//                 fills, device and pinned memory, peer access between GPUs.
+//                 fills, device and pinned memory, peer access between GPUs; cuda_vmm.cc:
+//                 virtual memory for expandable segments, through the driver API.
 //   CudaEvent     a cudaEvent_t of one device, destroyed with the object.
 //   DeviceSwitch  makes a device the thread's current CUDA device for a scope.
 //   check(err, op, device)   check_cuda with "<op> on cuda:<device>" (cuda_errors.cc).
@@ -23,6 +24,7 @@
 #endif
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -139,12 +141,18 @@ class CudaBackend final : public Backend {
   // cudaFree waits for the device's queued work, which is what the contract asks.
   void raw_free(int index, void* ptr) override;
   size_t total_memory(int index) const override;
-  // Not built yet: mapping needs the driver's virtual memory API (cuMemCreate, cuMemMap),
-  // and the allocator falls back to whole segments with a warning.
-  size_t vm_granularity(int) const override { return 0; }
-  void* vm_reserve(int, size_t) override { return nullptr; }
-  bool vm_map(int, void*, size_t) override { return false; }
-  void vm_unmap(int, void*, size_t) override {}
+  // Through the driver's virtual memory API (cuMemAddressReserve, cuMemCreate, cuMemMap,
+  // cuMemSetAccess; cuda_vmm.cc), found with cudaGetDriverEntryPointByVersion so that no
+  // binary links the driver. Granularity 0 (the allocator then keeps whole segments, with
+  // a warning) where the driver lacks the API or the device does not support it. Each
+  // granule is a handle of its own, so that any whole number of them at the end can be
+  // unmapped; vm_map grants access to the device and to every device that can reach it
+  // as a peer; vm_unmap waits for the device's queued work first, as cudaFree does (the
+  // driver's unmap does not).
+  size_t vm_granularity(int index) const override;
+  void* vm_reserve(int index, size_t bytes) override;
+  bool vm_map(int index, void* ptr, size_t bytes) override;
+  void vm_unmap(int index, void* ptr, size_t bytes) override;
   void* pinned_alloc(size_t bytes) override;
   void pinned_free(void* ptr) noexcept override;
 
@@ -161,6 +169,9 @@ class CudaBackend final : public Backend {
     bool range_known = false;
     int least = 0;
     int greatest = 0;
+    bool vm_known = false;
+    size_t vm_granularity = 0;
+    std::map<uintptr_t, unsigned long long> vm_pages;  // mapped granule -> its handle
   };
 
   // The handle if the stream was created, null for a default stream never used.

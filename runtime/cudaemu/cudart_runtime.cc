@@ -1,9 +1,12 @@
 // The emulated CUDA runtime's shared state (cudart_state.h) and the entry points of
 // include/cudaemu_runtime.h: configuration from the environment, handle resolution, the
 // legacy default stream's implicit ordering, sticky errors and the test reset.
+#include <sys/mman.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -142,6 +145,10 @@ void Runtime::reset() {
   events.clear();
   for (auto& [base, a] : allocations) std::free(reinterpret_cast<void*>(base));
   allocations.clear();
+  for (auto& [base, bytes] : reservations) munmap(reinterpret_cast<void*>(base), bytes);
+  reservations.clear();
+  mappings.clear();
+  vm_handles.clear();
   configure();
 }
 
@@ -220,12 +227,22 @@ const Allocation* Runtime::find(const void* p, size_t bytes, bool* bad, uintptr_
   *bad = false;
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
   auto it = allocations.upper_bound(at);
-  if (it == allocations.begin()) return nullptr;
-  --it;
-  if (at >= it->first + it->second.bytes) return nullptr;
-  *bad = bytes > it->first + it->second.bytes - at;
-  *base = it->first;
-  return &it->second;
+  if (it != allocations.begin() && at < std::prev(it)->first + std::prev(it)->second.bytes) {
+    --it;
+    *bad = bytes > it->first + it->second.bytes - at;
+    *base = it->first;
+    return &it->second;
+  }
+  auto m = mappings.upper_bound(at);
+  if (m == mappings.begin()) return nullptr;
+  --m;
+  if (at >= m->first + m->second.as_allocation.bytes) return nullptr;
+  *base = m->first;
+  const Allocation* found = &m->second.as_allocation;
+  uintptr_t end = m->first + m->second.as_allocation.bytes;
+  for (++m; m != mappings.end() && m->first == end; ++m) end += m->second.as_allocation.bytes;
+  *bad = bytes > end - at;
+  return found;
 }
 
 cudaError_t Runtime::sticky(int device, std::string* detail) {

@@ -65,6 +65,20 @@ struct Allocation {
   bool host;
 };
 
+// Driver virtual memory (cuda.h, cuda_vmm.cc): a handle's bytes count against its device
+// from cuMemCreate until it is released and unmapped; a mapping lies in a reservation.
+struct VmHandle {
+  size_t bytes;
+  int device;
+  int mappings = 0;
+  bool released = false;
+};
+struct VmMapping {
+  Allocation as_allocation;  // what find() hands back for it: device memory
+  unsigned long long handle;
+  bool accessible = false;  // cuMemSetAccess made it readable and writable
+};
+
 struct DeviceState {
   size_t total = 0;
   size_t used = 0;
@@ -95,7 +109,8 @@ class Runtime {
   // Under mu: ordered() for work, guarded().
   cudaError_t enqueue(CUstream_st& s, const char* what, std::function<void()> fn);
   // The allocation containing [p, p + bytes), or null when p is in none; *bad is set when
-  // p is inside one but the range runs past its end.
+  // p is inside one but the range runs past its end. Mappings next to each other count as
+  // one allocation, as addresses a kernel may run across.
   const Allocation* find(const void* p, size_t bytes, bool* bad, uintptr_t* base);
   void reset();  // under mu
 
@@ -112,6 +127,10 @@ class Runtime {
   std::unordered_set<CUstream_st*> streams;           // live streams made by the API
   std::unordered_set<CUevent_st*> events;
   std::map<uintptr_t, Allocation> allocations;
+  std::map<uintptr_t, size_t> reservations;  // cuMemAddressReserve's: start -> bytes
+  std::map<unsigned long long, VmHandle> vm_handles;
+  unsigned long long next_vm_handle = 1;
+  std::map<uintptr_t, VmMapping> mappings;  // cuMemMap's: start -> mapping
   bool unloading = false;  // set at exit: cudaFree / cudaFreeHost answer cudaErrorCudartUnloading
 
  private:

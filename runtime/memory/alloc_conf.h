@@ -13,7 +13,8 @@
 //                            least recently freed first, until it no longer would.
 //   expandable_segments:True    one segment per device that grows at its end by mapping
 //                            memory into a reserved address range, where the backend can
-//                            (sim; elsewhere a warning and whole segments): see
+//                            (sim; cuda where the driver can, else a warning and whole
+//                            segments; cpu has size-classed blocks and ignores it): see
 //                            caching_allocator.h.
 //
 // Keys the reference has and streamgrad does not (roundup_power2_divisions, backend, ...)

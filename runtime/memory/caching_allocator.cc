@@ -72,7 +72,7 @@ DeviceAllocator::~DeviceAllocator() {
       b = next;
     }
     // The expandable range stays mapped until exit.
-    if (reinterpret_cast<char*>(addr) != range_) to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
+    if (!seg.expandable) to_free.push_back({reinterpret_cast<void*>(addr), seg.size});
   }
   if (cpu_) take_all_cpu_blocks(to_free);
   // No observer calls here: allocators live until exit, when observers may be gone.
@@ -146,14 +146,16 @@ DeviceAllocator::Block* DeviceAllocator::new_memory(size_t size, const Stream& s
                                                    : reserve_segment(size, stream, over_limit);
 }
 
+bool DeviceAllocator::over_limit_with(size_t bytes) const {
+  const size_t held = static_cast<size_t>(stats_.reserved_bytes.current) + reserving_;
+  return bytes > limit_ || held > limit_ - bytes;
+}
+
 DeviceAllocator::Block* DeviceAllocator::reserve_segment(size_t size, const Stream& stream,
                                                           bool& over_limit) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    // Bytes of raw allocations in flight count too, so that concurrent misses cannot
-    // together pass the limit.
-    const size_t held = static_cast<size_t>(stats_.reserved_bytes.current) + reserving_;
-    over_limit = size > limit_ || held > limit_ - size;
+    over_limit = over_limit_with(size);
     if (over_limit) return nullptr;
     // More than the whole device can never be met: refused before the backend sees it,
     // so that multi-TiB requests never reach malloc (sanitizer runtimes abort on those

@@ -35,12 +35,13 @@
 //     cached blocks above it whole; garbage_collection_threshold frees least recently
 //     freed cached segments before a new segment would take reserved memory past it.
 //   - expandable_segments:True, where the backend maps memory into reserved address
-//     ranges (Backend::vm_granularity; sim: 2 MiB pages; cuda: not yet, so a warning and
-//     whole segments): the device's memory for requests over kExpandableMinBytes is one
-//     segment at the start of a range the size of the device, grown at its end on a miss
-//     instead of reserving a new segment; smaller requests reserve segments of their own
-//     on a miss (the reference's small pool), so that they do not split free space of the
-//     range that the next step's large tensors need whole.
+//     ranges (Backend::vm_granularity; sim: 2 MiB pages; cuda: the driver's granularity,
+//     2 MiB on current GPUs; elsewhere a warning and whole segments): the device's
+//     memory for requests over kExpandableMinBytes is one segment at the start of a
+//     range the size of the device, grown at its end on a miss instead of reserving a
+//     new segment; smaller requests reserve segments of their own on a miss (the
+//     reference's small pool), so that they do not split free space of the range that
+//     the next step's large tensors need whole.
 //     A miss maps only what the request lacks beyond a free last block the stream may use
 //     (its own, or shared), rounded up to pages, so a growing tensor size reuses the same
 //     bytes instead of stranding each smaller segment (the reference's reason for the
@@ -232,6 +233,10 @@ class DeviceAllocator {
   // A new segment of `size` bytes within the fraction limit, registered and not yet
   // allocated; nullptr when the device or the limit refuses (`over_limit` says which).
   Block* reserve_segment(size_t size, const Stream& stream, bool& over_limit);
+  // Whether `bytes` more would pass the fraction limit, counting what is reserved and the
+  // backend calls in flight (reserving_), so that concurrent misses cannot pass it
+  // together. A false answer claims nothing: the caller adds to reserving_.
+  bool over_limit_with(size_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // reserve_segment, or grow() where segments are expandable.
   Block* new_memory(size_t size, const Stream& stream, bool& over_limit);
   // Splits what `b` has beyond `size` into a free block of b's stream (b is not in
@@ -278,6 +283,7 @@ class DeviceAllocator {
   struct Segment {
     size_t size;
     Block* head;  // the block at the segment's start; stable until the segment is dropped
+    bool expandable = false;  // the expandable range's: trimmed by pages, never raw-freed
   };
   std::map<uintptr_t, Segment> segments_ ABSL_GUARDED_BY(mu_);
   PendingUses pending_ ABSL_GUARDED_BY(mu_);

@@ -50,8 +50,7 @@ DeviceAllocator::Block* DeviceAllocator::grow(size_t size, const Stream& stream,
         return tail;
       }
       bytes = round_up(size - (usable ? tail->size : 0), granularity_);
-      const size_t held = static_cast<size_t>(stats_.reserved_bytes.current) + reserving_;
-      over_limit = bytes > limit_ || held > limit_ - bytes;
+      over_limit = over_limit_with(bytes);
       if (over_limit || bytes > range_size_ - mapped_) return nullptr;
       at = range_ + mapped_;
       reserving_ += bytes;
@@ -74,7 +73,7 @@ DeviceAllocator::Block* DeviceAllocator::grow(size_t size, const Stream& stream,
     Block* tail = expandable_tail();
     Block* b = new Block{at, bytes, stream.id()};
     if (tail == nullptr) {
-      segments_[reinterpret_cast<uintptr_t>(range_)] = Segment{bytes, b};
+      segments_[reinterpret_cast<uintptr_t>(range_)] = Segment{bytes, b, /*expandable=*/true};
       stats_.segments.update(1);
     } else {
       tail->next = b;

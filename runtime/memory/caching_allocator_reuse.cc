@@ -120,7 +120,7 @@ std::vector<std::pair<uint64_t, uintptr_t>> DeviceAllocator::whole_free_segments
   // of any of them can still be running.
   std::vector<std::pair<uint64_t, uintptr_t>> out;
   for (const auto& [addr, seg] : segments_) {
-    if (reinterpret_cast<char*>(addr) == range_) continue;  // trimmed, never dropped
+    if (seg.expandable) continue;  // trimmed, never dropped
     bool all_free = true;
     uint64_t last = 0;
     for (const Block* b = seg.head; b != nullptr && all_free; b = b->next) {

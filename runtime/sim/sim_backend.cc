@@ -153,31 +153,14 @@ class SimBackend final : public Backend {
 
   void* raw_alloc(int index, size_t bytes) override {
     const size_t size = round_up(bytes == 0 ? 1 : bytes, kAlignment);
-    const uint64_t limit = config().sim_memory_bytes;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      std::vector<Deferred> waiting;
-      {
-        std::lock_guard<std::mutex> lk(memory_mu_);
-        Memory& m = memory_[index];
-        release_finished(m);
-        if (limit == 0 || m.used + size <= limit) {
-          void* p = std::aligned_alloc(kAlignment, size);
-          if (p == nullptr) return nullptr;
-          if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(p, 0xFF, size);
-          m.used += size;
-          m.sizes[p] = size;
-          return p;
-        }
-        if (attempt == 1 || m.deferred.empty()) return nullptr;
-        waiting = m.deferred;
-      }
-      // Memory freed but still possibly in use by queued work: wait for that work, then
-      // retry once.
-      for (const Deferred& d : waiting) {
-        for (const auto& marker : d.markers) exec_.synchronize_marker(*marker);
-      }
-    }
-    return nullptr;
+    return with_room<void*>(index, size, nullptr, 0, nullptr, [size](Memory& m) -> void* {
+      void* p = std::aligned_alloc(kAlignment, size);
+      if (p == nullptr) return nullptr;
+      if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(p, 0xFF, size);
+      m.used += size;
+      m.sizes[p] = size;
+      return p;
+    });
   }
 
   // As cudaFree, the memory must not be reused while queued work may still touch it; the
@@ -207,39 +190,12 @@ class SimBackend final : public Backend {
     return p == MAP_FAILED ? nullptr : p;
   }
   bool vm_map(int index, void* ptr, size_t bytes) override {
-    const uint64_t limit = config().sim_memory_bytes;
-    char* const lo = static_cast<char*>(ptr);
-    bool waited_for_room = false;
-    for (;;) {
-      std::vector<std::shared_ptr<Marker>> waiting;
-      {
-        std::lock_guard<std::mutex> lk(memory_mu_);
-        Memory& m = memory_[index];
-        release_finished(m);
-        for (const Deferred& d : m.deferred) {
-          const char* p = static_cast<const char*>(d.ptr);
-          if (d.unmap_bytes > 0 && p < lo + bytes && lo < p + d.unmap_bytes) {
-            waiting.insert(waiting.end(), d.markers.begin(), d.markers.end());
-          }
-        }
-        if (waiting.empty()) {
-          if (limit == 0 || m.used + bytes <= limit) {
-            if (mprotect(ptr, bytes, PROT_READ | PROT_WRITE) != 0) return false;
-            if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(ptr, 0xFF, bytes);
-            m.used += bytes;
-            return true;
-          }
-          if (waited_for_room || m.deferred.empty()) return false;
-          // Memory released but still possibly in use by queued work: wait for that work,
-          // then look again once.
-          for (const Deferred& d : m.deferred) {
-            waiting.insert(waiting.end(), d.markers.begin(), d.markers.end());
-          }
-          waited_for_room = true;
-        }
-      }
-      for (const auto& marker : waiting) exec_.synchronize_marker(*marker);
-    }
+    return with_room<bool>(index, bytes, ptr, bytes, false, [ptr, bytes](Memory& m) {
+      if (mprotect(ptr, bytes, PROT_READ | PROT_WRITE) != 0) return false;
+      if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(ptr, 0xFF, bytes);
+      m.used += bytes;
+      return true;
+    });
   }
   void vm_unmap(int index, void* ptr, size_t bytes) override {
     std::vector<std::shared_ptr<Marker>> markers = busy_markers(index);
@@ -276,6 +232,42 @@ class SimBackend final : public Backend {
     std::unordered_map<void*, size_t> sizes;
     std::vector<Deferred> deferred;
   };
+
+  // Calls take(m) under memory_mu_ once the device has room for `size` more bytes and no
+  // deferred unmap of [lo, lo + span) is still waiting for queued work (span 0: none to
+  // wait for); returns `none` when there is no room even after waiting once for the work
+  // behind every deferred release.
+  template <typename T, typename Take>
+  T with_room(int index, size_t size, const void* lo, size_t span, T none, Take take) {
+    const uint64_t limit = config().sim_memory_bytes;
+    const char* const from = static_cast<const char*>(lo);
+    bool waited_for_room = false;
+    for (;;) {
+      std::vector<std::shared_ptr<Marker>> waiting;
+      {
+        std::lock_guard<std::mutex> lk(memory_mu_);
+        Memory& m = memory_[index];
+        release_finished(m);
+        for (const Deferred& d : m.deferred) {
+          const char* p = static_cast<const char*>(d.ptr);
+          if (span > 0 && d.unmap_bytes > 0 && p < from + span && from < p + d.unmap_bytes) {
+            waiting.insert(waiting.end(), d.markers.begin(), d.markers.end());
+          }
+        }
+        if (waiting.empty()) {
+          if (limit == 0 || m.used + size <= limit) return take(m);
+          if (waited_for_room || m.deferred.empty()) return none;
+          // Memory released but still possibly in use by queued work: wait for that
+          // work, then look again once.
+          for (const Deferred& d : m.deferred) {
+            waiting.insert(waiting.end(), d.markers.begin(), d.markers.end());
+          }
+          waited_for_room = true;
+        }
+      }
+      for (const auto& marker : waiting) exec_.synchronize_marker(*marker);
+    }
+  }
 
   void release_finished(Memory& m) {
     auto it = m.deferred.begin();

@@ -11,7 +11,8 @@
 // host memory (cudaMalloc, cudaFree, cudaMemGetInfo, cudaHostAlloc, cudaMallocHost,
 // cudaFreeHost, cudaPointerGetAttributes); copies and fills (cudaMemcpy, cudaMemcpyAsync,
 // cudaMemsetAsync); streams (incl. the legacy default stream 0 / cudaStreamLegacy), events,
-// cudaDeviceSynchronize. cudaemu_runtime.h says where the emulation differs from CUDA.
+// cudaDeviceSynchronize; cudaGetDriverEntryPointByVersion for the driver functions of
+// cuda.h. cudaemu_runtime.h says where the emulation differs from CUDA.
 //
 // Thread-safety: every function may be called from any host thread, as in CUDA; the current
 // device and the last error are per host thread. Functions called from inside work running
@@ -132,6 +133,15 @@ typedef struct CUevent_st* cudaEvent_t;
 #define cudaHostAllocMapped 0x02
 #define cudaHostAllocWriteCombined 0x04
 
+// cudaGetDriverEntryPointByVersion: how the project reaches the driver API (cuda.h)
+// without linking the driver.
+enum cudaDriverEntryPointQueryResult {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1,
+  cudaDriverEntryPointVersionNotSufficent = 2,  // sic, as the toolkit spells it
+};
+#define cudaEnableDefault 0x0
+
 extern "C" {
 
 const char* cudaGetErrorName(cudaError_t error);
@@ -150,6 +160,11 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPr
 cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice);
 cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags);
 cudaError_t cudaDeviceSynchronize(void);
+// The emulated driver functions of cuda.h, by name, for cudaVersion 12000 or later.
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
+                                             unsigned int cudaVersion, unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult* driverStatus =
+                                                 nullptr);
 
 cudaError_t cudaMalloc(void** devPtr, size_t size);
 cudaError_t cudaFree(void* devPtr);

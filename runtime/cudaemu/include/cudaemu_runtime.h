@@ -58,6 +58,9 @@
 //     (synchronize, cudaMemcpy, cudaFree) or calls step(): cudaStreamQuery / cudaEventQuery
 //     keep answering cudaErrorNotReady to a host that only polls.
 //   - cudaEventElapsedTime measures host time between the records' execution.
+//   - the driver's virtual memory (cuda.h): a handle is mapped at one address at a time,
+//     at offset 0; any read-write grant makes a range accessible to every device; an
+//     unmapped range faults (SIGSEGV) when touched, where a GPU reports an illegal address.
 //   - at exit, queued work is not waited for (the runtime is never destroyed, so work may
 //     still run while static objects are destroyed); cudaFree and cudaFreeHost called
 //     after the runtime's exit handler (from static destructors) return
