@@ -16,6 +16,7 @@
 #include "engine/pinned.h"
 #include "ops/ops.h"
 #include "runtime/memory/copy.h"
+#include "runtime/memory/memory_history.h"
 
 namespace streamgrad {
 namespace nn {
@@ -251,7 +252,11 @@ std::any OffloadGuard::State::pack(const Tensor& t, const SavedTensorInfo& info)
   ready.record(info.stream);
   ready.block(out);
   PinnedPool::Buffer buffer = pinned_pool().take(e->device, t.sizes(), t.dtype());
-  if (!buffer.host.defined()) buffer.host = empty_pinned(t.sizes(), t.dtype());
+  if (!buffer.host.defined()) {
+    // The memory history (tools/memviz) shows these host blocks as what was offloaded.
+    MemoryCategoryScope offloaded("offloaded");
+    buffer.host = empty_pinned(t.sizes(), t.dtype());
+  }
   buffer.last_read.block(out);  // a recycled buffer: its last copy-in read it first
   e->host = std::move(buffer.host);
   {

@@ -1,17 +1,20 @@
 // tools/memviz: draws a memory history dump (runtime/memory/memory_history.h's JSON, as
-// tools/train --memory-snapshot writes it) as one self-contained HTML page: per device,
-// the bytes held over time stacked by category (parameter, optimizer, input, activation,
-// gradient, other, then any other category the program named), the peak, what each
-// category held at the peak and at most, and the largest blocks live at the peak with the op
-// that made them.
+// tools/train --memory-snapshot writes it) as one self-contained HTML page: per device
+// (and "pinned", the page-locked host memory that holds offloaded activations), the bytes
+// held over time stacked by category (parameter, optimizer, input, activation, gradient,
+// offloaded, other, then any other category the program named), the memory the allocator
+// holds in its cache above them, the peak, what each category held at the peak and at
+// most, and the largest blocks live at the peak with the op that made them.
 //
 //   memviz --snapshot=memory.json --out=memory.html [--top=20]
 //
 // A block counts under its category from its allocation until its owner frees it (the
 // allocator's allocated bytes, whose peak tools/train reports); a block freed while other
 // streams still use it is drawn on top, as "freed, in use elsewhere", until those uses are
-// done (the allocator's active bytes). Blocks allocated before recording started are not in
-// the history and are not drawn.
+// done (the allocator's active bytes). "cached" is what the allocator has reserved from the
+// device beyond its active blocks (reserved minus active bytes): segments reserved and
+// blocks allocated before recording started are taken from the dump's segments, so that
+// the reserved total is right from the start, though those blocks themselves are not drawn.
 //
 // Exit code 0, or 2 for bad flags, an unreadable or malformed snapshot, or an unwritable
 // page.
@@ -40,7 +43,9 @@ namespace {
 constexpr int kColumns = 800;  // points of each chart: the page stays small for any history
 constexpr double kWidth = 900, kHeight = 300, kLeft = 70, kBottom = 30;
 
-constexpr const char* kPending = "freed, in use elsewhere";  // always the last category
+constexpr const char* kPending = "freed, in use elsewhere";  // second to last category
+constexpr const char* kCached = "cached";                   // always the last category
+constexpr const char* kCachedColour = "#c8c8c8";
 
 struct Block {
   int64_t size;
@@ -51,13 +56,15 @@ struct Block {
 
 struct Point {
   int64_t time_us;
-  std::vector<int64_t> bytes;  // per category index; the last is kPending
+  std::vector<int64_t> bytes;  // per category index; the last two are kPending and kCached
+  int64_t segments = 0;        // segment bytes reserved minus returned since recording began
   int64_t allocated() const {
     int64_t t = 0;
-    for (size_t i = 0; i + 1 < bytes.size(); ++i) t += bytes[i];
+    for (size_t i = 0; i + 2 < bytes.size(); ++i) t += bytes[i];
     return t;
   }
-  int64_t active() const { return allocated() + bytes.back(); }
+  int64_t active() const { return allocated() + bytes[bytes.size() - 2]; }
+  int64_t reserved() const { return active() + bytes.back(); }
 };
 
 struct DeviceChart {
@@ -84,8 +91,8 @@ std::string mib(int64_t bytes) { return absl::StrFormat("%.2f MiB", bytes / 1048
 
 // The fixed categories first, in the order they are stacked; others after, by name.
 std::vector<std::string> category_order(const nlohmann::json& events) {
-  std::vector<std::string> order = {"parameter", "optimizer", "input",
-                                    "activation", "gradient",  "other"};
+  std::vector<std::string> order = {"parameter", "optimizer", "input",    "activation",
+                                    "gradient",  "offloaded", "other"};
   std::vector<std::string> more;
   for (const auto& e : events) {
     const std::string c = e.value("category", "other");
@@ -97,11 +104,45 @@ std::vector<std::string> category_order(const nlohmann::json& events) {
   std::sort(more.begin(), more.end());
   order.insert(order.end(), more.begin(), more.end());
   order.push_back(kPending);
+  order.push_back(kCached);
   return order;
 }
 
-std::map<std::string, DeviceChart> replay(const nlohmann::json& events,
+// What the dump's segments of `device` say the allocator held when it was written.
+struct Held {
+  int64_t reserved = 0, active = 0;
+};
+Held held_at_dump(const nlohmann::json& snap, const std::string& device) {
+  Held h;
+  if (!snap.contains("segments")) return h;
+  for (const auto& seg : snap.at("segments")) {
+    if (seg.value("device", "") != device) continue;
+    h.reserved += seg.value("size", int64_t{0});
+    if (!seg.contains("blocks")) continue;
+    for (const auto& blk : seg.at("blocks")) {
+      if (blk.value("state", "free") != "free") h.active += blk.value("size", int64_t{0});
+    }
+  }
+  return h;
+}
+
+// Sets each point's cached bytes: reserved minus active, where what was reserved and active
+// before recording began is what the dump holds beyond what the record accounts for at
+// its end (never below 0: a device without segments in the dump, as "pinned", starts empty).
+void fill_cached(DeviceChart& chart, const Held& at_dump, int64_t recorded_live) {
+  if (chart.points.empty()) return;
+  const Point& last = chart.points.back();
+  const int64_t reserved_before = std::max<int64_t>(0, at_dump.reserved - last.segments);
+  const int64_t active_before = std::max<int64_t>(0, at_dump.active - recorded_live);
+  for (Point& p : chart.points) {
+    p.bytes.back() = std::max<int64_t>(0, reserved_before + p.segments - active_before -
+                                              p.active());
+  }
+}
+
+std::map<std::string, DeviceChart> replay(const nlohmann::json& snap,
                                           const std::vector<std::string>& categories) {
+  const nlohmann::json& events = snap.at("events");
   const auto index_of = [&](const std::string& c) {
     return static_cast<size_t>(std::find(categories.begin(), categories.end(), c) -
                                categories.begin());
@@ -109,21 +150,27 @@ std::map<std::string, DeviceChart> replay(const nlohmann::json& events,
   std::map<std::string, DeviceChart> charts;
   std::map<std::string, std::map<uint64_t, Block>> live;
   std::map<std::string, std::vector<int64_t>> bytes;
+  std::map<std::string, int64_t> segments;
   // Twice: the first pass finds each device's peak, the second stops there for its blocks.
   for (int pass = 0; pass < 2; ++pass) {
     live.clear();
     bytes.clear();
+    segments.clear();
     std::map<std::string, size_t> seen;
     for (const auto& e : events) {
       const std::string device = e.at("device").get<std::string>();
       const std::string action = e.at("action").get<std::string>();
-      if (action != "alloc" && action != "free_requested" && action != "free_completed") {
+      const bool segment = action == "segment_alloc" || action == "segment_free";
+      if (action != "alloc" && action != "free_requested" && action != "free_completed" &&
+          !segment) {
         continue;
       }
       std::vector<int64_t>& b = bytes[device];
       b.resize(categories.size(), 0);
       const uint64_t address = e.at("address").get<uint64_t>();
-      if (action == "alloc") {
+      if (segment) {
+        segments[device] += (action == "segment_alloc" ? 1 : -1) * e.at("size").get<int64_t>();
+      } else if (action == "alloc") {
         Block blk{e.at("size").get<int64_t>(), e.value("category", "other"), e.value("op", ""),
                   e.value("stream", int64_t{0}), e.value("time_us", int64_t{0})};
         b[index_of(blk.category)] += blk.size;
@@ -145,7 +192,7 @@ std::map<std::string, DeviceChart> replay(const nlohmann::json& events,
       DeviceChart& chart = charts[device];
       const size_t k = seen[device]++;
       if (pass == 0) {
-        chart.points.push_back(Point{e.value("time_us", int64_t{0}), b});
+        chart.points.push_back(Point{e.value("time_us", int64_t{0}), b, segments[device]});
         if (chart.points.back().allocated() > chart.points[chart.peak].allocated()) {
           chart.peak = k;
         }
@@ -153,6 +200,13 @@ std::map<std::string, DeviceChart> replay(const nlohmann::json& events,
         for (const auto& [addr, blk] : live[device]) {
           if (!blk.pending) chart.live_at_peak.push_back(blk);
         }
+      }
+    }
+    if (pass == 0) {
+      for (auto& [device, chart] : charts) {
+        int64_t recorded_live = 0;
+        for (const auto& [addr, blk] : live[device]) recorded_live += blk.size;
+        fill_cached(chart, held_at_dump(snap, device), recorded_live);
       }
     }
   }
@@ -167,18 +221,23 @@ std::vector<const Point*> columns(const std::vector<Point>& points) {
   for (size_t i = 0; i < n; i += per) {
     const Point* best = &points[i];
     for (size_t j = i; j < std::min(n, i + per); ++j) {
-      if (points[j].active() > best->active()) best = &points[j];
+      if (points[j].reserved() > best->reserved()) best = &points[j];
     }
     out.push_back(best);
   }
   return out;
 }
 
+std::string colour_of(const std::vector<std::string>& categories,
+                      const std::vector<std::string>& colours, size_t c) {
+  return categories[c] == kCached ? kCachedColour : colours[c % colours.size()];
+}
+
 std::string svg(const DeviceChart& chart, const std::vector<std::string>& categories,
                 const std::vector<std::string>& colours) {
   const std::vector<const Point*> cols = columns(chart.points);
   int64_t most = 1;
-  for (const Point& p : chart.points) most = std::max(most, p.active());
+  for (const Point& p : chart.points) most = std::max(most, p.reserved());
   const double top = static_cast<double>(most);
   const double plot_w = kWidth - kLeft - 10, plot_h = kHeight - kBottom - 10;
   const auto x = [&](size_t i) {
@@ -199,7 +258,7 @@ std::string svg(const DeviceChart& chart, const std::vector<std::string>& catego
     }
     if (any) {
       s << "<path class=\"area\" data-category=\"" << escape(categories[c]) << "\" fill=\""
-        << colours[c % colours.size()] << "\" d=\"M";
+        << colour_of(categories, colours, c) << "\" d=\"M";
       for (size_t i = 0; i < cols.size(); ++i) {
         s << absl::StrFormat("%s%.1f,%.1f", i ? " L" : "", x(i), y(above[i]));
       }
@@ -229,10 +288,12 @@ std::string svg(const DeviceChart& chart, const std::vector<std::string>& catego
 std::string page(const std::string& name, const nlohmann::json& snap, int64_t top_n) {
   const nlohmann::json& events = snap.at("events");
   const std::vector<std::string> categories = category_order(events);
+  // By category index: offloaded purple, other grey, freed-in-use yellow (cached has its
+  // own pale grey, colour_of).
   const std::vector<std::string> colours = {"#4e79a7", "#f28e2b", "#76b7b2", "#e15759",
-                                            "#59a14f", "#bab0ac", "#edc948", "#b07aa1",
+                                            "#59a14f", "#b07aa1", "#bab0ac", "#edc948",
                                             "#ff9da7", "#9c755f"};
-  std::map<std::string, DeviceChart> charts = replay(events, categories);
+  std::map<std::string, DeviceChart> charts = replay(snap, categories);
   std::ostringstream h;
   h << "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>memviz: " << escape(name)
     << "</title>\n<style>body{font:14px sans-serif;margin:2em}table{border-collapse:collapse;"
@@ -253,8 +314,12 @@ std::string page(const std::string& name, const nlohmann::json& snap, int64_t to
       << " at " << absl::StrFormat("%.1f", peak.time_us / 1000.0) << " ms</p>\n";
     int64_t active = 0;
     for (const Point& p : chart.points) active = std::max(active, p.active());
+    int64_t reserved = 0;
+    for (const Point& p : chart.points) reserved = std::max(reserved, p.reserved());
     h << "<p class=\"active\" data-bytes=\"" << active << "\">with blocks freed but still in "
       << "use on other streams: at most " << escape(mib(active)) << "</p>\n"
+      << "<p class=\"reserved\" data-bytes=\"" << reserved << "\">with what the allocator "
+      << "keeps cached: at most " << escape(mib(reserved)) << "</p>\n"
       << svg(chart, categories, colours);
     // Every colour the chart shows gets a row, also a category that held nothing at the
     // peak (gradients, say, peak after the activations are gone).
@@ -267,7 +332,7 @@ std::string page(const std::string& name, const nlohmann::json& snap, int64_t to
     for (size_t c = 0; c < categories.size(); ++c) {
       if (most[c] == 0) continue;
       h << "<tr data-category=\"" << escape(categories[c]) << "\"><td class=\"l\"><span "
-        << "class=\"sw\" style=\"background:" << colours[c % colours.size()] << "\"></span>"
+        << "class=\"sw\" style=\"background:" << colour_of(categories, colours, c) << "\"></span>"
         << escape(categories[c]) << "</td><td>" << escape(mib(peak.bytes[c])) << "</td><td>"
         << escape(mib(most[c])) << "</td></tr>\n";
     }

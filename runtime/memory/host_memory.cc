@@ -11,6 +11,7 @@
 #include "runtime/backend/devices.h"
 #include "runtime/backend/launch.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/memory_history.h"
 #include "runtime/memory/pending_uses.h"
 
 namespace streamgrad {
@@ -125,6 +126,7 @@ void* CachingHostAllocator::allocate(size_t bytes) {
     detail::notify_observers([&](LaunchObserver& o) { o.on_memory_reset(p, size); });
     hit = new Block{static_cast<char*>(p), size};
     blocks_[hit->ptr] = hit;
+    detail::note_pinned_event(MemoryAction::kSegmentAlloc, p, size);
     stats_.reserved_bytes.update(static_cast<int64_t>(size));
     stats_.segments.update(1);
     ++stats_.num_segment_allocs;
@@ -137,6 +139,7 @@ void* CachingHostAllocator::allocate(size_t bytes) {
 }
 
 void CachingHostAllocator::mark_allocated(Block* b, size_t requested) {
+  detail::note_pinned_event(MemoryAction::kAlloc, b->ptr, b->size);
   b->allocated = true;
   b->requested = requested;
   stats_.allocated_bytes.update(static_cast<int64_t>(b->size));
@@ -155,6 +158,7 @@ void CachingHostAllocator::free(void* ptr) {
     SG_CHECK(it != blocks_.end() && it->second->allocated, ValueError, "pinned_free: ", hex(ptr),
              " is not a live block returned by pinned_alloc (already freed, or not its start)");
     Block* b = it->second;
+    detail::note_pinned_event(MemoryAction::kFreeRequested, b->ptr, b->size);
     b->allocated = false;
     stats_.allocated_bytes.update(-static_cast<int64_t>(b->size));
     stats_.requested_bytes.update(-static_cast<int64_t>(b->requested));
@@ -190,6 +194,7 @@ std::vector<Stream> CachingHostAllocator::busy_uses(const Block& b) {
 }
 
 void CachingHostAllocator::release(Block* b, ToFree& to_free) {
+  detail::note_pinned_event(MemoryAction::kFreeCompleted, b->ptr, b->size);
   stats_.active_bytes.update(-static_cast<int64_t>(b->size));
   stats_.active_blocks.update(-1);
   if (caching_) {
@@ -204,6 +209,7 @@ void CachingHostAllocator::release_done(const std::vector<const void*>& done, To
 }
 
 void CachingHostAllocator::drop(Block* b, ToFree& to_free) {
+  detail::note_pinned_event(MemoryAction::kSegmentFree, b->ptr, b->size);
   blocks_.erase(b->ptr);
   stats_.reserved_bytes.update(-static_cast<int64_t>(b->size));
   stats_.segments.update(-1);

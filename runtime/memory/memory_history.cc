@@ -140,7 +140,7 @@ const char* current_memory_category() {
 namespace detail {
 
 void record_memory_event(MemoryAction action, const Device& device, StreamId stream,
-                         const void* address, size_t size) {
+                         const void* address, size_t size, bool pinned) {
   const std::string* op = current_launch_scope();
   MemoryEvent e{action,
                 device,
@@ -149,7 +149,8 @@ void record_memory_event(MemoryAction action, const Device& device, StreamId str
                 static_cast<int64_t>(size),
                 current_memory_category(),
                 op != nullptr ? *op : std::string(),
-                0};
+                0,
+                pinned};
   History& h = history();
   std::lock_guard<std::mutex> lk(h.mu);
   // Recording may have stopped since the caller looked: an event after the stop is not

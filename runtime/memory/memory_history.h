@@ -1,6 +1,6 @@
-// Memory history: a bounded record of what the device allocators did, for finding out what
-// holds memory at its peak (the reference framework's _record_memory_history, _snapshot
-// and _dump_snapshot). Each event says what happened (an allocation, a free asked for, a
+// Memory history: a bounded record of what the device allocators and the pinned host
+// allocator did, for finding out what holds memory at its peak (the reference framework's
+// _record_memory_history, _snapshot and _dump_snapshot). Each event says what happened (an allocation, a free asked for, a
 // free completed once other streams' uses were done, a segment reserved from or returned
 // to the device, an out-of-memory), where (device, stream, address, bytes), when (since
 // recording started), and for what: the category and the op current on the allocating
@@ -61,6 +61,10 @@ struct MemoryEvent {
   std::string category;
   std::string op;
   int64_t time_us;  // since record_memory_history(true)
+  // Page-locked host memory of the pinned allocator (pinned_alloc: offloaded activations,
+  // staged batches), not the device allocators': `device` is cpu, `stream` 0, and a dump
+  // names its device "pinned".
+  bool pinned = false;
 };
 
 constexpr size_t kDefaultMemoryHistoryEntries = 1000000;
@@ -99,12 +103,18 @@ extern std::atomic<bool> g_memory_history_on;
 inline bool memory_history_on() { return g_memory_history_on.load(std::memory_order_relaxed); }
 // The allocators' hook: call only when memory_history_on().
 void record_memory_event(MemoryAction action, const Device& device, StreamId stream,
-                         const void* address, size_t size);
+                         const void* address, size_t size, bool pinned = false);
 // The events and the dropped count, read together.
 std::vector<MemoryEvent> memory_history_and_dropped(int64_t& dropped);
 inline void note_memory_event(MemoryAction action, const Device& device, StreamId stream,
                               const void* address, size_t size) {
   if (memory_history_on()) record_memory_event(action, device, stream, address, size);
+}
+// The pinned host allocator's hook (runtime/memory/host_memory.cc).
+inline void note_pinned_event(MemoryAction action, const void* address, size_t size) {
+  if (memory_history_on()) {
+    record_memory_event(action, Device(DeviceType::kCpu), 0, address, size, /*pinned=*/true);
+  }
 }
 }  // namespace detail
 

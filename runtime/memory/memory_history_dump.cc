@@ -24,7 +24,7 @@ std::string memory_snapshot_json() {
   for (const MemoryEvent& e : events) {
     devices.insert(e.device.str());
     list.push_back({{"action", memory_action_name(e.action)},
-                    {"device", e.device.str()},
+                    {"device", e.pinned ? std::string("pinned") : e.device.str()},
                     {"stream", e.stream},
                     {"address", e.address},
                     {"size", e.size},

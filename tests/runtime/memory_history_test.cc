@@ -1,7 +1,8 @@
 // The memory history (runtime/memory/memory_history.h): what the allocators did, in order,
 // with device, stream, address, rounded size, category and op; nothing while it is off; a
 // free of a block another stream still uses is requested at once and completed only once
-// that stream ran; the bound on entries; out-of-memory; the dump.
+// that stream ran; the bound on entries; out-of-memory; the dump; pinned host memory, under
+// the device name "pinned".
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -219,6 +220,37 @@ TEST_CASE("the dump holds the events and the segments held now", "[memory_histor
   CHECK_THROWS_WITH(dump_memory_snapshot("/nonexistent-folder/memory.json"),
                     Catch::Contains("/nonexistent-folder/memory.json"));
   CHECK_THROWS_AS(dump_memory_snapshot("/nonexistent-folder/memory.json"), IOError);
+}
+
+TEST_CASE("pinned host memory is recorded, and dumped as the device \"pinned\"",
+          "[memory_history]") {
+  host_empty_cache();
+  Recording on;
+  void* p = nullptr;
+  {
+    const MemoryCategoryScope category("offloaded");
+    p = pinned_alloc(3000);
+  }
+  pinned_free(p);
+  host_empty_cache();
+  std::vector<std::string> seen;
+  for (const MemoryEvent& e : memory_history()) {
+    if (e.address != reinterpret_cast<uintptr_t>(p) || !e.pinned) continue;
+    seen.push_back(memory_action_name(e.action));
+    CHECK(e.device == Device("cpu"));
+    CHECK(e.size == 4096);  // a power of two
+    if (e.action == MemoryAction::kAlloc) CHECK(e.category == "offloaded");
+  }
+  CHECK(seen == std::vector<std::string>{"segment_alloc", "alloc", "free_requested",
+                                         "free_completed", "segment_free"});
+  const nlohmann::json j = nlohmann::json::parse(memory_snapshot_json());
+  int pinned_events = 0;
+  for (const auto& e : j["events"]) {
+    if (e["address"] == reinterpret_cast<uintptr_t>(p) && e["device"] == "pinned") {
+      ++pinned_events;
+    }
+  }
+  CHECK(pinned_events == 5);
 }
 
 }  // namespace

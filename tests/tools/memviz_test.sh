@@ -5,9 +5,10 @@
 # kernel that first wrote them; memviz's page replays the record to
 # the same allocated peak as the allocator's own statistics (train's "peak training
 # memory": batches freed while the compute stream still reads them count until their free
-# is asked for, as there), a larger or equal active peak, and a chart and a legend row per
-# category; bad snapshots, missing flags and unwritable paths
-# are one message and exit 2.
+# is asked for, as there), a larger or equal active peak, the same reserved peak with the
+# allocator's cache drawn above ("cached"), and a chart and a legend row per category; with
+# --offload, the pinned host memory that holds the offloaded activations as a section of
+# its own; bad snapshots, missing flags and unwritable paths are one message and exit 2.
 set -euo pipefail
 train="$1"
 memviz="$2"
@@ -50,6 +51,25 @@ for cat in parameter activation; do
   grep -q "<tr data-category=\"$cat\">" "$tmp/m.html" || fail "no $cat legend row"
 done
 grep -q '<table class="top">' "$tmp/m.html" || fail "no table of the largest blocks"
+reserved=$(sed -n 's/.*peak training memory .*, reserved [^(]*(\([0-9]*\) bytes).*/\1/p' "$tmp/train.err")
+page_reserved=$(sed -n '/data-device="sim:0"/,/<\/section>/s/.*<p class="reserved" data-bytes="\([0-9]*\)".*/\1/p' \
+  "$tmp/m.html")
+[[ -n "$reserved" && "$page_reserved" == "$reserved" ]] ||
+  fail "the page's sim:0 reserved peak ($page_reserved bytes) is not train's reserved ($reserved bytes)"
+sim0=$(sed -n '/data-device="sim:0"/,/<\/section>/p' "$tmp/m.html")
+grep -q '<path class="area" data-category="cached"' <<<"$sim0" || fail "no cached area on sim:0"
+grep -q '<tr data-category="cached">' <<<"$sim0" || fail "no cached legend row on sim:0"
+
+# Offloaded activations: pinned host memory, filed under "offloaded".
+mkdir -p "$tmp/offload"
+"$snapshot" "$train" "$tmp/offload" --offload || fail "no snapshot of the offloaded run"
+grep -qE '"action":"alloc","device":"pinned",[^}]*"category":"offloaded"' "$tmp/offload/m.json" ||
+  fail "no pinned allocation filed under offloaded"
+"$memviz" --snapshot="$tmp/offload/m.json" --out="$tmp/offload/m.html" || fail "memviz failed"
+pinned=$(sed -n '/data-device="pinned"/,/<\/section>/p' "$tmp/offload/m.html")
+[[ -n "$pinned" ]] || fail "no pinned section in the offloaded run's page"
+grep -q '<path class="area" data-category="offloaded"' <<<"$pinned" || fail "no offloaded area"
+grep -q '<tr data-category="offloaded">' <<<"$pinned" || fail "no offloaded legend row"
 
 # Refusals: exit 2 and one message.
 refused() {
