@@ -146,27 +146,24 @@ bool CudaBackend::vm_map(int index, void* ptr, size_t bytes) {
       (void)drv.release(handle);
     }
   };
+  const auto fail = [&](CUresult r, const char* op) {
+    undo();
+    check_driver(r, op, index);
+  };
   for (size_t offset = 0; offset < bytes; offset += g) {
     CUmemGenericAllocationHandle handle = 0;
-    CUresult r = drv.create(&handle, g, &prop, 0);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    const CUresult created = drv.create(&handle, g, &prop, 0);
+    if (created == CUDA_ERROR_OUT_OF_MEMORY) {
       undo();
       return false;
     }
-    const char* op = "cuMemCreate";
-    if (r == CUDA_SUCCESS) {
-      r = drv.map(at + offset, g, 0, handle, 0);
-      op = "cuMemMap";
-      if (r == CUDA_SUCCESS) {
-        made.emplace_back(at + offset, handle);
-      } else {
-        (void)drv.release(handle);
-      }
+    if (created != CUDA_SUCCESS) fail(created, "cuMemCreate");
+    const CUresult mapped = drv.map(at + offset, g, 0, handle, 0);
+    if (mapped != CUDA_SUCCESS) {
+      (void)drv.release(handle);
+      fail(mapped, "cuMemMap");
     }
-    if (r != CUDA_SUCCESS) {
-      undo();
-      check_driver(r, op, index);
-    }
+    made.emplace_back(at + offset, handle);
   }
   // The device itself, and each GPU that could reach it as a peer, so that a copy between
   // GPUs works whenever allow_peer_copy has enabled the pair.
@@ -184,11 +181,8 @@ bool CudaBackend::vm_map(int index, void* ptr, size_t bytes) {
     desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     access.push_back(desc);
   }
-  const CUresult r = drv.set_access(at, bytes, access.data(), access.size());
-  if (r != CUDA_SUCCESS) {
-    undo();
-    check_driver(r, "cuMemSetAccess", index);
-  }
+  const CUresult granted = drv.set_access(at, bytes, access.data(), access.size());
+  if (granted != CUDA_SUCCESS) fail(granted, "cuMemSetAccess");
   PerDevice& d = devices_[index];
   std::lock_guard<std::mutex> lk(d.mu);
   for (const auto& [page, handle] : made) d.vm_pages[page] = handle;

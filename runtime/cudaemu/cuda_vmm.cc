@@ -232,7 +232,6 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* des
   if (mprotect(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE) != 0) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  for (auto it = first; it != last; ++it) it->second.accessible = true;
   return CUDA_SUCCESS;
 }
 

@@ -76,7 +76,6 @@ struct VmHandle {
 struct VmMapping {
   Allocation as_allocation;  // what find() hands back for it: device memory
   unsigned long long handle;
-  bool accessible = false;  // cuMemSetAccess made it readable and writable
 };
 
 struct DeviceState {

@@ -1,8 +1,8 @@
 // Memory history: a bounded record of what the device allocators and the pinned host
 // allocator did, for finding out what holds memory at its peak (the reference framework's
-// _record_memory_history, _snapshot and _dump_snapshot). Each event says what happened (an allocation, a free asked for, a
-// free completed once other streams' uses were done, a segment reserved from or returned
-// to the device, an out-of-memory), where (device, stream, address, bytes), when (since
+// _record_memory_history, _snapshot and _dump_snapshot). Each event says what happened
+// (an allocation, a free asked for, a free completed once other streams' uses were done,
+// a segment reserved from or returned to the device, an out-of-memory), where (device, stream, address, bytes), when (since
 // recording started), and for what: the category and the op current on the allocating
 // thread. tools/memviz draws a dump as a page of memory over time by category.
 //

@@ -153,7 +153,7 @@ class SimBackend final : public Backend {
 
   void* raw_alloc(int index, size_t bytes) override {
     const size_t size = round_up(bytes == 0 ? 1 : bytes, kAlignment);
-    return with_room<void*>(index, size, nullptr, 0, nullptr, [size](Memory& m) -> void* {
+    return with_room<void*>(index, size, nullptr, 0, [size](Memory& m) -> void* {
       void* p = std::aligned_alloc(kAlignment, size);
       if (p == nullptr) return nullptr;
       if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(p, 0xFF, size);
@@ -190,7 +190,7 @@ class SimBackend final : public Backend {
     return p == MAP_FAILED ? nullptr : p;
   }
   bool vm_map(int index, void* ptr, size_t bytes) override {
-    return with_room<bool>(index, bytes, ptr, bytes, false, [ptr, bytes](Memory& m) {
+    return with_room<bool>(index, bytes, ptr, bytes, [ptr, bytes](Memory& m) {
       if (mprotect(ptr, bytes, PROT_READ | PROT_WRITE) != 0) return false;
       if (g_poison_new_memory.load(std::memory_order_relaxed)) std::memset(ptr, 0xFF, bytes);
       m.used += bytes;
@@ -235,10 +235,10 @@ class SimBackend final : public Backend {
 
   // Calls take(m) under memory_mu_ once the device has room for `size` more bytes and no
   // deferred unmap of [lo, lo + span) is still waiting for queued work (span 0: none to
-  // wait for); returns `none` when there is no room even after waiting once for the work
-  // behind every deferred release.
+  // wait for); returns T{} (null, false) when there is no room even after waiting once for
+  // the work behind every deferred release.
   template <typename T, typename Take>
-  T with_room(int index, size_t size, const void* lo, size_t span, T none, Take take) {
+  T with_room(int index, size_t size, const void* lo, size_t span, Take take) {
     const uint64_t limit = config().sim_memory_bytes;
     const char* const from = static_cast<const char*>(lo);
     bool waited_for_room = false;
@@ -256,7 +256,7 @@ class SimBackend final : public Backend {
         }
         if (waiting.empty()) {
           if (limit == 0 || m.used + size <= limit) return take(m);
-          if (waited_for_room || m.deferred.empty()) return none;
+          if (waited_for_room || m.deferred.empty()) return T{};
           // Memory released but still possibly in use by queued work: wait for that
           // work, then look again once.
           for (const Deferred& d : m.deferred) {
