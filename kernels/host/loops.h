@@ -7,7 +7,9 @@
 // -DSG_CPU_LEVEL naming its namespace and with -ftree-vectorize
 // -fvect-cost-model=dynamic (GCC 12's -O2 model skips loops that need an alias check or
 // an epilogue, which is every loop here), -ffp-contract=off (no FMA: every level rounds
-// alike) and -fno-math-errno (sqrt becomes one instruction, as exact as the libm call).
+// alike), -fno-math-errno (sqrt becomes one instruction, as exact as the libm call) and
+// -fno-trapping-math (a selection may compute both sides: without it GCC left GELU's
+// clamped rows scalar at the avx2 level; the values are the same either way).
 // Three libraries rather than GCC's target_clones: the level is chosen at run time, so
 // tests can run every level the machine has in one process and a sim stream keeps the
 // level it was launched with; target_clones resolves once per function through ifunc,

@@ -5,6 +5,7 @@
 // stride-2 loads vectorise with AVX2 and AVX-512 permutes but not at the baseline level.
 // The batch-norm sums use 16 double lanes folded as sum_block folds them, so every level
 // gives the same bits.
+#include "kernels/host/lanes.h"
 #include "kernels/host/loops.h"
 #include "kernels/functors/norm_ops.h"
 #include "kernels/functors/optim_ops.h"
@@ -24,7 +25,7 @@ namespace cpu {
 namespace SG_CPU_LEVEL {
 namespace {
 
-constexpr int kLanes = 16;
+using lanes::kLanes;
 
 // Tap v, numbered `code` in its window, replaces the winner so far when it is larger or
 // the first NaN; ties keep the earlier tap.
@@ -52,47 +53,51 @@ void pool_row_2x2(const T* __restrict top, const T* __restrict bottom, int64_t o
   }
 }
 
-SG_INLINE double fold_lanes(double* acc) {
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  }
-  return acc[0];
-}
-
-// Element i goes to lane i % 16, as in sum_block.
+// Element i goes to lane i % 16, as in sum_block (lanes.h).
 template <typename T>
 double centred_squares_lanes(const T* p, int64_t n, T mean) {
-  double acc[kLanes] = {};
+  lanes::Lanes l;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      const double d = static_cast<double>(p[i + j] - mean);
-      acc[j] += d * d;
+    lanes::Double4 t[4];
+    for (int k = 0; k < 4; ++k) {
+      lanes::load_centred(t[k], p + i + 4 * k, mean);
+      t[k] *= t[k];
     }
+    l.add(t);
   }
+  double acc[kLanes];
+  l.store(acc);
   for (int j = 0; i + j < n; ++j) {
     const double d = static_cast<double>(p[i + j] - mean);
     acc[j] += d * d;
   }
-  return fold_lanes(acc);
+  return lanes::fold(acc);
 }
 
 template <typename T>
 void grad_sums_lanes(const T* g, const T* x, int64_t n, T mean, double* sum_g, double* sum_gc) {
-  double ag[kLanes] = {}, agc[kLanes] = {};
+  lanes::Lanes lg, lgc;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      ag[j] += static_cast<double>(g[i + j]);
-      agc[j] += static_cast<double>(g[i + j]) * static_cast<double>(x[i + j] - mean);
+    lanes::Double4 tg[4], tgc[4];
+    for (int k = 0; k < 4; ++k) {
+      lanes::load(tg[k], g + i + 4 * k);
+      lanes::load_centred(tgc[k], x + i + 4 * k, mean);
+      tgc[k] *= tg[k];
     }
+    lg.add(tg);
+    lgc.add(tgc);
   }
+  double ag[kLanes], agc[kLanes];
+  lg.store(ag);
+  lgc.store(agc);
   for (int j = 0; i + j < n; ++j) {
     ag[j] += static_cast<double>(g[i + j]);
     agc[j] += static_cast<double>(g[i + j]) * static_cast<double>(x[i + j] - mean);
   }
-  *sum_g += fold_lanes(ag);
-  *sum_gc += fold_lanes(agc);
+  *sum_g += lanes::fold(ag);
+  *sum_gc += lanes::fold(agc);
 }
 
 template <typename T>

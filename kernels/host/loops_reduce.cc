@@ -1,7 +1,8 @@
 // The reduction loops of one instruction-set level (see loops.h): a block sum in 16
-// double lanes, max/min in 16 lanes, and the row-of-accumulators step of a reduction over
-// outer dims. Lane counts and folding orders are written out here, never left to the
-// vector width, so every level produces the same bits.
+// double lanes (lanes.h), max/min in 16 lanes, and the row-of-accumulators step of a
+// reduction over outer dims. Lane counts and folding orders are written out in the
+// source, never left to the vector width, so every level produces the same bits.
+#include "kernels/host/lanes.h"
 #include "kernels/host/loops.h"
 
 #ifndef SG_CPU_LEVEL
@@ -14,21 +15,22 @@ namespace cpu {
 namespace SG_CPU_LEVEL {
 namespace {
 
-constexpr int kLanes = 16;
+using lanes::kLanes;
 
 // Element i of the block goes to lane i % 16; lanes fold pairwise, 8 apart, then 4, 2, 1.
 template <typename T>
 double sum_lanes(const T* p, int64_t n) {
-  double acc[kLanes] = {};
+  lanes::Lanes l;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(p[i + j]);
+    lanes::Double4 t[4];
+    for (int k = 0; k < 4; ++k) lanes::load(t[k], p + i + 4 * k);
+    l.add(t);
   }
+  double acc[kLanes];
+  l.store(acc);
   for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(p[i + j]);
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  }
-  return acc[0];
+  return lanes::fold(acc);
 }
 
 // Once a NaN is picked no comparison replaces it.

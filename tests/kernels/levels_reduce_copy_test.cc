@@ -2,7 +2,9 @@
 // has: fill and copy equal to a scalar reference of kernels.h's conversion rules; sum, max
 // and min equal to the baseline level's result (their order is fixed by the kernels, not
 // by the vector width), with the sum within rounding of a long double reference and max /
-// min equal to the reference value.
+// min equal to the reference value. The sums in 16 double lanes (sum_block, and the
+// normalisations' centred_squares and grad_sums) equal, bit for bit, the order loops.h
+// documents, written out here as plain scalar code.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/host/loops.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/level_test_util.h"
 
@@ -204,6 +207,54 @@ TEMPLATE_TEST_CASE("sum, max and min: the same bits at every level", "[levels]",
   check_reduce<T>(op, values(300 * 67, 2), Shape({300, 67}), {1, 67}, !specials);
   check_reduce<T>(op, values(40 * 29, 3), Shape({29, 40}).transposed(0, 1), {40, 1}, !specials);
   check_reduce<T>(op, values(6 * 5 * 70, 4), Shape({6, 5, 70}), {1, 5, 1}, !specials);
+}
+
+// loops.h's order: element i into lane i % 16 (term(i) is what element i adds), lanes
+// then folded j += j + 8, + 4, + 2, + 1.
+template <typename Term>
+double lane_order_sum(int64_t n, Term term) {
+  double lane[16] = {};
+  for (int64_t i = 0; i < n; ++i) lane[i % 16] += term(i);
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
+  }
+  return lane[0];
+}
+
+TEMPLATE_TEST_CASE("sums in 16 lanes add in loops.h's order at every level", "[levels]",
+                   float, double) {
+  using T = TestType;
+  const DType dt = testing::dtype_of<T>();
+  for (int64_t n : {1, 5, 16, 17, 31, 32, 40, 256, 259, 4096}) {
+    // Magnitudes from 2^-20 to 2^20, so that a different order rounds differently.
+    std::vector<T> x = testing::random_values<T>(static_cast<size_t>(n), -3, 3, 7);
+    std::vector<T> g = testing::random_values<T>(static_cast<size_t>(n), -3, 3, 8);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = std::ldexp(x[i], static_cast<int>((i * 37) % 41) - 20);
+      g[i] = std::ldexp(g[i], static_cast<int>((i * 23) % 41) - 20);
+    }
+    const T mean = T(0.375);
+    const double want_sum = lane_order_sum(n, [&](int64_t i) { return double(x[i]); });
+    const double want_sq = lane_order_sum(n, [&](int64_t i) {
+      const double d = static_cast<double>(static_cast<T>(x[i] - mean));
+      return d * d;
+    });
+    const double want_g = lane_order_sum(n, [&](int64_t i) { return double(g[i]); });
+    const double want_gc = lane_order_sum(n, [&](int64_t i) {
+      return double(g[i]) * static_cast<double>(static_cast<T>(x[i] - mean));
+    });
+    for (CpuCapability level : testing::machine_levels()) {
+      INFO("n " << n << ", level " << cpu_capability_name(level));
+      const k::cpu::Loops& lp = k::cpu::loops_for(level);
+      const k::cpu::NnLoops& nn = k::cpu::nn_loops_for(level);
+      CHECK(lp.sum_block(dt, x.data(), n) == want_sum);
+      CHECK(nn.centred_squares(dt, x.data(), n, double(mean)) == want_sq);
+      double sum_g = 0, sum_gc = 0;
+      nn.grad_sums(dt, g.data(), x.data(), n, double(mean), &sum_g, &sum_gc);
+      CHECK(sum_g == want_g);
+      CHECK(sum_gc == want_gc);
+    }
+  }
 }
 
 }  // namespace
