@@ -4,10 +4,15 @@
 //
 //   loss = sum(b_0 + b_1 + ... + b_{K-1}),   b_k = FixedTime applied L times to x
 //
-// x is a leaf made on the caller's current stream of `device`; branch k runs on
-// streams[k] (everything on the caller's stream when `streams` is empty) and the join on
-// the caller's stream. x's gradients thus come from the branches' streams, which the
-// engine warns about (S5); here that is the point, so callers collect the warning.
+// x is a leaf made on the caller's current stream of `device`, first used there (a view,
+// which every branch reads); branch k runs on streams[k] (everything on the caller's
+// stream when `streams` is empty) and the join on the caller's stream. The view's
+// gradients thus come from the branches' streams and are added on the caller's.
+// Why the view: a leaf's AccumulateGrad takes the stream of the leaf's first use (S5).
+// Were that the first branch's, the engine (as the reference's rules say) would queue the
+// other branches' gradient sums on that stream, each waiting for its branch, ahead of the
+// first branch's own backward, which would then start only after all the others: the
+// benchmark measured 2.0x the longest branch that way, not an overlap.
 // FixedTime's forward is a copy; its backward keeps its stream busy
 // for `kernel_us` (runtime/backend/launch.h `sleep`, no host wait), then copies the gradient on
 // that stream, so a branch's backward costs L * kernel_us of stream time, the branches may
@@ -71,9 +76,10 @@ inline ForkGraph make_fork_graph(Device device, const std::vector<Stream>& strea
   const Stream main = current_stream(device);
   ForkGraph g;
   g.x = ones({1}, TensorOptions().device(device)).requires_grad_();
+  const Tensor x_on_main = g.x.view({1});
   std::vector<Tensor> outs;
   for (int k = 0; k < branches; ++k) {
-    Tensor h = g.x;
+    Tensor h = x_on_main;
     if (streams.empty()) {
       for (int j = 0; j < length; ++j) h = fixed_time(h, kernel_us);
     } else {

@@ -160,7 +160,6 @@ void run_overlap(const Flags& f, Report& r) {
            "sg_bench --case=overlap needs a sim device (--device=sim:0), got ", d.str());
   std::vector<Stream> streams;
   for (int k = 0; k < f.branches; ++k) streams.push_back(Stream::create(d));
-  WarningCollector by_design;  // S5's warning about x's cross-stream gradients
   auto time_backward = [&](const std::vector<Stream>& on, int branches) {
     ForkGraph g = make_fork_graph(d, on, branches, f.length, f.kernel_us);
     synchronize(d);

@@ -160,8 +160,8 @@ for j in lines:
         x = j["extra"]
         ok = (check == want and x["one_stream"] == {"events": 0, "waits": 0,
                                                     "cross_stream_edges": 0}
-              # x's accumulator runs on the stream of x's first use, the first branch's (S5)
-              and x["forked"]["cross_stream_edges"] == 2 * want - 1
+              # per branch: join to branch, branch to the view of x on the caller's stream
+              and x["forked"]["cross_stream_edges"] == 2 * want
               and 0 < x["forked"]["events"] <= 2 * want
               and 0 < x["forked"]["waits"] <= 2 * want
               and x["overlap_ratio"] > 0)
