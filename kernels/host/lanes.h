@@ -32,30 +32,23 @@ constexpr int kLanes = 16;
 
 typedef double Double4 __attribute__((vector_size(32)));
 
-// Four elements of T.
-template <typename T>
-struct Four {
-  typedef T type __attribute__((vector_size(4 * sizeof(T))));
-};
-
 // Results through references: a 32-byte vector returned by value would change the ABI at
-// the baseline level (GCC warns), even though every helper here is inlined.
+// the baseline level (GCC warns), even though every helper here is inlined. Conversions
+// are written element by element: GCC 12 lowers __builtin_convertvector from four floats
+// to four doubles as two halves and a shuffle, but turns this form into one instruction.
 
 // out = p[0..3] as doubles.
 template <typename T>
 SG_INLINE void load(Double4& out, const T* p) {
-  typename Four<T>::type v;
-  __builtin_memcpy(&v, p, sizeof v);
-  out = __builtin_convertvector(v, Double4);
+  out = Double4{static_cast<double>(p[0]), static_cast<double>(p[1]),
+                static_cast<double>(p[2]), static_cast<double>(p[3])};
 }
 
-// out = (p[0..3] - mean) as doubles, the difference rounded to T first.
+// out = (p[0..3] - mean) as doubles, each difference rounded to T first.
 template <typename T>
 SG_INLINE void load_centred(Double4& out, const T* p, T mean) {
-  typename Four<T>::type v;
-  __builtin_memcpy(&v, p, sizeof v);
-  v -= mean;
-  out = __builtin_convertvector(v, Double4);
+  out = Double4{static_cast<double>(p[0] - mean), static_cast<double>(p[1] - mean),
+                static_cast<double>(p[2] - mean), static_cast<double>(p[3] - mean)};
 }
 
 // Four named vectors, not an array: GCC keeps an array of vectors that a loop indexes in
@@ -63,12 +56,13 @@ SG_INLINE void load_centred(Double4& out, const T* p, T mean) {
 struct Lanes {
   Double4 v0 = {}, v1 = {}, v2 = {}, v3 = {};
 
-  // Lanes 0..15 += t[0..15].
-  SG_INLINE void add(const Double4* t) {
-    v0 += t[0];
-    v1 += t[1];
-    v2 += t[2];
-    v3 += t[3];
+  // Lanes 0..15 += t0..t3 (four lanes each).
+  SG_INLINE void add(const Double4& t0, const Double4& t1, const Double4& t2,
+                     const Double4& t3) {
+    v0 += t0;
+    v1 += t1;
+    v2 += t2;
+    v3 += t3;
   }
 
   // Into an array of kLanes, for the remainder of a block and the fold.

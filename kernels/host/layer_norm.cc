@@ -86,17 +86,25 @@ void backward_rows(const Levels& lv, DType dt, const NormRows& d, const Backward
     const T* x = a.x + i * d.n;
     const T mu = a.mean != nullptr ? a.mean[i] : T(0);
     const T r = a.rstd[i];
-    if (part_w != nullptr || part_b != nullptr) {
-      lv.nn->layer_norm_param_sums(dt, part_w, part_b, g, x, d.n, mu, r);
-    }
-    if (a.gin == nullptr) continue;
-    const T* gw = g;
-    if (a.weight != nullptr) {
-      lv.nn->scaled_grad(dt, scratch, g, a.weight, d.n);
-      gw = scratch;
-    }
     double sum_gw = 0, sum_gwc = 0;
-    lv.nn->grad_sums(dt, gw, x, d.n, mu, &sum_gw, &sum_gwc);
+    const T* gw = g;
+    if (a.gin != nullptr && a.weight != nullptr && part_w != nullptr) {
+      // The usual case (an affine norm whose input and weight both want gradients): one
+      // pass for what the three calls below would compute.
+      lv.nn->layer_norm_backward_sums(dt, part_w, part_b, scratch, g, x, a.weight, d.n, mu, r,
+                                      &sum_gw, &sum_gwc);
+      gw = scratch;
+    } else {
+      if (part_w != nullptr || part_b != nullptr) {
+        lv.nn->layer_norm_param_sums(dt, part_w, part_b, g, x, d.n, mu, r);
+      }
+      if (a.gin == nullptr) continue;
+      if (a.weight != nullptr) {
+        lv.nn->scaled_grad(dt, scratch, g, a.weight, d.n);
+        gw = scratch;
+      }
+      lv.nn->grad_sums(dt, gw, x, d.n, mu, &sum_gw, &sum_gwc);
+    }
     const double c[4] = {mu, r, d.rms ? T(0) : static_cast<T>(sum_gw / count),
                          static_cast<T>(sum_gwc / count * r * r)};
     lv.nn->layer_norm_input_grad(dt, a.gin + i * d.n, gw, x, d.n, c);

@@ -108,6 +108,12 @@ struct NnLoops {
   // null.
   void (*layer_norm_param_sums)(DType dt, double* acc_w, double* acc_b, const void* g,
                                 const void* x, int64_t n, double mean, double rstd);
+  // layer_norm_param_sums (acc_w not null, acc_b may be), scaled_grad into gw and
+  // grad_sums of that gw, in one call (the first two in one pass over the row): the same
+  // values, added in the same order, as the three calls one after the other.
+  void (*layer_norm_backward_sums)(DType dt, double* acc_w, double* acc_b, void* gw,
+                                   const void* g, const void* x, const void* weight, int64_t n,
+                                   double mean, double rstd, double* sum_gw, double* sum_gwc);
   // One contiguous row of Adam's update (optim_ops.h): p[i] = op(p[i], g[i], m[i], v[i],
   // inv_sqrt_bias2, neg_step), op an AdamUpdate<float> or <double> as dt says, the four
   // rows pairwise disjoint. Here rather than in foreach.cc so that the division and

@@ -59,12 +59,12 @@ double centred_squares_lanes(const T* p, int64_t n, T mean) {
   lanes::Lanes l;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    lanes::Double4 t[4];
-    for (int k = 0; k < 4; ++k) {
-      lanes::load_centred(t[k], p + i + 4 * k, mean);
-      t[k] *= t[k];
-    }
-    l.add(t);
+    lanes::Double4 d0, d1, d2, d3;
+    lanes::load_centred(d0, p + i, mean);
+    lanes::load_centred(d1, p + i + 4, mean);
+    lanes::load_centred(d2, p + i + 8, mean);
+    lanes::load_centred(d3, p + i + 12, mean);
+    l.add(d0 * d0, d1 * d1, d2 * d2, d3 * d3);
   }
   double acc[kLanes];
   l.store(acc);
@@ -80,14 +80,17 @@ void grad_sums_lanes(const T* g, const T* x, int64_t n, T mean, double* sum_g, d
   lanes::Lanes lg, lgc;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    lanes::Double4 tg[4], tgc[4];
-    for (int k = 0; k < 4; ++k) {
-      lanes::load(tg[k], g + i + 4 * k);
-      lanes::load_centred(tgc[k], x + i + 4 * k, mean);
-      tgc[k] *= tg[k];
-    }
-    lg.add(tg);
-    lgc.add(tgc);
+    lanes::Double4 g0, g1, g2, g3, c0, c1, c2, c3;
+    lanes::load(g0, g + i);
+    lanes::load(g1, g + i + 4);
+    lanes::load(g2, g + i + 8);
+    lanes::load(g3, g + i + 12);
+    lanes::load_centred(c0, x + i, mean);
+    lanes::load_centred(c1, x + i + 4, mean);
+    lanes::load_centred(c2, x + i + 8, mean);
+    lanes::load_centred(c3, x + i + 12, mean);
+    lg.add(g0, g1, g2, g3);
+    lgc.add(g0 * c0, g1 * c1, g2 * c2, g3 * c3);
   }
   double ag[kLanes], agc[kLanes];
   lg.store(ag);
@@ -168,6 +171,32 @@ void param_sums_row(double* __restrict acc_w, double* __restrict acc_b, const T*
   if (acc_b != nullptr) {
     for (int64_t i = 0; i < n; ++i) acc_b[i] += static_cast<double>(g[i]);
   }
+}
+
+// layer_norm_backward_sums: param_sums_row's and scaled_row's steps in one loop over the
+// row (columns: no lanes), then grad_sums_lanes over the gw it wrote (in L1 by then).
+template <typename T, bool kBias>
+void param_sums_scaled_row(double* __restrict acc_w, double* __restrict acc_b,
+                           T* __restrict gw, const T* __restrict g, const T* __restrict x,
+                           const T* __restrict w, int64_t n, T mean, T rstd) {
+  const LayerNormApply<T> f{mean, rstd};
+  for (int64_t i = 0; i < n; ++i) {
+    acc_w[i] += static_cast<double>(g[i]) * static_cast<double>(f(x[i]));
+    if (kBias) acc_b[i] += static_cast<double>(g[i]);
+    gw[i] = g[i] * w[i];
+  }
+}
+
+template <typename T>
+void backward_sums_typed(double* acc_w, double* acc_b, void* gw, const void* g, const void* x,
+                         const void* w, int64_t n, double mean, double rstd, double* sum_gw,
+                         double* sum_gwc) {
+  const auto row = acc_b != nullptr ? param_sums_scaled_row<T, true>
+                                    : param_sums_scaled_row<T, false>;
+  row(acc_w, acc_b, static_cast<T*>(gw), static_cast<const T*>(g), static_cast<const T*>(x),
+      static_cast<const T*>(w), n, static_cast<T>(mean), static_cast<T>(rstd));
+  grad_sums_lanes(static_cast<const T*>(gw), static_cast<const T*>(x), n, static_cast<T>(mean),
+                  sum_gw, sum_gwc);
 }
 
 #if defined(SG_POOL_AVX512)
@@ -335,6 +364,16 @@ void layer_norm_param_sums(DType dt, double* acc_w, double* acc_b, const void* g
   }
 }
 
+void layer_norm_backward_sums(DType dt, double* acc_w, double* acc_b, void* gw, const void* g,
+                              const void* x, const void* weight, int64_t n, double mean,
+                              double rstd, double* sum_gw, double* sum_gwc) {
+  if (dt == DType::kFloat32) {
+    backward_sums_typed<float>(acc_w, acc_b, gw, g, x, weight, n, mean, rstd, sum_gw, sum_gwc);
+  } else {
+    backward_sums_typed<double>(acc_w, acc_b, gw, g, x, weight, n, mean, rstd, sum_gw, sum_gwc);
+  }
+}
+
 // The flags made constants, so that each loop has no branch and vectorises.
 template <typename T, bool kDecay, bool kDecoupled>
 void adam_loop(AdamUpdate<T> f, T* __restrict p, const T* __restrict g, T* __restrict m,
@@ -375,7 +414,7 @@ extern const NnLoops kNnLoops = {
     max_pool_2x2,          centred_squares,    grad_sums,
     batch_norm_apply,      batch_norm_input_grad, layer_norm_apply,
     scaled_grad,           layer_norm_input_grad, layer_norm_param_sums,
-    adam_row,
+    layer_norm_backward_sums, adam_row,
 };
 
 }  // namespace SG_CPU_LEVEL

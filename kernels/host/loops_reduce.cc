@@ -23,9 +23,12 @@ double sum_lanes(const T* p, int64_t n) {
   lanes::Lanes l;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    lanes::Double4 t[4];
-    for (int k = 0; k < 4; ++k) lanes::load(t[k], p + i + 4 * k);
-    l.add(t);
+    lanes::Double4 t0, t1, t2, t3;
+    lanes::load(t0, p + i);
+    lanes::load(t1, p + i + 4);
+    lanes::load(t2, p + i + 8);
+    lanes::load(t3, p + i + 12);
+    l.add(t0, t1, t2, t3);
   }
   double acc[kLanes];
   l.store(acc);

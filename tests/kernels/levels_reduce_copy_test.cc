@@ -4,7 +4,8 @@
 // by the vector width), with the sum within rounding of a long double reference and max /
 // min equal to the reference value. The sums in 16 double lanes (sum_block, and the
 // normalisations' centred_squares and grad_sums) equal, bit for bit, the order loops.h
-// documents, written out here as plain scalar code.
+// documents, written out here as plain scalar code; layer norm's fused backward sums equal
+// the three loops it stands for.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -253,6 +254,27 @@ TEMPLATE_TEST_CASE("sums in 16 lanes add in loops.h's order at every level", "[l
       nn.grad_sums(dt, g.data(), x.data(), n, double(mean), &sum_g, &sum_gc);
       CHECK(sum_g == want_g);
       CHECK(sum_gc == want_gc);
+      // layer_norm_backward_sums: the three calls' results, bit for bit, in one.
+      const std::vector<T> w = testing::random_values<T>(static_cast<size_t>(n), -2, 2, 9);
+      const T rstd = T(1.75);
+      for (const bool bias : {true, false}) {
+        INFO("with bias sums " << bias);
+        std::vector<double> acc_w(n, 0.5), acc_b(n, -0.25), acc_w2 = acc_w, acc_b2 = acc_b;
+        std::vector<T> gw(n), gw2(n);
+        double sg = 0.125, sgc = -0.5, sg2 = sg, sgc2 = sgc;
+        nn.layer_norm_param_sums(dt, acc_w.data(), bias ? acc_b.data() : nullptr, g.data(),
+                                 x.data(), n, double(mean), double(rstd));
+        nn.scaled_grad(dt, gw.data(), g.data(), w.data(), n);
+        nn.grad_sums(dt, gw.data(), x.data(), n, double(mean), &sg, &sgc);
+        nn.layer_norm_backward_sums(dt, acc_w2.data(), bias ? acc_b2.data() : nullptr,
+                                    gw2.data(), g.data(), x.data(), w.data(), n, double(mean),
+                                    double(rstd), &sg2, &sgc2);
+        CHECK(acc_w2 == acc_w);
+        CHECK(acc_b2 == acc_b);
+        CHECK(gw2 == gw);
+        CHECK(sg2 == sg);
+        CHECK(sgc2 == sgc);
+      }
     }
   }
 }
