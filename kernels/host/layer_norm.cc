@@ -90,7 +90,7 @@ void backward_rows(const Levels& lv, DType dt, const NormRows& d, const Backward
     const T* gw = g;
     if (a.gin != nullptr && a.weight != nullptr && part_w != nullptr) {
       // The usual case (an affine norm whose input and weight both want gradients): one
-      // pass for what the three calls below would compute.
+      // call, with one pass fewer, for what the three calls below compute.
       lv.nn->layer_norm_backward_sums(dt, part_w, part_b, scratch, g, x, a.weight, d.n, mu, r,
                                       &sum_gw, &sum_gwc);
       gw = scratch;

@@ -124,8 +124,8 @@ void map1(const Layout<2>& l, void* out, const void* in, int64_t begin, int64_t 
 // ---- two inputs ----
 
 template <typename T, typename Op>
-SG_ROW void row2_disjoint(T* __restrict o, const T* __restrict a, const T* __restrict b, int64_t n,
-                   Op op) {
+SG_ROW void row2_disjoint(T* __restrict o, const T* __restrict a, const T* __restrict b,
+                          int64_t n, Op op) {
   for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
 }
 

@@ -1,5 +1,6 @@
 // The loops of the neural-network kernels (max pooling, batch, layer and RMS
-// normalisation) of one instruction-set level (see loops.h for the flags and the rules this file keeps).
+// normalisation) of one instruction-set level (see loops.h for the flags and the rules
+// this file keeps).
 //
 // The 2x2 max-pool row is here rather than in pool.cc because it needs the level: its
 // stride-2 loads vectorise with AVX2 and AVX-512 permutes but not at the baseline level.
