@@ -2,9 +2,10 @@
 // allocator did, for finding out what holds memory at its peak (the reference framework's
 // _record_memory_history, _snapshot and _dump_snapshot). Each event says what happened
 // (an allocation, a free asked for, a free completed once other streams' uses were done,
-// a segment reserved from or returned to the device, an out-of-memory), where (device, stream, address, bytes), when (since
-// recording started), and for what: the category and the op current on the allocating
-// thread. tools/memviz draws a dump as a page of memory over time by category.
+// a segment reserved from or returned to the device, an out-of-memory), where (device,
+// stream, address, bytes), when (since recording started), and for what: the category and
+// the op current on the allocating thread. tools/memviz draws a dump as a page of memory
+// over time by category.
 //
 //   record_memory_history(true);                 // clears what was recorded, starts
 //   { MemoryCategoryScope c("optimizer"); opt.step(); }
@@ -19,8 +20,8 @@
 // no scope (a forward op's output, a factory's tensor) is named after the first launch
 // that writes into it, the kernel that fills it ("matmul", "copy"...); one never written
 // keeps an empty op. Recording costs nothing while it is off (one atomic load per
-// allocator event); while on, each event and each launch that writes takes a lock. The oldest events are dropped
-// beyond max_entries, and the dump says how many.
+// allocator event); while on, each event and each launch that writes takes a lock. The
+// oldest events are dropped beyond max_entries, and the dump says how many.
 //
 // Not in runtime/runtime.h: include this header itself (Bazel: //runtime:memory_history).
 //

@@ -244,6 +244,8 @@ TEMPLATE_TEST_CASE("sums in 16 lanes add in loops.h's order at every level", "[l
     const double want_gc = lane_order_sum(n, [&](int64_t i) {
       return double(g[i]) * static_cast<double>(static_cast<T>(x[i] - mean));
     });
+    const std::vector<T> w = testing::random_values<T>(static_cast<size_t>(n), -2, 2, 9);
+    const T rstd = T(1.75);
     for (CpuCapability level : testing::machine_levels()) {
       INFO("n " << n << ", level " << cpu_capability_name(level));
       const k::cpu::Loops& lp = k::cpu::loops_for(level);
@@ -255,8 +257,6 @@ TEMPLATE_TEST_CASE("sums in 16 lanes add in loops.h's order at every level", "[l
       CHECK(sum_g == want_g);
       CHECK(sum_gc == want_gc);
       // layer_norm_backward_sums: the three calls' results, bit for bit, in one.
-      const std::vector<T> w = testing::random_values<T>(static_cast<size_t>(n), -2, 2, 9);
-      const T rstd = T(1.75);
       for (const bool bias : {true, false}) {
         INFO("with bias sums " << bias);
         std::vector<double> acc_w(n, 0.5), acc_b(n, -0.25), acc_w2 = acc_w, acc_b2 = acc_b;

@@ -1,7 +1,7 @@
 #!/bin/bash
-# The contiguous element-wise rows of the avx2 and avx512 levels (row1_disjoint,
-# row1_inplace, row2_fast: a functor applied along a row, no library call inside) must be
-# vector code of the level's width: at least one instruction on a %ymm (avx2) or %zmm
+# The contiguous element-wise rows of the avx2 and avx512 levels (row1_* and row2_*
+# inplace, disjoint and scalar variants of loops_elementwise.cc: a functor applied along a
+# row, no library call inside) must be vector code of the level's width: at least one instruction on a %ymm (avx2) or %zmm
 # (avx512) register. GCC falls back to scalar code without a word when it cannot
 # vectorise a functor (at the avx2 level the exact GELU once ran element by element, 13x
 # libtorch's time: kernels/host/BUILD says why), and every test still passes, since the
@@ -22,7 +22,7 @@ for f in "$@"; do
     avx512) reg='%zmm' ;;
     *) continue ;;
   esac
-  # One line per row function: its name, then "vector" or "scalar".
+  # One line per row function: "vector" or "scalar", then its name.
   report=$(objdump -d -C --no-show-raw-insn "$f" | awk -v reg="$reg" -v level="level_${level}" '
     function flush() { if (name != "") print (found ? "vector " : "scalar ") name }
     /^[0-9a-f]+ <.*>:$/ {
