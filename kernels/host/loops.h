@@ -97,23 +97,23 @@ struct NnLoops {
   // rstd are dt values; out is disjoint from the inputs.
   void (*layer_norm_apply)(DType dt, void* out, const void* in, const void* weight,
                            const void* bias, int64_t n, double mean, double rstd);
-  // out[i] = g[i] * weight[i]: the gradient of the row before its weight.
-  void (*scaled_grad)(DType dt, void* out, const void* g, const void* weight, int64_t n);
   // out[i] = LayerNormInputGrad{c[0..3]}(gw[i], x[i]), the coefficients being dt values.
   void (*layer_norm_input_grad)(DType dt, void* out, const void* gw, const void* x, int64_t n,
                                 const double* c);
-  // One row's share of the parameter gradients, in double and element by element (no
-  // lanes: each column is its own sum): acc_w[i] += g[i] * ((x[i] - mean) * rstd) (the
-  // product of normalised value and g taken in double), acc_b[i] += g[i]; either may be
-  // null.
-  void (*layer_norm_param_sums)(DType dt, double* acc_w, double* acc_b, const void* g,
-                                const void* x, int64_t n, double mean, double rstd);
-  // layer_norm_param_sums (acc_w not null, acc_b may be), scaled_grad into gw and
-  // grad_sums of that gw, in one call (the first two in one pass over the row): the same
-  // values, added in the same order, as the three calls one after the other.
-  void (*layer_norm_backward_sums)(DType dt, double* acc_w, double* acc_b, void* gw,
-                                   const void* g, const void* x, const void* weight, int64_t n,
-                                   double mean, double rstd, double* sum_gw, double* sum_gwc);
+  // A block of `rows` contiguous rows of n values: their shares of the parameter
+  // gradients, in double and column by column (no lanes: each column is its own sum),
+  // each column adding the rows in row order from +0: acc_w[j] = the sum of g[r][j] *
+  // ((x[r][j] - mean[r]) * rstd[r]) (the product of normalised value and g taken in
+  // double), acc_b[j] = the sum of g[r][j]. mean and rstd hold a dt value per row; mean
+  // null means 0 (RMS); acc_w or acc_b may be null.
+  void (*layer_norm_param_block)(DType dt, double* acc_w, double* acc_b, const void* g,
+                                 const void* x, const void* mean, const void* rstd,
+                                 int64_t rows, int64_t n);
+  // gw[i] = g[i] * weight[i] (the gradient of the row before its weight), then grad_sums
+  // of that gw: *sum_gw += the sum of gw[i], *sum_gwc += the sum of gw[i] * (x[i] - mean).
+  void (*scaled_grad_sums)(DType dt, void* gw, const void* g, const void* weight,
+                           const void* x, int64_t n, double mean, double* sum_gw,
+                           double* sum_gwc);
   // One contiguous row of Adam's update (optim_ops.h): p[i] = op(p[i], g[i], m[i], v[i],
   // inv_sqrt_bias2, neg_step), op an AdamUpdate<float> or <double> as dt says, the four
   // rows pairwise disjoint. Here rather than in foreach.cc so that the division and

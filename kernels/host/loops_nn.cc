@@ -67,13 +67,10 @@ double centred_squares_lanes(const T* p, int64_t n, T mean) {
     lanes::load_centred(d3, p + i + 12, mean);
     l.add(d0 * d0, d1 * d1, d2 * d2, d3 * d3);
   }
-  double acc[kLanes];
-  l.store(acc);
-  for (int j = 0; i + j < n; ++j) {
+  return lanes::finish(l, n - i, [&](int j) {
     const double d = static_cast<double>(p[i + j] - mean);
-    acc[j] += d * d;
-  }
-  return lanes::fold(acc);
+    return d * d;
+  });
 }
 
 template <typename T>
@@ -93,15 +90,10 @@ void grad_sums_lanes(const T* g, const T* x, int64_t n, T mean, double* sum_g, d
     lg.add(g0, g1, g2, g3);
     lgc.add(g0 * c0, g1 * c1, g2 * c2, g3 * c3);
   }
-  double ag[kLanes], agc[kLanes];
-  lg.store(ag);
-  lgc.store(agc);
-  for (int j = 0; i + j < n; ++j) {
-    ag[j] += static_cast<double>(g[i + j]);
-    agc[j] += static_cast<double>(g[i + j]) * static_cast<double>(x[i + j] - mean);
-  }
-  *sum_g += lanes::fold(ag);
-  *sum_gc += lanes::fold(agc);
+  *sum_g += lanes::finish(lg, n - i, [&](int j) { return static_cast<double>(g[i + j]); });
+  *sum_gc += lanes::finish(lgc, n - i, [&](int j) {
+    return static_cast<double>(g[i + j]) * static_cast<double>(x[i + j] - mean);
+  });
 }
 
 template <typename T>
@@ -148,11 +140,6 @@ void layer_norm_row_any(T* out, const T* in, const T* weight, const T* bias, int
 }
 
 template <typename T>
-void scaled_row(T* __restrict out, const T* __restrict g, const T* __restrict w, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = g[i] * w[i];
-}
-
-template <typename T>
 void layer_norm_grad_row(T* __restrict out, const T* __restrict gw, const T* __restrict x,
                          int64_t n, const double* c) {
   const LayerNormInputGrad<T> f{static_cast<T>(c[0]), static_cast<T>(c[1]),
@@ -160,44 +147,75 @@ void layer_norm_grad_row(T* __restrict out, const T* __restrict gw, const T* __r
   for (int64_t i = 0; i < n; ++i) out[i] = f(gw[i], x[i]);
 }
 
-template <typename T>
-void param_sums_row(double* __restrict acc_w, double* __restrict acc_b, const T* __restrict g,
-                    const T* __restrict x, int64_t n, double mean, double rstd) {
-  const LayerNormApply<T> f{static_cast<T>(mean), static_cast<T>(rstd)};
-  if (acc_w != nullptr) {
-    for (int64_t i = 0; i < n; ++i) {
-      acc_w[i] += static_cast<double>(g[i]) * static_cast<double>(f(x[i]));
+// layer_norm_param_block, 16 columns at a time: each column's two sums stay in registers
+// over the block's rows and are stored once, where a row at a time loaded and stored both
+// for every row. Each column adds its rows in row order, from +0, as that loop did, so
+// the bits are the same.
+template <typename T, bool kWeight, bool kBias>
+void param_block(double* __restrict acc_w, double* __restrict acc_b, const T* g, const T* x,
+                 const T* mean, const T* rstd, int64_t rows, int64_t n) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    lanes::Lanes aw, ab;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* gr = g + r * n + j;
+      lanes::Double4 g0, g1, g2, g3;
+      lanes::load(g0, gr);
+      lanes::load(g1, gr + 4);
+      lanes::load(g2, gr + 8);
+      lanes::load(g3, gr + 12);
+      if (kWeight) {
+        const T* xr = x + r * n + j;
+        const T m = mean != nullptr ? mean[r] : T(0);
+        lanes::Double4 f0, f1, f2, f3;
+        lanes::load_normalised(f0, xr, m, rstd[r]);
+        lanes::load_normalised(f1, xr + 4, m, rstd[r]);
+        lanes::load_normalised(f2, xr + 8, m, rstd[r]);
+        lanes::load_normalised(f3, xr + 12, m, rstd[r]);
+        aw.add(g0 * f0, g1 * f1, g2 * f2, g3 * f3);
+      }
+      if (kBias) ab.add(g0, g1, g2, g3);
     }
+    if (kWeight) aw.store(acc_w + j);
+    if (kBias) ab.store(acc_b + j);
   }
-  if (acc_b != nullptr) {
-    for (int64_t i = 0; i < n; ++i) acc_b[i] += static_cast<double>(g[i]);
-  }
-}
-
-// layer_norm_backward_sums: param_sums_row's and scaled_row's steps in one loop over the
-// row (columns: no lanes), then grad_sums_lanes over the gw it wrote (in L1 by then).
-template <typename T, bool kBias>
-void param_sums_scaled_row(double* __restrict acc_w, double* __restrict acc_b,
-                           T* __restrict gw, const T* __restrict g, const T* __restrict x,
-                           const T* __restrict w, int64_t n, T mean, T rstd) {
-  const LayerNormApply<T> f{mean, rstd};
-  for (int64_t i = 0; i < n; ++i) {
-    acc_w[i] += static_cast<double>(g[i]) * static_cast<double>(f(x[i]));
-    if (kBias) acc_b[i] += static_cast<double>(g[i]);
-    gw[i] = g[i] * w[i];
+  for (; j < n; ++j) {
+    double sw = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T gv = g[r * n + j];
+      if (kWeight) {
+        const T m = mean != nullptr ? mean[r] : T(0);
+        const LayerNormApply<T> f{m, rstd[r]};
+        sw += static_cast<double>(gv) * static_cast<double>(f(x[r * n + j]));
+      }
+      if (kBias) sb += static_cast<double>(gv);
+    }
+    if (kWeight) acc_w[j] = sw;
+    if (kBias) acc_b[j] = sb;
   }
 }
 
 template <typename T>
-void backward_sums_typed(double* acc_w, double* acc_b, void* gw, const void* g, const void* x,
-                         const void* w, int64_t n, double mean, double rstd, double* sum_gw,
-                         double* sum_gwc) {
-  const auto row = acc_b != nullptr ? param_sums_scaled_row<T, true>
-                                    : param_sums_scaled_row<T, false>;
-  row(acc_w, acc_b, static_cast<T*>(gw), static_cast<const T*>(g), static_cast<const T*>(x),
-      static_cast<const T*>(w), n, static_cast<T>(mean), static_cast<T>(rstd));
-  grad_sums_lanes(static_cast<const T*>(gw), static_cast<const T*>(x), n, static_cast<T>(mean),
-                  sum_gw, sum_gwc);
+void param_block_any(double* acc_w, double* acc_b, const void* g, const void* x,
+                     const void* mean, const void* rstd, int64_t rows, int64_t n) {
+  const auto block = acc_w != nullptr
+                         ? (acc_b != nullptr ? param_block<T, true, true>
+                                             : param_block<T, true, false>)
+                         : param_block<T, false, true>;
+  if (acc_w == nullptr && acc_b == nullptr) return;
+  block(acc_w, acc_b, static_cast<const T*>(g), static_cast<const T*>(x),
+        static_cast<const T*>(mean), static_cast<const T*>(rstd), rows, n);
+}
+
+// gw = g * w written, then grad_sums_lanes over it (in L1 by then).
+template <typename T>
+void scaled_grad_sums_typed(void* gw, const void* g, const void* w, const void* x, int64_t n,
+                            double mean, double* sum_gw, double* sum_gwc) {
+  T* __restrict out = static_cast<T*>(gw);
+  const T* __restrict gp = static_cast<const T*>(g);
+  const T* __restrict wp = static_cast<const T*>(w);
+  for (int64_t i = 0; i < n; ++i) out[i] = gp[i] * wp[i];
+  grad_sums_lanes(out, static_cast<const T*>(x), n, static_cast<T>(mean), sum_gw, sum_gwc);
 }
 
 #if defined(SG_POOL_AVX512)
@@ -333,16 +351,6 @@ void layer_norm_apply(DType dt, void* out, const void* in, const void* weight,
   }
 }
 
-void scaled_grad(DType dt, void* out, const void* g, const void* weight, int64_t n) {
-  if (dt == DType::kFloat32) {
-    scaled_row(static_cast<float*>(out), static_cast<const float*>(g),
-               static_cast<const float*>(weight), n);
-  } else {
-    scaled_row(static_cast<double*>(out), static_cast<const double*>(g),
-               static_cast<const double*>(weight), n);
-  }
-}
-
 void layer_norm_input_grad(DType dt, void* out, const void* gw, const void* x, int64_t n,
                            const double* c) {
   if (dt == DType::kFloat32) {
@@ -354,24 +362,22 @@ void layer_norm_input_grad(DType dt, void* out, const void* gw, const void* x, i
   }
 }
 
-void layer_norm_param_sums(DType dt, double* acc_w, double* acc_b, const void* g, const void* x,
-                           int64_t n, double mean, double rstd) {
+void layer_norm_param_block(DType dt, double* acc_w, double* acc_b, const void* g,
+                            const void* x, const void* mean, const void* rstd, int64_t rows,
+                            int64_t n) {
   if (dt == DType::kFloat32) {
-    param_sums_row(acc_w, acc_b, static_cast<const float*>(g), static_cast<const float*>(x), n,
-                   mean, rstd);
+    param_block_any<float>(acc_w, acc_b, g, x, mean, rstd, rows, n);
   } else {
-    param_sums_row(acc_w, acc_b, static_cast<const double*>(g), static_cast<const double*>(x),
-                   n, mean, rstd);
+    param_block_any<double>(acc_w, acc_b, g, x, mean, rstd, rows, n);
   }
 }
 
-void layer_norm_backward_sums(DType dt, double* acc_w, double* acc_b, void* gw, const void* g,
-                              const void* x, const void* weight, int64_t n, double mean,
-                              double rstd, double* sum_gw, double* sum_gwc) {
+void scaled_grad_sums(DType dt, void* gw, const void* g, const void* weight, const void* x,
+                      int64_t n, double mean, double* sum_gw, double* sum_gwc) {
   if (dt == DType::kFloat32) {
-    backward_sums_typed<float>(acc_w, acc_b, gw, g, x, weight, n, mean, rstd, sum_gw, sum_gwc);
+    scaled_grad_sums_typed<float>(gw, g, weight, x, n, mean, sum_gw, sum_gwc);
   } else {
-    backward_sums_typed<double>(acc_w, acc_b, gw, g, x, weight, n, mean, rstd, sum_gw, sum_gwc);
+    scaled_grad_sums_typed<double>(gw, g, weight, x, n, mean, sum_gw, sum_gwc);
   }
 }
 
@@ -412,10 +418,10 @@ void adam_row(DType dt, const void* op, void* p, const void* g, void* m, void* v
 }  // namespace
 
 extern const NnLoops kNnLoops = {
-    max_pool_2x2,          centred_squares,    grad_sums,
+    max_pool_2x2,          centred_squares,       grad_sums,
     batch_norm_apply,      batch_norm_input_grad, layer_norm_apply,
-    scaled_grad,           layer_norm_input_grad, layer_norm_param_sums,
-    layer_norm_backward_sums, adam_row,
+    layer_norm_input_grad, layer_norm_param_block, scaled_grad_sums,
+    adam_row,
 };
 
 }  // namespace SG_CPU_LEVEL

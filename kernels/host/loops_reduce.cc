@@ -30,10 +30,7 @@ double sum_lanes(const T* p, int64_t n) {
     lanes::load(t3, p + i + 12);
     l.add(t0, t1, t2, t3);
   }
-  double acc[kLanes];
-  l.store(acc);
-  for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(p[i + j]);
-  return lanes::fold(acc);
+  return lanes::finish(l, n - i, [&](int j) { return static_cast<double>(p[i + j]); });
 }
 
 // Once a NaN is picked no comparison replaces it.

@@ -245,7 +245,6 @@ TEMPLATE_TEST_CASE("sums in 16 lanes add in loops.h's order at every level", "[l
       return double(g[i]) * static_cast<double>(static_cast<T>(x[i] - mean));
     });
     const std::vector<T> w = testing::random_values<T>(static_cast<size_t>(n), -2, 2, 9);
-    const T rstd = T(1.75);
     for (CpuCapability level : testing::machine_levels()) {
       INFO("n " << n << ", level " << cpu_capability_name(level));
       const k::cpu::Loops& lp = k::cpu::loops_for(level);
@@ -256,24 +255,73 @@ TEMPLATE_TEST_CASE("sums in 16 lanes add in loops.h's order at every level", "[l
       nn.grad_sums(dt, g.data(), x.data(), n, double(mean), &sum_g, &sum_gc);
       CHECK(sum_g == want_g);
       CHECK(sum_gc == want_gc);
-      // layer_norm_backward_sums: the three calls' results, bit for bit, in one.
-      for (const bool bias : {true, false}) {
-        INFO("with bias sums " << bias);
-        std::vector<double> acc_w(n, 0.5), acc_b(n, -0.25), acc_w2 = acc_w, acc_b2 = acc_b;
-        std::vector<T> gw(n), gw2(n);
-        double sg = 0.125, sgc = -0.5, sg2 = sg, sgc2 = sgc;
-        nn.layer_norm_param_sums(dt, acc_w.data(), bias ? acc_b.data() : nullptr, g.data(),
-                                 x.data(), n, double(mean), double(rstd));
-        nn.scaled_grad(dt, gw.data(), g.data(), w.data(), n);
-        nn.grad_sums(dt, gw.data(), x.data(), n, double(mean), &sg, &sgc);
-        nn.layer_norm_backward_sums(dt, acc_w2.data(), bias ? acc_b2.data() : nullptr,
-                                    gw2.data(), g.data(), x.data(), w.data(), n, double(mean),
-                                    double(rstd), &sg2, &sgc2);
-        CHECK(acc_w2 == acc_w);
-        CHECK(acc_b2 == acc_b);
-        CHECK(gw2 == gw);
-        CHECK(sg2 == sg);
-        CHECK(sgc2 == sgc);
+      // scaled_grad_sums: gw rounded to T, then its sums in the lane order.
+      {
+        std::vector<T> gw(n);
+        double sg = 0.125, sgc = -0.5;
+        nn.scaled_grad_sums(dt, gw.data(), g.data(), w.data(), x.data(), n, double(mean), &sg,
+                            &sgc);
+        bool products = true;
+        for (int64_t i = 0; i < n; ++i) products = products && gw[i] == T(g[i] * w[i]);
+        CHECK(products);
+        CHECK(sg == 0.125 + lane_order_sum(n, [&](int64_t i) { return double(gw[i]); }));
+        CHECK(sgc == -0.5 + lane_order_sum(n, [&](int64_t i) {
+                return double(gw[i]) * static_cast<double>(static_cast<T>(x[i] - mean));
+              }));
+      }
+    }
+  }
+}
+
+// layer_norm_param_block against its rule written out a row at a time: every column adds
+// its rows in row order, in double, whatever the level's vector width.
+TEMPLATE_TEST_CASE("layer norm's parameter sums over a block of rows, in row order",
+                   "[levels]", float, double) {
+  using T = TestType;
+  const DType dt = testing::dtype_of<T>();
+  for (int64_t n : {1, 15, 16, 17, 40, 256, 259}) {
+    for (int64_t rows : {1, 3, 16}) {
+      const size_t count = static_cast<size_t>(rows * n);
+      std::vector<T> x = testing::random_values<T>(count, -3, 3, 11);
+      std::vector<T> g = testing::random_values<T>(count, -3, 3, 12);
+      for (size_t i = 0; i < count; ++i) {
+        g[i] = std::ldexp(g[i], static_cast<int>((i * 23) % 41) - 20);
+      }
+      std::vector<T> mean(rows), rstd(rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        mean[r] = T(0.25) * T(r) - T(0.375);
+        rstd[r] = T(1.75) + T(0.125) * T(r);
+      }
+      for (const bool rms : {false, true}) {
+        std::vector<double> want_w(n, 0.0), want_b(n, 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T m = rms ? T(0) : mean[r];
+          for (int64_t j = 0; j < n; ++j) {
+            const T normalised = static_cast<T>((x[r * n + j] - m) * rstd[r]);
+            want_w[j] += double(g[r * n + j]) * double(normalised);
+            want_b[j] += double(g[r * n + j]);
+          }
+        }
+        for (CpuCapability level : testing::machine_levels()) {
+          INFO("n " << n << ", rows " << rows << (rms ? ", rms" : "") << ", level "
+                    << cpu_capability_name(level));
+          const k::cpu::NnLoops& nn = k::cpu::nn_loops_for(level);
+          const T* m = rms ? nullptr : mean.data();
+          // Garbage in the outputs first: the block writes its sums, adding to nothing.
+          std::vector<double> acc_w(n, 0.5), acc_b(n, -0.25);
+          nn.layer_norm_param_block(dt, acc_w.data(), acc_b.data(), g.data(), x.data(), m,
+                                    rstd.data(), rows, n);
+          CHECK(acc_w == want_w);
+          CHECK(acc_b == want_b);
+          // Either sum alone.
+          std::vector<double> only_w(n, 7.0), only_b(n, -7.0);
+          nn.layer_norm_param_block(dt, only_w.data(), nullptr, g.data(), x.data(), m,
+                                    rstd.data(), rows, n);
+          nn.layer_norm_param_block(dt, nullptr, only_b.data(), g.data(), x.data(), m,
+                                    rstd.data(), rows, n);
+          CHECK(only_w == want_w);
+          CHECK(only_b == want_b);
+        }
       }
     }
   }
