@@ -26,9 +26,9 @@
 // and bit patterns: the scalar form (strided rows, cuda) and the vector loops give the
 // same bits at every level, FMA or not.
 //
-// Thread-safety: pure functions. Failure: none; the helpers take NaN as -16 (clamped) and
-// the functors keep it through their own x, so GELU is NaN in, NaN out; Phi(-inf) = 0,
-// Phi(inf) = 1.
+// Thread-safety: pure functions. Failure: none; the helpers take NaN as -16 (its magnitude
+// clamped, its sign test false) and the functors keep it through their own x, so GELU is
+// NaN in, NaN out; Phi(-inf) = 0, Phi(inf) = 1.
 #ifndef STREAMGRAD_KERNELS_FUNCTORS_GELU_FLOAT_H_
 #define STREAMGRAD_KERNELS_FUNCTORS_GELU_FLOAT_H_
 
@@ -42,22 +42,27 @@ namespace streamgrad {
 namespace kernels {
 namespace gelu_float {
 
-// x limited to [-16, 16]: beyond, Phi is 0 or 1 in float and the density 0, and x * x
-// would overflow (making fma's low part NaN). NaN becomes -16: the functors multiply by
-// the x they were given, which keeps it NaN. Written as the comparisons that x86's max and
-// min instructions make (two instructions per vector, where keeping NaN took six).
-SG_HOST_DEVICE SG_INLINE float clamped(float x) {
-  const float lo = x > -16.0f ? x : -16.0f;
-  return lo < 16.0f ? lo : 16.0f;
+// |x| limited to 16: beyond, Phi is 0 or 1 in float and the density 0, and x * x would
+// overflow (making fma's low part NaN). Everything below but Phi's final choice of side
+// needs only |x|. Taken on the bit pattern: with the sign bit cleared, floats order as
+// their patterns do, and NaN's patterns lie above 16's, so NaN becomes 16 (the functors
+// multiply by the x they were given, which keeps it NaN). One integer minimum per vector;
+// the float clamp to [-16, 16] it replaces was, at the avx2 level, a web of comparisons
+// and blends that GCC pushed into both sides of every later selection (the GELU forward
+// 0.39 -> 0.32 ms over 262,144 floats; the values are the same).
+SG_HOST_DEVICE SG_INLINE float clamped_abs(float x) {
+  const uint32_t a = half_internal::float_bits(x) & 0x7fffffffu;
+  constexpr uint32_t kSixteen = 0x41800000u;
+  return half_internal::bits_float(a < kSixteen ? a : kSixteen);
 }
 
 // The exp's argument: -x^2 / 2 as rounded.
 SG_HOST_DEVICE SG_INLINE float gauss_arg(float x_in) {
-  const float x = clamped(x_in);
+  const float x = clamped_abs(x_in);
   return -0.5f * (x * x);
 }
 
-// exp(a) for a in [-128, 0], gauss_arg's range (never NaN: see clamped). a = n ln 2 + r
+// exp(a) for a in [-128, 0], gauss_arg's range (never NaN: see clamped_abs). a = n ln 2 + r
 // with n an integer and |r| <= ln 2 / 2; exp(r) by its Taylor series to degree 7 (the
 // truncation is below a tenth of an ulp); then 2^n as two normal powers of two, since 2^n
 // alone is subnormal below n = -126: the first product is exact and the second rounds
@@ -78,7 +83,9 @@ SG_HOST_DEVICE SG_INLINE float exp_gauss(float a) {
   p = math::fma(p, r, 1.0f);
   p = math::fma(p, r, 1.0f);
   const int32_t k = static_cast<int32_t>(n);  // in [-185, 0]
-  const int32_t half = k / 2;
+  // Floor of k / 2 (an arithmetic shift: one instruction, where k / 2 rounds toward zero
+  // in three); either split gives the same product, the first scaling being exact.
+  const int32_t half = k >> 1;
   const float s1 = half_internal::bits_float(static_cast<uint32_t>(half + 127) << 23);
   const float s2 = half_internal::bits_float(static_cast<uint32_t>(k - half + 127) << 23);
   return (p * s1) * s2;
@@ -86,15 +93,14 @@ SG_HOST_DEVICE SG_INLINE float exp_gauss(float a) {
 
 // exp(-x^2 / 2) from e = exp(gauss_arg(x)), x * x's rounding multiplied back in.
 SG_HOST_DEVICE SG_INLINE float gauss(float x_in, float e) {
-  const float x = clamped(x_in);
+  const float x = clamped_abs(x_in);
   const float sq = x * x;
   return math::fma(e, -0.5f * math::fma(x, x, -sq), e);
 }
 
 // Phi(x) from g = gauss(x, e).
 SG_HOST_DEVICE SG_INLINE float cdf(float x_in, float g) {
-  const float x = clamped(x_in);
-  const float z = math::abs(x) * 0.707106781f;
+  const float z = clamped_abs(x_in) * 0.707106781f;
   const float t = 1.0f / (1.0f + 0.3f * z);
   const float u = t - 0.5f;
   float p = 0.0553310551f;
@@ -109,7 +115,7 @@ SG_HOST_DEVICE SG_INLINE float cdf(float x_in, float g) {
   p = math::fma(p, u, 0.553047121f);
   p = math::fma(p, u, 0.324979931f);
   const float r = (t * g) * p;  // erfc(z)
-  return x >= 0 ? 1.0f - 0.5f * r : 0.5f * r;
+  return x_in >= 0 ? 1.0f - 0.5f * r : 0.5f * r;
 }
 
 }  // namespace gelu_float
