@@ -8,7 +8,7 @@
 // blocks: the function's arguments into a buffer, SLEEF's vector function over it
 // (vector_math.h), then the rest of the functor; a strided row calls the functor, whose
 // scalar function gives the same bits. Float GELU has its exp inline (gelu_float.h) and
-// runs as a plain row.
+// runs as a plain row, its disjoint rows as four interleaved streams (kLongChain below).
 #include <type_traits>
 
 #include "kernels/host/loops.h"

@@ -198,11 +198,10 @@ void param_block(double* __restrict acc_w, double* __restrict acc_b, const T* g,
 template <typename T>
 void param_block_any(double* acc_w, double* acc_b, const void* g, const void* x,
                      const void* mean, const void* rstd, int64_t rows, int64_t n) {
-  const auto block = acc_w != nullptr
-                         ? (acc_b != nullptr ? param_block<T, true, true>
-                                             : param_block<T, true, false>)
-                         : param_block<T, false, true>;
   if (acc_w == nullptr && acc_b == nullptr) return;
+  const auto block = acc_w == nullptr   ? param_block<T, false, true>
+                     : acc_b == nullptr ? param_block<T, true, false>
+                                        : param_block<T, true, true>;
   block(acc_w, acc_b, static_cast<const T*>(g), static_cast<const T*>(x),
         static_cast<const T*>(mean), static_cast<const T*>(rstd), rows, n);
 }

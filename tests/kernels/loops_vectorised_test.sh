@@ -2,11 +2,11 @@
 # The contiguous element-wise rows of the avx2 and avx512 levels (row1_* and row2_*
 # inplace, disjoint and scalar variants of loops_elementwise.cc: a functor applied along a
 # row, no library call inside) must be vector code of the level's width: at least one
-# instruction on a %ymm (avx2) or %zmm (avx512) register. GCC falls back to scalar code without a word when it cannot
-# vectorise a functor (at the avx2 level the exact GELU once ran element by element, 13x
-# libtorch's time: kernels/host/BUILD says why), and every test still passes, since the
-# scalar code gives the same bits. The baseline level is not checked: its fma is a
-# library call. See kernels/host/loops.h.
+# instruction on a %ymm (avx2) or %zmm (avx512) register. GCC falls back to scalar code
+# without a word when it cannot vectorise a functor (at the avx2 level the exact GELU once
+# ran element by element, 13x libtorch's time: kernels/host/BUILD says why), and every
+# test still passes, since the scalar code gives the same bits. The baseline level is not
+# checked: its fma is a library call. See kernels/host/loops.h.
 # Arguments: the libraries' files (Bazel passes every output; archives are checked).
 set -euo pipefail
 checked=0
