@@ -169,5 +169,29 @@ void library_conv2d_backward_weight(const Stream& stream, const View& grad_weigh
            in, w, groups);
 }
 
+void library_conv2d_backward(const Stream& stream, const View& grad_in, const View& grad_weight,
+                             const View& grad_out, const View& in, const View& weight,
+                             const Window2d& w, int64_t groups) {
+  const bool cuda = stream.device().type() == DeviceType::kCuda;
+  const char* kernel = cuda ? "cudnn_conv2d_backward" : "onednn_conv2d_backward";
+  const auto impl = dispatch::resolve<KernelId::kConv2dBackward>(kernel, stream);
+  SG_CHECK(grad_in.sizes == in.sizes && grad_weight.sizes == weight.sizes, ValueError, kernel,
+           ": grad_in ", cpu::describe(grad_in), " and grad_weight ", cpu::describe(grad_weight),
+           " must have the sizes of the image ", cpu::describe(in), " and weight ",
+           cpu::describe(weight));
+  const ConvShape s =
+      check_views(kernel, stream.device().type(), grad_in, weight, grad_out, w, groups);
+  check_views(kernel, stream.device().type(), in, grad_weight, grad_out, w, groups);
+  for (const View* read : {&grad_out, &in, &weight}) {
+    cpu::check_disjoint(kernel, "grad_in", grad_in, "an input", *read);
+    cpu::check_disjoint(kernel, "grad_weight", grad_weight, "an input", *read);
+  }
+  cpu::check_disjoint(kernel, "grad_in", grad_in, "grad_weight", grad_weight);
+  impl.fn(stream,
+          dispatch::LaunchSpec(kernel, {&grad_out, &in, &weight}, {&grad_in, &grad_weight}),
+          grad_in.dtype, s, w, grad_in.data, grad_weight.data, grad_out.data, in.data,
+          weight.data);
+}
+
 }  // namespace kernels
 }  // namespace streamgrad

@@ -112,6 +112,14 @@ struct LibraryConvolutionBackward final : Node {
       return {gx, gw};
     }
     const Tensor gc = contiguous(g);
+    if (needs_grad(*this, 0) && needs_grad(*this, 1)) {
+      gx = new_output(x.sizes(), x.dtype(), x.device());
+      gw = new_output(wt.sizes(), wt.dtype(), wt.device());
+      kernels::library_conv2d_backward(stream_of(gx), gx.view(), gw.view(), gc.view(),
+                                       contiguous(x).view(), contiguous(wt).view(), window,
+                                       params.groups);
+      return {gx, gw};
+    }
     if (needs_grad(*this, 0)) {
       gx = new_output(x.sizes(), x.dtype(), x.device());
       kernels::library_conv2d_backward_input(stream_of(gx), gx.view(), gc.view(),

@@ -153,6 +153,11 @@ void attention_backward(const Stream& stream, DType dt, const AttentionShape& s,
                         const void* mask);
 void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape& s,
                   const Window2d& w, void* a, const void* b, const void* c);
+// Both gradients: cuDNN's two passes one after the other (cuDNN takes the plain layouts
+// as they are, so there is nothing to share between them).
+void cudnn_conv2d_backward(const Stream& stream, DType dt, const ConvShape& s,
+                           const Window2d& w, void* grad_in, void* grad_weight,
+                           const void* grad_out, const void* in, const void* weight);
 
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where

@@ -268,6 +268,13 @@ void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape
   }
 }
 
+void cudnn_conv2d_backward(const Stream& stream, DType dt, const ConvShape& s,
+                           const Window2d& w, void* grad_in, void* grad_weight,
+                           const void* grad_out, const void* in, const void* weight) {
+  cudnn_conv2d(stream, ConvPass::kBackwardInput, dt, s, w, grad_in, grad_out, weight);
+  cudnn_conv2d(stream, ConvPass::kBackwardWeight, dt, s, w, grad_weight, grad_out, in);
+}
+
 }  // namespace cuda
 }  // namespace kernels
 }  // namespace streamgrad

@@ -82,6 +82,7 @@ bool register_cuda() {
   register_impl<KernelId::kAttention>(kCuda, SG_AS_TASK(attention_forward));
   register_impl<KernelId::kAttentionBackward>(kCuda, SG_AS_TASK(attention_backward));
   register_impl<KernelId::kConv2d>(kCuda, SG_AS_TASK(cudnn_conv2d));
+  register_impl<KernelId::kConv2dBackward>(kCuda, SG_AS_TASK(cudnn_conv2d_backward));
   return true;
 }
 

@@ -92,6 +92,8 @@ struct LaunchSpec;
     const void*)                                                                           \
   X(kConv2d, "conv2d", ConvPass, DType, const ConvShape&, const Window2d&, void*,          \
     const void*, const void*)                                                              \
+  X(kConv2dBackward, "conv2d_backward", DType, const ConvShape&, const Window2d&, void*,   \
+    void*, const void*, const void*, const void*)                                          \
   X(kTestOnly, "test_only", int*)
 
 enum class KernelId : int {

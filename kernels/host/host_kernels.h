@@ -98,6 +98,12 @@ void col2im(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageS
 void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
                    const ConvShape& s, const Window2d& w, void* a, const void* b,
                    const void* c);
+// Both gradients of conv2d in one launch, grad_out put into the blocked layout once for the
+// two of them.
+void onednn_conv2d_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                            const ConvShape& s, const Window2d& w, void* grad_in,
+                            void* grad_weight, const void* grad_out, const void* in,
+                            const void* weight);
 // s.channels planes of s.height x s.width; the backward scatters through the indices
 // (checked, in the task, before anything is written) and needs no window.
 void max_pool2d(const Stream& stream, const LaunchSpec& spec, DType dt, const ImageShape& s,

@@ -6,9 +6,13 @@
 // The user's tensors are plain (NCHW, OIHW); the fast kernels want blocked layouts (for
 // example nChw16c), which oneDNN chooses. So a plan is a primitive plus a reorder in for
 // each input and out for the result whose layout differs, as the reference framework's
-// oneDNN path does per call. The blocked copies and every scratchpad share one workspace
-// from the caching allocator on the launch's stream (stream-ordered, as cuDNN's), so that
-// host memory stays accounted for and a step's buffers are reused step after step.
+// oneDNN path does per call. Both gradients in one launch (onednn_conv2d_backward) share
+// grad_out's blocked copy: made once, for the input gradient, and read again by the weight
+// gradient where its primitive wants the same layout (the ResNet's reorders were a sixth
+// of its convolutions' time, and this one repeated; bench/RESULTS.md). The blocked copies
+// and every scratchpad share one workspace from the caching allocator on the launch's
+// stream (stream-ordered, as cuDNN's), so that host memory stays accounted for and a
+// step's buffers are reused step after step.
 //
 // Threads: oneDNN here is built on OpenMP, whose idle threads spin after every parallel
 // region (about 30 ms of CPU per ResNet step at two threads, on the core the kernels' pool
@@ -227,7 +231,11 @@ std::shared_ptr<const Plan> plan_for(const char* name, ConvPass pass, const Conv
 }
 
 // Runs `plan` on the calling thread: the inputs' reorders, the primitive, the result's.
-void run(const Plan& plan, void* a, const void* b, const void* c, char* ws) {
+// `made_b`, where given, is b's blocked copy made already (by the input gradient's plan of
+// the same images, whose copy of grad_out has the same layout), which is then not made
+// again.
+void run(const Plan& plan, void* a, const void* b, const void* c, char* ws,
+         const char* made_b = nullptr) {
 #ifdef SG_HOST_UNDER_TSAN
   std::lock_guard<std::mutex> lk(onednn_mutex());
 #endif
@@ -242,6 +250,10 @@ void run(const Plan& plan, void* a, const void* b, const void* c, char* ws) {
   const auto bind = [&](const Operand& o, const memory& mine) {
     if (!o.reordered) {
       args[o.arg] = mine;
+      return;
+    }
+    if (&o == &plan.b && made_b != nullptr) {
+      args[o.arg] = memory(o.inner, engine(), const_cast<char*>(made_b));
       return;
     }
     args[o.arg] = memory(o.inner, engine(), ws + o.offset);
@@ -273,23 +285,18 @@ struct Part {
   size_t partial = 0;
 };
 
-}  // namespace
-
-void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
-                   const ConvShape& s, const Window2d& w, void* a, const void* b,
-                   const void* c) {
-  SG_CHECK(dt == DType::kFloat32, InternalError, spec.name,
-           ": oneDNN convolution takes float32 (the front door admits nothing else)");
+// The parts of a launch of `pass` over `s`, their workspaces from `bytes` on (advanced).
+std::vector<Part> plan_parts(const char* name, ConvPass pass, const ConvShape& s,
+                             const Window2d& w, size_t& bytes) {
   const int64_t count = launch_parts(s);
   const int64_t weight_numel = s.o * (s.c / s.groups) * s.kh * s.kw;
   std::vector<Part> parts(static_cast<size_t>(count));
-  size_t bytes = 0;
   for (int64_t i = 0, first = 0; i < count; ++i) {
     ConvShape sub = s;
     sub.n = s.n / count + (i < s.n % count ? 1 : 0);
     Part& p = parts[static_cast<size_t>(i)];
     p.first = first;
-    p.plan = plan_for(spec.name, pass, sub, w);
+    p.plan = plan_for(name, pass, sub, w);
     p.ws = bytes;
     bytes += aligned(p.plan->workspace);
     if (pass == ConvPass::kBackwardWeight && i > 0) {
@@ -298,41 +305,110 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
     }
     first += sub.n;
   }
+  return parts;
+}
+
+// Where part `p` of an input-gradient launch left its blocked copy of grad_out for the
+// weight gradient's part `q` of the same images, or nullptr when q needs its own.
+const char* shared_grad_out(const Part& p, const Part& q, const char* ws) {
+  const Operand& mine = p.plan->b;
+  if (!mine.reordered || !q.plan->b.reordered || mine.inner != q.plan->b.inner) return nullptr;
+  return ws + p.ws + mine.offset;
+}
+
+// The pointers of one pass's operands, each its whole batch's (ConvPass names a, b, c).
+struct Operands {
+  void* a;
+  const void* b;
+  const void* c;
+};
+
+// Runs part `p` of a launch of `pass` (a weight gradient's later parts into their partial
+// sums), with grad_out's blocked copy `made_b` where one is made already.
+void run_part(ConvPass pass, const ConvShape& s, const Part& p, bool first_part,
+              const Operands& o, char* ws, const char* made_b = nullptr) {
+  const int64_t image = s.c * s.h * s.w, result = s.o * s.oh * s.ow;
+  const auto* bf = static_cast<const float*>(o.b);
+  const auto* cf = static_cast<const float*>(o.c);
+  auto* af = static_cast<float*>(o.a);
+  switch (pass) {
+    case ConvPass::kForward:  // a result, b image, c weight
+      run(*p.plan, af + p.first * result, bf + p.first * image, cf, ws + p.ws);
+      break;
+    case ConvPass::kBackwardInput:  // a image, b result, c weight
+      run(*p.plan, af + p.first * image, bf + p.first * result, cf, ws + p.ws);
+      break;
+    case ConvPass::kBackwardWeight:  // a weight, b result, c image
+      run(*p.plan, first_part ? o.a : ws + p.partial, bf + p.first * result,
+          cf + p.first * image, ws + p.ws, made_b);
+      break;
+  }
+}
+
+// A weight gradient's later parts' partial sums added into the first's, in part order.
+void add_partials(const ConvShape& s, const std::vector<Part>& parts, void* a, const char* ws) {
+  const int64_t weight_numel = s.o * (s.c / s.groups) * s.kh * s.kw;
+  auto* af = static_cast<float*>(a);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const auto* partial = reinterpret_cast<const float*>(ws + parts[i].partial);
+    for (int64_t j = 0; j < weight_numel; ++j) af[j] += partial[j];
+  }
+}
+
+// fn(i) for each of `count` parts: on the calling thread when there is one, else over the
+// kernels' pool.
+template <typename Fn>
+void each_part(size_t count, Fn&& fn) {
+  if (count == 1) {
+    fn(size_t{0});
+    return;
+  }
+  parallel_for(0, static_cast<int64_t>(count), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(static_cast<size_t>(i));
+  });
+}
+
+}  // namespace
+
+void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
+                   const ConvShape& s, const Window2d& w, void* a, const void* b,
+                   const void* c) {
+  SG_CHECK(dt == DType::kFloat32, InternalError, spec.name,
+           ": oneDNN convolution takes float32 (the front door admits nothing else)");
+  size_t bytes = 0;
+  std::vector<Part> parts = plan_parts(spec.name, pass, s, w, bytes);
   // Stream-ordered: handed out again only after this launch's work.
   Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
   char* ws = static_cast<char*>(workspace.data());
-  dispatch::enqueue(stream, spec, [parts = std::move(parts), pass, s, weight_numel, a, b, c,
+  dispatch::enqueue(stream, spec, [parts = std::move(parts), pass, s, o = Operands{a, b, c},
                                    ws] {
-    const int64_t image = s.c * s.h * s.w, result = s.o * s.oh * s.ow;
-    const auto* bf = static_cast<const float*>(b);
-    const auto* cf = static_cast<const float*>(c);
-    auto* af = static_cast<float*>(a);
-    const auto run_part = [&](const Part& p) {
-      switch (pass) {
-        case ConvPass::kForward:  // a result, b image, c weight
-          run(*p.plan, af + p.first * result, bf + p.first * image, cf, ws + p.ws);
-          break;
-        case ConvPass::kBackwardInput:  // a image, b result, c weight
-          run(*p.plan, af + p.first * image, bf + p.first * result, cf, ws + p.ws);
-          break;
-        case ConvPass::kBackwardWeight:  // a weight, b result, c image
-          run(*p.plan, &p == &parts.front() ? a : ws + p.partial, bf + p.first * result,
-              cf + p.first * image, ws + p.ws);
-          break;
-      }
-    };
-    if (parts.size() == 1) {
-      run_part(parts[0]);
-      return;
-    }
-    parallel_for(0, static_cast<int64_t>(parts.size()), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) run_part(parts[static_cast<size_t>(i)]);
+    each_part(parts.size(), [&](size_t i) { run_part(pass, s, parts[i], i == 0, o, ws); });
+    if (pass == ConvPass::kBackwardWeight) add_partials(s, parts, o.a, ws);
+  });
+}
+
+void onednn_conv2d_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+                            const ConvShape& s, const Window2d& w, void* grad_in,
+                            void* grad_weight, const void* grad_out, const void* in,
+                            const void* weight) {
+  SG_CHECK(dt == DType::kFloat32, InternalError, spec.name,
+           ": oneDNN convolution takes float32 (the front door admits nothing else)");
+  size_t bytes = 0;
+  // Both cut the batch alike (launch_parts depends on the shape alone): part i of one
+  // covers the images of part i of the other.
+  std::vector<Part> data = plan_parts(spec.name, ConvPass::kBackwardInput, s, w, bytes);
+  std::vector<Part> weights = plan_parts(spec.name, ConvPass::kBackwardWeight, s, w, bytes);
+  Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
+  char* ws = static_cast<char*>(workspace.data());
+  dispatch::enqueue(stream, spec, [data = std::move(data), weights = std::move(weights), s,
+                                   gi = Operands{grad_in, grad_out, weight},
+                                   gw = Operands{grad_weight, grad_out, in}, ws] {
+    each_part(data.size(), [&](size_t i) {
+      run_part(ConvPass::kBackwardInput, s, data[i], i == 0, gi, ws);
+      run_part(ConvPass::kBackwardWeight, s, weights[i], i == 0, gw, ws,
+               shared_grad_out(data[i], weights[i], ws));
     });
-    if (pass != ConvPass::kBackwardWeight) return;
-    for (size_t i = 1; i < parts.size(); ++i) {
-      const auto* partial = reinterpret_cast<const float*>(ws + parts[i].partial);
-      for (int64_t j = 0; j < weight_numel; ++j) af[j] += partial[j];
-    }
+    add_partials(s, weights, gw.a, ws);
   });
 }
 

@@ -51,6 +51,7 @@ bool register_host() {
     register_impl<KernelId::kIm2col>(d, &im2col, kNative16);
     register_impl<KernelId::kCol2im>(d, &col2im);
     register_impl<KernelId::kConv2d>(d, &onednn_conv2d);
+    register_impl<KernelId::kConv2dBackward>(d, &onednn_conv2d_backward);
     register_impl<KernelId::kMaxPool2d>(d, &max_pool2d);
     register_impl<KernelId::kMaxPool2dBackward>(d, &max_pool2d_backward);
     register_impl<KernelId::kBatchNorm>(d, &batch_norm_forward);

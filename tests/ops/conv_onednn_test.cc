@@ -4,7 +4,8 @@
 // float64 composed path (unfold and matmul) for strides (those that leave input unread
 // too), padding, dilation, groups,
 // non-contiguous operands, channel counts that use oneDNN's blocked layouts, and two
-// threads; that a large launch is cut along the batch over the threads, repeats its bits
+// threads; that both gradients in one launch are those of the two passes; that a large
+// launch is cut along the batch over the threads, repeats its bits
 // and leaves the caller's OpenMP setting alone; that create_graph keeps it
 // differentiable; the refusals of its front door; and its plan cache.
 #include <catch2/catch.hpp>
@@ -130,8 +131,7 @@ TEST_CASE("float32 conv2d on cpu and sim is one oneDNN kernel each way, within r
     CHECK(y.grad_fn()->name() == "MkldnnConvolutionBackward");
     seen.names.clear();
     const TensorList got = grad({y}, {x, w}, {g});
-    CHECK(seen.names == std::vector<std::string>{"onednn_conv2d_backward_input",
-                                                 "onednn_conv2d_backward_weight"});
+    CHECK(seen.names == std::vector<std::string>{"onednn_conv2d_backward"});
     check_close(y, y64.detach());
     check_close(got[0], want[0]);
     check_close(got[1], want[1]);
@@ -223,6 +223,47 @@ TEST_CASE("oneDNN conv2d stays differentiable under create_graph", "[ops][conv][
   check_close(got[1], want[1]);
 }
 
+// The two gradients of one launch (grad_out put into oneDNN's layout once, for both) are
+// those of the two passes run alone, bit for bit: cut along the batch or not, and for
+// the cases whose grad_out stays in the plain layout too.
+TEST_CASE("conv2d's gradients in one launch are those of its two passes, bit for bit",
+          "[ops][conv][onednn]") {
+  const Device d = host_device();
+  const int threads = GENERATE(1, 2);
+  const int old_threads = get_num_threads();
+  set_num_threads(threads);
+  INFO(d.str() << ", " << threads << " threads");
+  uint64_t seed = 900;
+  for (const testing::ConvCase& k : cases()) {
+    INFO("input [" << k.x[0] << ", " << k.x[1] << ", " << k.x[2] << ", " << k.x[3]
+                   << "], weight [" << k.w[0] << ", " << k.w[1] << ", " << k.w[2] << ", "
+                   << k.w[3] << "], groups " << k.p.groups);
+    kernels::Window2d win;
+    for (int i = 0; i < 2; ++i) {
+      win.kernel[i] = k.w[2 + i];
+      win.stride[i] = k.p.stride[i];
+      win.padding[i] = k.p.padding[i];
+      win.dilation[i] = k.p.dilation[i];
+    }
+    const Tensor x = random_input(k.x, d, seed++).detach().to(DType::kFloat32);
+    const Tensor w = random_input(k.w, d, seed++).detach().to(DType::kFloat32);
+    const Tensor y = conv2d(x, w, Tensor(), k.p);
+    const Tensor g = random_input(y.sizes(), d, seed++).detach().to(DType::kFloat32);
+    const Stream s = current_stream(d);
+    Tensor gx = zeros(x.sizes(), f32(d)), gw = zeros(w.sizes(), f32(d));
+    kernels::library_conv2d_backward_input(s, gx.view(), g.view(), w.view(), win, k.p.groups);
+    kernels::library_conv2d_backward_weight(s, gw.view(), g.view(), x.view(), win, k.p.groups);
+    Tensor gx2 = full(x.sizes(), 7.0, f32(d)), gw2 = full(w.sizes(), 7.0, f32(d));
+    KernelNames seen;
+    kernels::library_conv2d_backward(s, gx2.view(), gw2.view(), g.view(), x.view(), w.view(),
+                                     win, k.p.groups);
+    CHECK(seen.names == std::vector<std::string>{"onednn_conv2d_backward"});
+    CHECK(values(gx2.to(DType::kFloat64)) == values(gx.to(DType::kFloat64)));
+    CHECK(values(gw2.to(DType::kFloat64)) == values(gw.to(DType::kFloat64)));
+  }
+  set_num_threads(old_threads);
+}
+
 TEST_CASE("oneDNN's convolution entry points refuse what oneDNN cannot take",
           "[ops][conv][onednn][errors]") {
   const Device d = host_device();
@@ -249,6 +290,29 @@ TEST_CASE("oneDNN's convolution entry points refuse what oneDNN cannot take",
                                                 x32.view(), win, 1);
       },
       {"onednn_conv2d_backward_weight"});
+  // Both gradients: sizes that are not the image's and weight's, an output over an input.
+  const Tensor g = random_input({2, 4, 3, 3}, d, 502).detach().to(DType::kFloat32);
+  Tensor gx = zeros({2, 3, 5, 5}, f32(d)), small = zeros({2, 3, 4, 5}, f32(d));
+  expect_error<ValueError>(
+      [&] {
+        kernels::library_conv2d_backward(current_stream(d), small.view(), gw.view(), g.view(),
+                                         x32.view(), w32.view(), win, 1);
+      },
+      {"onednn_conv2d_backward", "grad_in float32 [2, 3, 4, 5]", "sizes of the image"});
+  expect_error<ValueError>(
+      [&] {
+        kernels::library_conv2d_backward(current_stream(d), gx.view(), gw.view(), g.view(),
+                                         gx.view(), w32.view(), win, 1);
+      },
+      {"onednn_conv2d_backward", "grad_in"});
+  Tensor gx64 = gx.to(DType::kFloat64), gw64 = gw.to(DType::kFloat64);
+  expect_error<ValueError>(
+      [&] {
+        kernels::library_conv2d_backward(current_stream(d), gx64.view(), gw64.view(),
+                                         g.to(DType::kFloat64).view(), x.view(), w.view(), win,
+                                         1);
+      },
+      {"onednn_conv2d_backward", "oneDNN convolution takes float32"});
 }
 
 TEST_CASE("the oneDNN plan cache holds one plan per problem and pass and obeys max_size",
