@@ -110,8 +110,9 @@ void attention_backward(const Stream& stream, const View* grad_q, const View* gr
 // (kernels/plan_cache.h), float32 on TF32 tensor cores only where cudnn_allow_tf32()
 // (runtime/backend/cuda_settings.h); on the host, per thread count too, oneDNN's
 // primitives and the reorders between the user's plain layout and the blocked one
-// oneDNN's fast kernels want, in onednn_conv_plan_cache(). Workspace (cuDNN's, and oneDNN's scratchpad and blocked copies)
-// comes from the caching allocator on the launch's stream. Launch names: cudnn_conv2d,
+// oneDNN's fast kernels want, in onednn_conv_plan_cache(). Workspace (cuDNN's, and
+// oneDNN's scratchpad and blocked copies) comes from the caching allocator on the launch's
+// stream. Launch names: cudnn_conv2d,
 // cudnn_conv2d_backward_input, cudnn_conv2d_backward_weight, cudnn_conv2d_backward (both
 // gradients), and onednn_ in place of cudnn_ on the host.
 //

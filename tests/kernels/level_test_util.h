@@ -3,7 +3,8 @@
 //
 // Offers:
 //   machine_levels()          every CpuCapability up to the machine's, lowest first.
-//   CapabilityScope / ThreadsScope   set the level / thread count, restore it on exit.
+//   CapabilityScope           sets the level, restores it on exit (ThreadsScope, for the
+//                             thread count, is tests/threads_scope.h's).
 //   mixed_values<T>(n, seed)  values in [-3, 3) with NaN, infinities, signed zeros,
 //                             subnormals and huge values mixed in.
 //   same_bits(got, want)      bitwise equality of two vectors (NaN payloads included),
@@ -26,6 +27,7 @@
 
 #include "runtime/runtime.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/threads_scope.h"
 
 namespace streamgrad {
 namespace testing {
@@ -47,17 +49,6 @@ class CapabilityScope {
 
  private:
   CpuCapability saved_;
-};
-
-class ThreadsScope {
- public:
-  explicit ThreadsScope(int n) : saved_(get_num_threads()) { set_num_threads(n); }
-  ~ThreadsScope() { set_num_threads(saved_); }
-  ThreadsScope(const ThreadsScope&) = delete;
-  ThreadsScope& operator=(const ThreadsScope&) = delete;
-
- private:
-  int saved_;
 };
 
 template <typename T>

@@ -13,6 +13,7 @@
 
 #include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "runtime/backend/cpu_settings.h"
 #include "tests/ops/conv_cases.h"
 #include "tests/ops/finite_difference.h"
+#include "tests/threads_scope.h"
 
 // Whether this build cuts launches along the batch: not under ThreadSanitizer
 // (kernels/host/onednn_conv.cc).
@@ -73,6 +75,15 @@ std::vector<testing::ConvCase> cases() {
   return all;
 }
 
+// "input [...], weight [...], groups g", for a case's INFO.
+std::string describe(const testing::ConvCase& k) {
+  std::ostringstream os;
+  os << "input [" << k.x[0] << ", " << k.x[1] << ", " << k.x[2] << ", " << k.x[3]
+     << "], weight [" << k.w[0] << ", " << k.w[1] << ", " << k.w[2] << ", " << k.w[3]
+     << "], groups " << k.p.groups;
+  return os.str();
+}
+
 // The devices whose convolution library is oneDNN (cuda:0, where the suite has it, runs
 // cuDNN: tests/ops/conv_grad_test.cc).
 Device host_device() { return Device(GENERATE(as<std::string>{}, "cpu", "sim:0")); }
@@ -110,14 +121,11 @@ TEST_CASE("float32 conv2d on cpu and sim is one oneDNN kernel each way, within r
           "[ops][conv][onednn]") {
   const Device d = host_device();
   const int threads = GENERATE(1, 2);
-  const int old_threads = get_num_threads();
-  set_num_threads(threads);
+  const testing::ThreadsScope scope(threads);
   INFO(d.str() << ", " << threads << " threads");
   uint64_t seed = 100;
   for (const testing::ConvCase& k : cases()) {
-    INFO("input [" << k.x[0] << ", " << k.x[1] << ", " << k.x[2] << ", " << k.x[3]
-                   << "], weight [" << k.w[0] << ", " << k.w[1] << ", " << k.w[2] << ", "
-                   << k.w[3] << "], groups " << k.p.groups);
+    INFO(describe(k));
     const Tensor x64 = random_input(k.x, d, seed++), w64 = random_input(k.w, d, seed++);
     const Tensor y64 = conv2d(x64, w64, Tensor(), k.p);
     REQUIRE(y64.grad_fn()->name() != "MkldnnConvolutionBackward");  // float64: composed
@@ -136,7 +144,6 @@ TEST_CASE("float32 conv2d on cpu and sim is one oneDNN kernel each way, within r
     check_close(got[0], want[0]);
     check_close(got[1], want[1]);
   }
-  set_num_threads(old_threads);
 }
 
 TEST_CASE("oneDNN conv2d takes non-contiguous operands and a bias, and only the gradients "
@@ -230,14 +237,11 @@ TEST_CASE("conv2d's gradients in one launch are those of its two passes, bit for
           "[ops][conv][onednn]") {
   const Device d = host_device();
   const int threads = GENERATE(1, 2);
-  const int old_threads = get_num_threads();
-  set_num_threads(threads);
+  const testing::ThreadsScope scope(threads);
   INFO(d.str() << ", " << threads << " threads");
   uint64_t seed = 900;
   for (const testing::ConvCase& k : cases()) {
-    INFO("input [" << k.x[0] << ", " << k.x[1] << ", " << k.x[2] << ", " << k.x[3]
-                   << "], weight [" << k.w[0] << ", " << k.w[1] << ", " << k.w[2] << ", "
-                   << k.w[3] << "], groups " << k.p.groups);
+    INFO(describe(k));
     kernels::Window2d win;
     for (int i = 0; i < 2; ++i) {
       win.kernel[i] = k.w[2 + i];
@@ -261,7 +265,6 @@ TEST_CASE("conv2d's gradients in one launch are those of its two passes, bit for
     CHECK(values(gx2.to(DType::kFloat64)) == values(gx.to(DType::kFloat64)));
     CHECK(values(gw2.to(DType::kFloat64)) == values(gw.to(DType::kFloat64)));
   }
-  set_num_threads(old_threads);
 }
 
 TEST_CASE("oneDNN's convolution entry points refuse what oneDNN cannot take",
