@@ -74,7 +74,7 @@ struct Lanes {
     v3 += t3;
   }
 
-  // Into an array of kLanes, for the remainder of a block and the fold.
+  // Into an array of kLanes.
   SG_INLINE void store(double* out) const {
     __builtin_memcpy(out, &v0, sizeof v0);
     __builtin_memcpy(out + 4, &v1, sizeof v1);
@@ -82,10 +82,11 @@ struct Lanes {
     __builtin_memcpy(out + 12, &v3, sizeof v3);
   }
 
-  // fold() without leaving the registers: lanes 0..3 and 4..7 each take the lanes 8
-  // apart, then 4 apart, then 2 and 1, the same additions in the same order. Through the
-  // array, the fold of a 256-value row was a third of sum_block's time at the avx2 level:
-  // its loads and stores of mixed widths wait on one another.
+  // The fold without leaving the registers: lanes 0..3 and 4..7 each take the lanes 8
+  // apart, then 4 apart, then 2 and 1 (loops.h's order, each addition's operands in the
+  // same order too). Through an array, the fold of a 256-value row was a third of
+  // sum_block's time at the avx2 level: its loads and stores of mixed widths wait on one
+  // another.
   SG_INLINE double sum() const {
     const Double4 b = (v0 + v2) + (v1 + v3);
     const double c0 = b[0] + b[2];
@@ -94,23 +95,26 @@ struct Lanes {
   }
 };
 
-// Lanes j and j + w added, w = 8, 4, 2, 1: the sum of all sixteen.
-SG_INLINE double fold(double* acc) {
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  }
-  return acc[0];
-}
-
 // The sum of l's lanes once the last `rest` (< kLanes) elements of a row, value(j) for the
-// j-th of them, are added into lanes 0, 1, ...: in registers when there are none.
+// j-th of them, are added into lanes 0, 1, ...: the other lanes add +0, which changes none
+// of them (a lane starts at +0 and, adding in round-to-nearest, never becomes -0; an
+// infinite or NaN lane stays as it is), so the bits are those of adding the rest one by
+// one, and the fold stays in registers. Folded through an array instead, one addition
+// after another through memory, the remainder of a batch norm's 7 x 7 or 14 x 14 rows
+// cost about as much as their whole blocks.
 template <typename Value>
-SG_INLINE double finish(const Lanes& l, int64_t rest, Value value) {
-  if (rest == 0) return l.sum();
-  double acc[kLanes];
-  l.store(acc);
-  for (int j = 0; j < rest; ++j) acc[j] += value(j);
-  return fold(acc);
+SG_INLINE double finish(Lanes l, int64_t rest, Value value) {
+  if (rest > 0) {
+    double t[kLanes];
+    for (int j = 0; j < kLanes; ++j) t[j] = j < rest ? value(j) : 0.0;
+    Double4 t0, t1, t2, t3;
+    __builtin_memcpy(&t0, t, sizeof t0);
+    __builtin_memcpy(&t1, t + 4, sizeof t1);
+    __builtin_memcpy(&t2, t + 8, sizeof t2);
+    __builtin_memcpy(&t3, t + 12, sizeof t3);
+    l.add(t0, t1, t2, t3);
+  }
+  return l.sum();
 }
 
 }  // namespace lanes
