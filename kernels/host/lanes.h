@@ -103,7 +103,8 @@ struct Lanes {
 // after another through memory, the remainder of a batch norm's 7 x 7 or 14 x 14 rows
 // cost about as much as their whole blocks.
 template <typename Value>
-SG_INLINE double finish(Lanes l, int64_t rest, Value value) {
+SG_INLINE double finish(const Lanes& lanes, int64_t rest, Value value) {
+  Lanes l = lanes;  // by reference: a Lanes by value changes the baseline level's ABI
   if (rest > 0) {
     double t[kLanes];
     for (int j = 0; j < kLanes; ++j) t[j] = j < rest ? value(j) : 0.0;
