@@ -8,11 +8,11 @@
 // each input and out for the result whose layout differs, as the reference framework's
 // oneDNN path does per call. Both gradients in one launch (onednn_conv2d_backward) share
 // grad_out's blocked copy: made once, for the input gradient, and read again by the weight
-// gradient where its primitive wants the same layout (the ResNet's reorders were a sixth
-// of its convolutions' time, and this one repeated; bench/RESULTS.md). The blocked copies
-// and every scratchpad share one workspace from the caching allocator on the launch's
-// stream (stream-ordered, as cuDNN's), so that host memory stays accounted for and a
-// step's buffers are reused step after step.
+// gradient where its primitive wants the same layout (the ResNet's reorders took a third
+// as long as its convolutions, and this one was made twice; bench/RESULTS.md). The
+// blocked copies and every scratchpad share one workspace from the caching allocator on
+// the launch's stream (stream-ordered, as cuDNN's), so that host memory stays accounted
+// for and a step's buffers are reused step after step.
 //
 // Threads: oneDNN here is built on OpenMP, whose idle threads spin after every parallel
 // region (about 30 ms of CPU per ResNet step at two threads, on the core the kernels' pool
