@@ -112,9 +112,9 @@ void attention_backward(const Stream& stream, const View* grad_q, const View* gr
 // primitives and the reorders between the user's plain layout and the blocked one
 // oneDNN's fast kernels want, in onednn_conv_plan_cache(). Workspace (cuDNN's, and
 // oneDNN's scratchpad and blocked copies) comes from the caching allocator on the launch's
-// stream. Launch names: cudnn_conv2d,
-// cudnn_conv2d_backward_input, cudnn_conv2d_backward_weight, cudnn_conv2d_backward (both
-// gradients), and onednn_ in place of cudnn_ on the host.
+// stream. Launch names: cudnn_conv2d, cudnn_conv2d_backward_input,
+// cudnn_conv2d_backward_weight, cudnn_conv2d_backward (both gradients), and onednn_ in
+// place of cudnn_ on the host.
 //
 // Whether conv2d should take this path: a device whose library is in the build and
 // enabled (oneDNN: onednn_enabled(), runtime/backend/cpu_settings.h), groups >= 1, and

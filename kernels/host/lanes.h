@@ -104,7 +104,7 @@ struct Lanes {
 // cost about as much as their whole blocks.
 template <typename Value>
 SG_INLINE double finish(const Lanes& lanes, int64_t rest, Value value) {
-  Lanes l = lanes;  // by reference: a Lanes by value changes the baseline level's ABI
+  Lanes l = lanes;  // a copy: taken by value, a Lanes would change the baseline level's ABI
   if (rest > 0) {
     double t[kLanes];
     for (int j = 0; j < kLanes; ++j) t[j] = j < rest ? value(j) : 0.0;
