@@ -16,8 +16,10 @@
 //
 // Memory ordering: everything fn did in any chunk happens before parallel_for returns.
 // Thread-safety: any thread may call parallel_for, concurrently. Workers are started on
-// first need, sleep on a condition variable when idle (no spinning) and are joined at
-// exit; calls made after that run inline.
+// first need and joined at exit; calls made after that run inline. An idle worker, and a
+// caller waiting for other threads' chunks, spins for up to 200 us before it sleeps on a
+// condition variable (waking a sleeping thread is slow on virtual machines; parallel.cc
+// says how slow), and never spins while get_num_threads() exceeds the processors.
 // Failure: the first exception thrown by fn is rethrown to the caller after every chunk
 // has finished (the kernels' chunks do not throw).
 #ifndef STREAMGRAD_KERNELS_HOST_PARALLEL_H_
