@@ -5,7 +5,7 @@
 // and once more to write, each pass a loop of the level in use (loops_nn.cc). Sums
 // accumulate in double, in fixed lanes, so every level gives the same bits. Channels are
 // independent, so they are shared out over the kernels' threads (parallel.h) in runs of
-// at least kParallelGrain values, and every thread count gives the same bits too.
+// at least kNormGrain values, and every thread count gives the same bits too.
 #include <algorithm>
 #include <cstdint>
 
@@ -27,11 +27,11 @@ struct Levels {
 
 Levels levels_now() { return {&loops(), &nn_loops()}; }
 
-// fn(c) for every channel, in runs of channels holding at least kParallelGrain values.
+// fn(c) for every channel, in runs of channels holding at least kNormGrain values.
 template <typename Fn>
 void for_each_channel(const NcsShape& d, Fn&& fn) {
   const int64_t per_channel = std::max<int64_t>(1, d.n * d.s);
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / per_channel);
+  const int64_t grain = std::max<int64_t>(1, kNormGrain / per_channel);
   parallel_for(0, d.c, grain, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) fn(c);
   });

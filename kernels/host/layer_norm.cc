@@ -43,13 +43,6 @@ struct Levels {
   const NnLoops* nn;
 };
 
-// Elements per parallel chunk: a quarter of an element-wise kernel's grain, since a row
-// is read two or three times and its statistics computed, about four element-wise
-// kernels' work per element. [1024, 256] on two threads (bench/RESULTS.md): forward 0.084
-// -> 0.046 ms, forward and backward 0.256 -> 0.158 ms with it, where kParallelGrain kept
-// all 1024 rows on one thread.
-constexpr int64_t kNormGrain = kParallelGrain / 4;
-
 // Rows per parallel chunk so that a chunk covers about kNormGrain elements.
 int64_t grain_rows(int64_t per_row) {
   return std::max<int64_t>(1, kNormGrain / std::max<int64_t>(1, per_row));

@@ -19,7 +19,8 @@
 // needed next; bench/RESULTS.md), as OpenBLAS's do (kernels/host/gemm.h). So oneDNN runs
 // with one OpenMP thread, always, and a launch of at least 2 * kGemmGrain multiply-adds is
 // cut into up to get_num_threads() parts along the batch, each a one-thread plan over its
-// images, run over the kernels' pool (kernels/host/parallel.h), whose idle workers sleep.
+// images, run over the kernels' pool (kernels/host/parallel.h), whose idle workers spin
+// for at most 200 us before they sleep.
 // The weight gradient sums over the batch: each part writes its own, and they are added in
 // part order. The cut depends only on the shape and the thread count, so a run repeats bit
 // for bit; results may differ between thread counts in the last bits, as libtorch's do.

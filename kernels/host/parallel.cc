@@ -215,6 +215,20 @@ Pool& pool() {
 
 namespace detail {
 
+int64_t chunk_size(int64_t n, int64_t grain, int64_t threads) {
+  // An equal share for every thread, or two, three or four shares each while they still
+  // hold a grain (so that a thread that lost its core to another process does not hold
+  // everyone up). Cutting in whole grains instead left ReLU over [64, 16, 28, 28] (3.1
+  // grains) in chunks of 2 grains and 1.1 on two threads.
+  const int64_t per_thread = std::min<int64_t>(4, std::max<int64_t>(1, n / (grain * threads)));
+  const int64_t count = threads * per_thread;
+  int64_t chunk = (n + count - 1) / count;
+  // Large chunks start on a multiple of 64 items, so that two threads' outputs never share
+  // a cache line.
+  if (chunk >= kAlignFrom) chunk = (chunk + kAlignItems - 1) / kAlignItems * kAlignItems;
+  return chunk;
+}
+
 bool should_split(int64_t begin, int64_t end, int64_t grain) {
   return end - begin > grain && !t_in_chunk && get_num_threads() > 1;
 }
@@ -223,10 +237,7 @@ void run_parallel(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* c
   grain = std::max<int64_t>(1, grain);
   const int64_t threads = get_num_threads();
   const int64_t n = end - begin;
-  // A few chunks per thread, so a thread that lost its core to another process does not
-  // hold everyone up; always whole grains, so chunk edges stay aligned to them.
-  const int64_t want = (n + threads * 4 - 1) / (threads * 4);
-  const int64_t chunk = std::max<int64_t>(1, (want + grain - 1) / grain) * grain;
+  const int64_t chunk = detail::chunk_size(n, grain, threads);
   auto job = std::make_shared<Job>();
   job->begin = begin;
   job->end = end;

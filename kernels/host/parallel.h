@@ -6,10 +6,12 @@
 // [begin, end) and returns when every call has returned. It runs fn(begin, end) inline,
 // on the caller, when the range holds at most `grain` items, when get_num_threads() is 1,
 // or when the caller is itself running a chunk (nested calls never wait on the pool, so
-// they cannot deadlock). Otherwise the range is cut into chunks of at least `grain` items
-// that the caller and up to get_num_threads() - 1 workers claim one by one; a caller
-// whose workers are busy with other callers' chunks (several sim streams launch at once)
-// runs its chunks itself.
+// they cannot deadlock). Otherwise the range is cut into T x k equal chunks (T =
+// get_num_threads(), k the largest of 1 to 4 that leaves each chunk at least `grain` items,
+// or 1; chunks of 4096 items or more rounded up to a multiple of 64, the last one shorter),
+// which the caller and up to T - 1 workers claim one by one; a caller whose workers are
+// busy with other callers' chunks (several sim streams launch at once) runs its chunks
+// itself.
 // How chunks are cut depends on the thread count, so fn must give the same result for any
 // split: element-wise loops do; reductions write one partial per fixed block and combine
 // the partials in order after parallel_for returns.
@@ -43,8 +45,19 @@ constexpr int64_t kParallelGrain = 262144;
 // exp ...), which are compute-bound: about 30 us of tanh on one core, so that two threads
 // win from two grains on (the reference's grain for every kernel).
 constexpr int64_t kMathGrain = 32768;
+// The grain of the normalisations (layer, RMS and batch norm), which read each element two
+// or three times and compute statistics: about four element-wise kernels' work per
+// element. Layer norm [1024, 256] on two threads: forward 0.084 -> 0.046 ms, forward and
+// backward 0.256 -> 0.158 ms with it, where kParallelGrain kept all rows on one thread.
+constexpr int64_t kNormGrain = kParallelGrain / 4;
 
 namespace detail {
+// Chunks of at least kAlignFrom items are a multiple of kAlignItems long.
+constexpr int64_t kAlignItems = 64;
+constexpr int64_t kAlignFrom = 4096;
+// The length of the chunks that a split of n > grain items over `threads` threads is cut
+// into (the last chunk may be shorter).
+int64_t chunk_size(int64_t n, int64_t grain, int64_t threads);
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
 // Whether parallel_for would split [begin, end) now (not nested, threads > 1, big enough).
 bool should_split(int64_t begin, int64_t end, int64_t grain);

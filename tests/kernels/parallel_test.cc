@@ -1,5 +1,5 @@
 // parallel_for (kernels/host/parallel.h) and the kernels that use it: every index is
-// visited once in chunks of whole grains, nested calls run inline, many callers at once
+// visited once in equal chunks, nested calls run inline, many callers at once
 // (std::threads, sim streams) finish, errors reach the caller; and kernels above the
 // threshold give the same bits for 1, 2, 3 and 7 threads.
 #include <catch2/catch.hpp>
@@ -26,34 +26,57 @@ using testing::Buffer;
 using testing::Shape;
 using testing::ThreadsScope;
 
-TEST_CASE("parallel_for visits every index once, in chunks of whole grains", "[parallel]") {
+TEST_CASE("parallel_for visits every index once, in equal chunks", "[parallel]") {
   const int threads = GENERATE(1, 2, 3, 7);
   ThreadsScope scope(threads);
-  for (int64_t n : {0, 1, 99, 100, 101, 1000, 12345}) {
+  for (int64_t n : {0, 1, 99, 100, 101, 1000, 12345, 40000}) {
     for (int64_t grain : {1, 7, 100}) {
       INFO(threads << " threads, n " << n << ", grain " << grain);
       std::vector<std::atomic<int>> hits(static_cast<size_t>(n) + 10);
       std::mutex mu;
       std::set<std::thread::id> seen;
+      std::vector<int64_t> lengths;
       int64_t calls = 0;
-      bool whole = true;
       parallel_for(10, 10 + n, grain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
         std::lock_guard<std::mutex> lk(mu);
         ++calls;
         seen.insert(std::this_thread::get_id());
-        // Every chunk but the last holds whole grains.
-        if (e != 10 + n && (e - b) % grain != 0) whole = false;
+        if (e != 10 + n) lengths.push_back(e - b);  // every chunk but the last
       });
-      for (int64_t i = 0; i < n; ++i) REQUIRE(hits[10 + i].load() == 1);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(hits[i + 10].load() == 1);
       for (int64_t i = 0; i < 10; ++i) REQUIRE(hits[i].load() == 0);
-      CHECK(whole);
       // At most the setting's threads took part; one call when it was too small to split.
       CHECK(static_cast<int>(seen.size()) <= threads);
-      if (n <= grain || threads == 1) CHECK(calls == (n > 0 ? 1 : 0));
-      if (n > 4 * grain && threads > 1) CHECK(calls > 1);
+      if (n <= grain || threads == 1) {
+        CHECK(calls == (n > 0 ? 1 : 0));
+        continue;
+      }
+      const int64_t chunk = k::cpu::detail::chunk_size(n, grain, threads);
+      for (int64_t length : lengths) CHECK(length == chunk);
+      CHECK(calls == (n + chunk - 1) / chunk);
+      // At most four shares per thread, and a grain each where n allows.
+      CHECK(calls <= 4 * threads);
+      if (n >= grain * threads) CHECK(chunk >= grain);
     }
   }
+}
+
+TEST_CASE("a split gives every thread an equal share, in whole cache lines when large",
+          "[parallel]") {
+  using k::cpu::detail::chunk_size;
+  const int64_t g = k::cpu::kParallelGrain;
+  // ReLU over [64, 16, 28, 28] on two threads: 3.06 grains in two halves, not 2 + 1.06.
+  const int64_t relu = 64 * 16 * 28 * 28;
+  CHECK(chunk_size(relu, g, 2) == relu / 2);
+  // Just over a grain: two halves (rounded up to 64 items), not a grain and a sliver.
+  CHECK(chunk_size(g + 1, g, 2) == (g / 2 + 64));
+  // Plenty of grains: four chunks per thread.
+  CHECK(chunk_size(64 * g, g, 2) == 8 * g);
+  CHECK(chunk_size(64 * g, g, 3) == 1398144);  // 64 g / 12 = 1398101.3, up to 64 items
+  // Small chunks (rows, channels) are not rounded.
+  CHECK(chunk_size(16, 1, 2) == 2);
+  CHECK(chunk_size(101, 7, 7) == 8);
 }
 
 TEST_CASE("a parallel_for inside a chunk runs inline on that chunk's thread", "[parallel]") {
