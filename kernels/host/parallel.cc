@@ -16,6 +16,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include "absl/base/thread_annotations.h"
 #include "runtime/backend/cpu_settings.h"
@@ -71,6 +74,7 @@ struct Job {
   int64_t begin = 0, end = 0, chunk = 0, count = 0;
   detail::ChunkFn fn = nullptr;
   void* ctx = nullptr;
+  int caller_cpu = -1;  // where the caller ran when it queued the job
   std::atomic<int64_t> next{0};
   // Workers that may still join; the pool's lock guards it.
   int open_slots = 0;
@@ -188,6 +192,13 @@ class Pool {
         if (--job->open_slots <= 0) queue_.pop_front();
         queued_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
       }
+      // A worker woken onto its caller's processor would take turns with the caller there
+      // while the other processor idles: on these virtual machines the guest kernel packs
+      // threads that look idle onto one processor (sched_vcpu_pack), which took the worker
+      // off its own in most short processes (bench/RESULTS.md). It moves itself off once.
+      if (may_spin() && job->caller_cpu >= 0 && detail::current_cpu() == job->caller_cpu) {
+        detail::move_off(job->caller_cpu);
+      }
       work(*job);
     }
   }
@@ -214,6 +225,34 @@ Pool& pool() {
 }  // namespace
 
 namespace detail {
+
+int move_off(int cpu) {
+#if defined(__linux__)
+  if (cpu < 0) return -1;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return -1;
+  cpu_set_t others = allowed;
+  CPU_CLR(cpu, &others);
+  if (CPU_COUNT(&others) == 0) return -1;
+  // The kernel moves a thread onto its new set before the call returns; given its whole
+  // set back, the thread stays where it now runs until the scheduler moves it.
+  if (sched_setaffinity(0, sizeof(others), &others) != 0) return -1;
+  const int now = sched_getcpu();
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  return now;
+#else
+  (void)cpu;
+  return -1;
+#endif
+}
+
+int current_cpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
 
 int64_t chunk_size(int64_t n, int64_t grain, int64_t threads) {
   // An equal share for every thread, or two, three or four shares each while they still
@@ -245,6 +284,7 @@ void run_parallel(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* c
   job->count = (n + chunk - 1) / chunk;
   job->fn = fn;
   job->ctx = ctx;
+  job->caller_cpu = detail::current_cpu();
   const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, job->count - 1));
   if (helpers <= 0) {
     work(*job);

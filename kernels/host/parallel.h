@@ -21,7 +21,9 @@
 // first need and joined at exit; calls made after that run inline. An idle worker, and a
 // caller waiting for other threads' chunks, spins for up to 200 us before it sleeps on a
 // condition variable (waking a sleeping thread is slow on virtual machines; parallel.cc
-// says how slow), and never spins while get_num_threads() exceeds the processors.
+// says how slow), and never spins while get_num_threads() exceeds the processors. Nor
+// then does a worker that starts a job on its caller's processor move itself to another
+// (it does otherwise, once; its allowed processors stay as they were).
 // Failure: the first exception thrown by fn is rethrown to the caller after every chunk
 // has finished (the kernels' chunks do not throw).
 #ifndef STREAMGRAD_KERNELS_HOST_PARALLEL_H_
@@ -58,6 +60,12 @@ constexpr int64_t kAlignFrom = 4096;
 // The length of the chunks that a split of n > grain items over `threads` threads is cut
 // into (the last chunk may be shorter).
 int64_t chunk_size(int64_t n, int64_t grain, int64_t threads);
+// The processor the calling thread runs on, or -1 where that cannot be asked (not Linux).
+int current_cpu();
+// Moves the calling thread to a processor of its allowed set other than `cpu`, then gives
+// it its whole allowed set back, and returns the processor it moved to; does nothing and
+// returns -1 where `cpu` is < 0 or the only one allowed.
+int move_off(int cpu);
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
 // Whether parallel_for would split [begin, end) now (not nested, threads > 1, big enough).
 bool should_split(int64_t begin, int64_t end, int64_t grain);

@@ -1,7 +1,7 @@
 // parallel_for (kernels/host/parallel.h) and the kernels that use it: every index is
-// visited once in equal chunks, nested calls run inline, many callers at once
-// (std::threads, sim streams) finish, errors reach the caller; and kernels above the
-// threshold give the same bits for 1, 2, 3 and 7 threads.
+// visited once in equal chunks, a worker can leave its caller's processor, nested calls
+// run inline, many callers at once (std::threads, sim streams) finish, errors reach the
+// caller; and kernels above the threshold give the same bits for 1, 2, 3 and 7 threads.
 #include <catch2/catch.hpp>
 #include <atomic>
 #include <cstring>
@@ -12,6 +12,10 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include "kernels/host/parallel.h"
 #include "kernels/kernels.h"
@@ -78,6 +82,45 @@ TEST_CASE("a split gives every thread an equal share, in whole cache lines when 
   CHECK(chunk_size(16, 1, 2) == 2);
   CHECK(chunk_size(101, 7, 7) == 8);
 }
+
+#if defined(__linux__)
+TEST_CASE("a thread moved off a processor went elsewhere, its allowed set unchanged",
+          "[parallel]") {
+  using k::cpu::detail::move_off;
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &allowed)) ++first;
+  auto allowed_now = [&] {
+    cpu_set_t now;
+    REQUIRE(sched_getaffinity(0, sizeof(now), &now) == 0);
+    return CPU_EQUAL(&now, &allowed) != 0;
+  };
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  if (CPU_COUNT(&allowed) >= 2) {  // CI's machines have two
+    // Start on `first` (the scheduler may move the thread before move_off looks; the
+    // checks hold wherever it starts).
+    REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+    REQUIRE(sched_setaffinity(0, sizeof(allowed), &allowed) == 0);
+    const int to = move_off(first);
+    CHECK(to >= 0);
+    CHECK(to != first);
+    CHECK(CPU_ISSET(to, &allowed));
+    CHECK(allowed_now());
+  }
+  CHECK(move_off(-1) == -1);
+  CHECK(allowed_now());
+  // With one allowed processor there is nowhere to go.
+  REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+  CHECK(move_off(first) == -1);
+  cpu_set_t now;
+  REQUIRE(sched_getaffinity(0, sizeof(now), &now) == 0);
+  CHECK(CPU_EQUAL(&now, &one));
+  REQUIRE(sched_setaffinity(0, sizeof(allowed), &allowed) == 0);
+}
+#endif
 
 TEST_CASE("a parallel_for inside a chunk runs inline on that chunk's thread", "[parallel]") {
   ThreadsScope scope(3);
