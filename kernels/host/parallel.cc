@@ -35,7 +35,7 @@ thread_local bool t_in_chunk = false;
 // sleeps. On these virtual machines a sleeping thread takes tens of microseconds to wake
 // (the host must run its virtual CPU again), as long as a whole element-wise kernel of
 // 256K floats: with sleeping workers, two threads ran the exact GELU forward in 0.077-0.097
-// ms against 0.104 on one; spinning, in 0.053-0.056 (bench/RESULTS.md). 200 us covers the
+// ms against about 0.10 on one; spinning, in 0.052-0.056 (bench/RESULTS.md). 200 us covers the
 // gaps between one step's kernels, so the worker stays awake through a step and is idle
 // again right after it. Never while there are more threads than processors: a spinning
 // thread would then hold a processor another needs (OpenMP's libgomp limits its spinning
@@ -194,8 +194,8 @@ class Pool {
       }
       // A worker woken onto its caller's processor would take turns with the caller there
       // while the other processor idles: on these virtual machines the guest kernel packs
-      // threads that look idle onto one processor (sched_vcpu_pack), which took the worker
-      // off its own in most short processes (bench/RESULTS.md). It moves itself off once.
+      // threads that look idle onto one processor (sched_vcpu_pack), and in most short
+      // processes caller and worker stayed packed (bench/RESULTS.md). So it moves off.
       if (may_spin() && job->caller_cpu >= 0 && detail::current_cpu() == job->caller_cpu) {
         detail::move_off(job->caller_cpu);
       }
