@@ -133,18 +133,30 @@ bool library_conv2d_supported(const Device& device, DType dt, const std::vector<
   return library_refusal(device.type(), dt, s, w).empty();
 }
 
-// One pass: the launch is named after the library and the pass (onednn_conv2d,
-// cudnn_conv2d_backward_input, ...), so that traces and errors say which library ran.
+namespace {
+
+// A launch is named after the library and what it computes (onednn_conv2d,
+// cudnn_conv2d_backward_input, ...), so that traces and errors say which library ran:
+// `what` is a ConvPass, or kBothGradients.
+constexpr int kBothGradients = 3;
+const char* launch_name(const Stream& stream, int what) {
+  // Literals: a launch keeps its name past the call (sim runs it later).
+  static const char* const kNames[2][4] = {
+      {"cudnn_conv2d", "cudnn_conv2d_backward_input", "cudnn_conv2d_backward_weight",
+       "cudnn_conv2d_backward"},
+      {"onednn_conv2d", "onednn_conv2d_backward_input", "onednn_conv2d_backward_weight",
+       "onednn_conv2d_backward"}};
+  return kNames[stream.device().type() == DeviceType::kCuda ? 0 : 1][what];
+}
+
+}  // namespace
+
 void run_pass(ConvPass pass, const Stream& stream, const View& written, const View& image,
               const View& weight, const View& result, const View& b, const View& c,
               const Window2d& w, int64_t groups) {
-  // Literals: a launch keeps its name past the call (sim runs it later).
-  static const char* const kNames[2][3] = {
-      {"cudnn_conv2d", "cudnn_conv2d_backward_input", "cudnn_conv2d_backward_weight"},
-      {"onednn_conv2d", "onednn_conv2d_backward_input", "onednn_conv2d_backward_weight"}};
   static const char* const kWritten[] = {"output", "grad_in", "grad_weight"};
   const int i = static_cast<int>(pass);
-  const char* kernel = kNames[stream.device().type() == DeviceType::kCuda ? 0 : 1][i];
+  const char* kernel = launch_name(stream, i);
   const ConvImpl impl = dispatch::resolve<KernelId::kConv2d>(kernel, stream);
   const ConvShape s = check_views(kernel, stream.device().type(), image, weight, result, w, groups);
   launch_pass(impl, kernel, kWritten[i], stream, pass, s, w, written, b, c);
@@ -172,8 +184,7 @@ void library_conv2d_backward_weight(const Stream& stream, const View& grad_weigh
 void library_conv2d_backward(const Stream& stream, const View& grad_in, const View& grad_weight,
                              const View& grad_out, const View& in, const View& weight,
                              const Window2d& w, int64_t groups) {
-  const bool cuda = stream.device().type() == DeviceType::kCuda;
-  const char* kernel = cuda ? "cudnn_conv2d_backward" : "onednn_conv2d_backward";
+  const char* kernel = launch_name(stream, kBothGradients);
   const auto impl = dispatch::resolve<KernelId::kConv2dBackward>(kernel, stream);
   SG_CHECK(grad_in.sizes == in.sizes && grad_weight.sizes == weight.sizes, ValueError, kernel,
            ": grad_in ", cpu::describe(grad_in), " and grad_weight ", cpu::describe(grad_weight),

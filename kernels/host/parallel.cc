@@ -284,7 +284,6 @@ void run_parallel(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* c
   job->count = (n + chunk - 1) / chunk;
   job->fn = fn;
   job->ctx = ctx;
-  job->caller_cpu = detail::current_cpu();
   const int helpers = static_cast<int>(std::min<int64_t>(threads - 1, job->count - 1));
   if (helpers <= 0) {
     work(*job);
@@ -292,6 +291,7 @@ void run_parallel(int64_t begin, int64_t end, int64_t grain, ChunkFn fn, void* c
     rethrow_error(*job, lk);
     return;
   }
+  job->caller_cpu = detail::current_cpu();
   pool().run(job, helpers);
 }
 
