@@ -9,21 +9,29 @@
 // oneDNN path does per call. Both gradients in one launch (onednn_conv2d_backward) share
 // grad_out's blocked copy: made once, for the input gradient, and read again by the weight
 // gradient where its primitive wants the same layout (the ResNet's reorders took a third
-// as long as its convolutions, and this one was made twice; bench/RESULTS.md). The
-// blocked copies and every scratchpad share one workspace from the caching allocator on
-// the launch's stream (stream-ordered, as cuDNN's), so that host memory stays accounted
-// for and a step's buffers are reused step after step.
+// as long as its convolutions, and this one was made twice; bench/RESULTS.md).
+//
+// A launch is cut along the batch into parts whose blocked copies take at most
+// kChunkBytes, and each thread runs its parts one after another through one workspace:
+// a part's copies are made, read by the primitive and (the result's) read back while they
+// are still in the core's cache. Made whole, a copy of a ResNet activation went out to
+// memory and came back: on a Sapphire Rapids VM a 3.2 MB reorder ran as slowly as a
+// memcpy from memory, and the ResNet step's reorders took 37 ms of 160 (bench/RESULTS.md).
+// The workspaces and every scratchpad come from the caching allocator on the launch's
+// stream (stream-ordered, as cuDNN's), so that host memory stays accounted for and a
+// step's buffers are reused step after step.
 //
 // Threads: oneDNN here is built on OpenMP, whose idle threads spin after every parallel
 // region (about 30 ms of CPU per ResNet step at two threads, on the core the kernels' pool
 // needed next; bench/RESULTS.md), as OpenBLAS's do (kernels/host/gemm.h). So oneDNN runs
 // with one OpenMP thread, always, and a launch of at least 2 * kGemmGrain multiply-adds is
-// cut into up to get_num_threads() parts along the batch, each a one-thread plan over its
-// images, run over the kernels' pool (kernels/host/parallel.h), whose idle workers spin
-// for at most 200 us before they sleep.
+// shared out over up to get_num_threads() threads (slots), each running about as many
+// parts, each part a one-thread plan over its images, over the kernels' pool
+// (kernels/host/parallel.h), whose idle workers spin for at most 200 us before they sleep.
 // The weight gradient sums over the batch: each part writes its own, and they are added in
 // part order. The cut depends only on the shape and the thread count, so a run repeats bit
-// for bit; results may differ between thread counts in the last bits, as libtorch's do.
+// for bit; results may differ between thread counts and batch sizes in the last bits, as
+// libtorch's do.
 // Under ThreadSanitizer, which cannot see into oneDNN, nothing is cut.
 // Thread-safety: plans are made one at a time and are immutable once made, shared through
 // onednn_conv_plan_cache(); oneDNN primitives may run concurrently with separate
@@ -58,6 +66,9 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr size_t kAlign = 64;
+// At most this many bytes of blocked copies per part of a launch (see the file's comment):
+// half of a Sapphire Rapids core's L2, where 512 KiB and 2 MiB measured the same.
+constexpr size_t kChunkBytes = size_t{1} << 20;
 
 // Held while oneDNN makes a plan, and under ThreadSanitizer while it runs one: oneDNN
 // publishes its internal objects between threads through synchronisation ThreadSanitizer
@@ -196,14 +207,31 @@ std::shared_ptr<Plan> make_plan(ConvPass pass, const ConvShape& s, const Window2
   return plan;
 }
 
-// Into how many parts along the batch a launch is cut now (see the file's comment).
-int64_t launch_parts(const ConvShape& s) {
+// How many threads a launch is shared out over now (see the file's comment).
+int64_t launch_slots(const ConvShape& s) {
 #ifdef SG_HOST_UNDER_TSAN
   (void)s;
   return 1;
 #else
   const int64_t macs = s.n * s.o * s.oh * s.ow * (s.c / s.groups) * s.kh * s.kw;
   return std::max<int64_t>(1, std::min<int64_t>({get_num_threads(), s.n, macs / kGemmGrain}));
+#endif
+}
+
+// Into how many parts along the batch a launch is cut: enough that one part's blocked
+// copies (the image and the result; the image twice for `both` gradients) fit in
+// kChunkBytes, as many for each of `slots` threads, but at most one per image.
+int64_t launch_parts(const ConvShape& s, int64_t slots, bool both) {
+#ifdef SG_HOST_UNDER_TSAN
+  (void)both;
+  return slots;
+#else
+  const int64_t image = s.c * s.h * s.w, result = s.o * s.oh * s.ow;
+  const int64_t per_image = (both ? 2 : 1) * image + result;
+  const int64_t fit = std::max<int64_t>(
+      1, static_cast<int64_t>(kChunkBytes / sizeof(float)) / std::max<int64_t>(per_image, 1));
+  const int64_t per_slot = ((s.n + slots - 1) / slots + fit - 1) / fit;
+  return std::min(s.n, per_slot * slots);
 #endif
 }
 
@@ -282,30 +310,40 @@ void run(const Plan& plan, void* a, const void* b, const void* c, char* ws,
 struct Part {
   int64_t first = 0;
   std::shared_ptr<const Plan> plan;
+  int64_t slot = 0;  // the thread that runs it, after the slot's earlier parts
   size_t ws = 0;
   size_t partial = 0;
 };
 
-// The parts of a launch of `pass` over `s`, their workspaces from `bytes` on (advanced).
+// The parts of a launch of `pass` over `s` cut into `count` parts for `slots` threads,
+// their workspaces from `bytes` on (advanced): one per slot, as large as its largest
+// part's, which each of its parts reuses while it is in the processor's cache.
 std::vector<Part> plan_parts(const char* name, ConvPass pass, const ConvShape& s,
-                             const Window2d& w, size_t& bytes) {
-  const int64_t count = launch_parts(s);
+                             const Window2d& w, int64_t slots, int64_t count, size_t& bytes) {
   const int64_t weight_numel = s.o * (s.c / s.groups) * s.kh * s.kw;
   std::vector<Part> parts(static_cast<size_t>(count));
+  std::vector<size_t> slot_bytes(static_cast<size_t>(slots), 0);
   for (int64_t i = 0, first = 0; i < count; ++i) {
     ConvShape sub = s;
     sub.n = s.n / count + (i < s.n % count ? 1 : 0);
     Part& p = parts[static_cast<size_t>(i)];
     p.first = first;
     p.plan = plan_for(name, pass, sub, w);
-    p.ws = bytes;
-    bytes += aligned(p.plan->workspace);
+    p.slot = i * slots / count;
+    size_t& mine = slot_bytes[static_cast<size_t>(p.slot)];
+    mine = std::max(mine, aligned(p.plan->workspace));
     if (pass == ConvPass::kBackwardWeight && i > 0) {
       p.partial = bytes;
       bytes += aligned(static_cast<size_t>(weight_numel) * sizeof(float));
     }
     first += sub.n;
   }
+  std::vector<size_t> slot_at(static_cast<size_t>(slots));
+  for (size_t t = 0; t < slot_at.size(); ++t) {
+    slot_at[t] = bytes;
+    bytes += slot_bytes[t];
+  }
+  for (Part& p : parts) p.ws = slot_at[static_cast<size_t>(p.slot)];
   return parts;
 }
 
@@ -356,16 +394,18 @@ void add_partials(const ConvShape& s, const std::vector<Part>& parts, void* a, c
   }
 }
 
-// fn(i) for each of `count` parts: on the calling thread when there is one, else over the
-// kernels' pool.
+// fn(i) for each part, in order within each slot: on the calling thread when there is
+// one slot, else the slots over the kernels' pool.
 template <typename Fn>
-void each_part(size_t count, Fn&& fn) {
-  if (count == 1) {
-    fn(size_t{0});
+void each_part(const std::vector<Part>& parts, int64_t slots, Fn&& fn) {
+  if (slots == 1) {
+    for (size_t i = 0; i < parts.size(); ++i) fn(i);
     return;
   }
-  parallel_for(0, static_cast<int64_t>(count), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) fn(static_cast<size_t>(i));
+  parallel_for(0, slots, 1, [&](int64_t begin, int64_t end) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].slot >= begin && parts[i].slot < end) fn(i);
+    }
   });
 }
 
@@ -377,13 +417,15 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
   SG_CHECK(dt == DType::kFloat32, InternalError, spec.name,
            ": oneDNN convolution takes float32 (the front door admits nothing else)");
   size_t bytes = 0;
-  std::vector<Part> parts = plan_parts(spec.name, pass, s, w, bytes);
+  const int64_t slots = launch_slots(s);
+  std::vector<Part> parts = plan_parts(spec.name, pass, s, w, slots,
+                                       launch_parts(s, slots, false), bytes);
   // Stream-ordered: handed out again only after this launch's work.
   Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
   char* ws = static_cast<char*>(workspace.data());
   dispatch::enqueue(stream, spec, [parts = std::move(parts), pass, s, o = Operands{a, b, c},
-                                   ws] {
-    each_part(parts.size(), [&](size_t i) { run_part(pass, s, parts[i], i == 0, o, ws); });
+                                   slots, ws] {
+    each_part(parts, slots, [&](size_t i) { run_part(pass, s, parts[i], i == 0, o, ws); });
     if (pass == ConvPass::kBackwardWeight) add_partials(s, parts, o.a, ws);
   });
 }
@@ -395,16 +437,19 @@ void onednn_conv2d_backward(const Stream& stream, const LaunchSpec& spec, DType 
   SG_CHECK(dt == DType::kFloat32, InternalError, spec.name,
            ": oneDNN convolution takes float32 (the front door admits nothing else)");
   size_t bytes = 0;
-  // Both cut the batch alike (launch_parts depends on the shape alone): part i of one
-  // covers the images of part i of the other.
-  std::vector<Part> data = plan_parts(spec.name, ConvPass::kBackwardInput, s, w, bytes);
-  std::vector<Part> weights = plan_parts(spec.name, ConvPass::kBackwardWeight, s, w, bytes);
+  // Both cut the batch alike: part i of one covers the images of part i of the other, and
+  // the same slot runs the two, the weight gradient's right after the input gradient's.
+  const int64_t slots = launch_slots(s), count = launch_parts(s, slots, true);
+  std::vector<Part> data =
+      plan_parts(spec.name, ConvPass::kBackwardInput, s, w, slots, count, bytes);
+  std::vector<Part> weights =
+      plan_parts(spec.name, ConvPass::kBackwardWeight, s, w, slots, count, bytes);
   Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
   char* ws = static_cast<char*>(workspace.data());
   dispatch::enqueue(stream, spec, [data = std::move(data), weights = std::move(weights), s,
                                    gi = Operands{grad_in, grad_out, weight},
-                                   gw = Operands{grad_weight, grad_out, in}, ws] {
-    each_part(data.size(), [&](size_t i) {
+                                   gw = Operands{grad_weight, grad_out, in}, slots, ws] {
+    each_part(data, slots, [&](size_t i) {
       run_part(ConvPass::kBackwardInput, s, data[i], i == 0, gi, ws);
       run_part(ConvPass::kBackwardWeight, s, weights[i], i == 0, gw, ws,
                shared_grad_out(data[i], weights[i], ws));
