@@ -15,7 +15,7 @@
 // kChunkBytes, and each thread runs its parts one after another through one workspace:
 // a part's copies are made, read by the primitive and (the result's) read back while they
 // are still in the core's cache. Made whole, a copy of a ResNet activation went out to
-// memory and came back: on a Sapphire Rapids VM a 3.2 MB reorder ran as slowly as a
+// memory and came back: on an Intel Xeon VM a 3.2 MB reorder ran as slowly as a
 // memcpy from memory, and the ResNet step's reorders took 37 ms of 160 (bench/RESULTS.md).
 // The workspaces and every scratchpad come from the caching allocator on the launch's
 // stream (stream-ordered, as cuDNN's), so that host memory stays accounted for and a
@@ -67,7 +67,8 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr size_t kAlign = 64;
 // At most this many bytes of blocked copies per part of a launch (see the file's comment):
-// half of a Sapphire Rapids core's L2, where 512 KiB and 2 MiB measured the same.
+// half of an Intel Xeon core's 2 MiB of L2 (512 KiB and 2 MiB measured close to it),
+// all of an AMD Zen 5's.
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
 // Held while oneDNN makes a plan, and under ThreadSanitizer while it runs one: oneDNN
