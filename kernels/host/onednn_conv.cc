@@ -224,6 +224,7 @@ int64_t launch_slots(const ConvShape& s) {
 // kChunkBytes, as many for each of `slots` threads, but at most one per image.
 int64_t launch_parts(const ConvShape& s, int64_t slots, bool both) {
 #ifdef SG_HOST_UNDER_TSAN
+  (void)s;
   (void)both;
   return slots;
 #else
@@ -324,12 +325,17 @@ std::vector<Part> plan_parts(const char* name, ConvPass pass, const ConvShape& s
   const int64_t weight_numel = s.o * (s.c / s.groups) * s.kh * s.kw;
   std::vector<Part> parts(static_cast<size_t>(count));
   std::vector<size_t> slot_bytes(static_cast<size_t>(slots), 0);
+  std::shared_ptr<const Plan> last;
+  int64_t last_n = 0;
   for (int64_t i = 0, first = 0; i < count; ++i) {
     ConvShape sub = s;
     sub.n = s.n / count + (i < s.n % count ? 1 : 0);
     Part& p = parts[static_cast<size_t>(i)];
     p.first = first;
-    p.plan = plan_for(name, pass, sub, w);
+    // Parts come in at most two sizes, the larger first: one plan lookup per size.
+    if (sub.n != last_n) last = plan_for(name, pass, sub, w);
+    last_n = sub.n;
+    p.plan = last;
     p.slot = i * slots / count;
     size_t& mine = slot_bytes[static_cast<size_t>(p.slot)];
     mine = std::max(mine, aligned(p.plan->workspace));

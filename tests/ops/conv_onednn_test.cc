@@ -7,8 +7,8 @@
 // threads; that both gradients in one launch are those of the two passes; that a large
 // launch is cut along the batch over the threads, repeats its bits
 // and leaves the caller's OpenMP setting alone; that a launch whose blocked copies
-// outgrow the cache is cut into parts that fit it, on one thread too; that create_graph keeps it
-// differentiable; the refusals of its front door; and its plan cache.
+// outgrow the cache is cut into parts that fit it, on one thread too; that create_graph
+// keeps it differentiable; the refusals of its front door; and its plan cache.
 #include <catch2/catch.hpp>
 #include <omp.h>
 
