@@ -1,13 +1,15 @@
 // Internal to the per-level loops (loops.h): sixteen double accumulators ("lanes") held
-// as four vectors of four, for the sums whose lane order loops.h fixes (element i of a
+// as two vectors of eight, for the sums whose lane order loops.h fixes (element i of a
 // block into lane i % 16, lanes folded pairwise 8 apart, then 4, 2, 1).
 //
 // Why vectors: written as an array of sixteen doubles, the accumulators of a short row
 // (a layer norm's 256 values) lived in memory at the avx2 level, every addition a store
 // and a reload (layer_norm forward 1.38x libtorch's time there; bench/RESULTS.md). GCC's
-// generic vectors keep them in registers at every width (two xmm each at the baseline
-// level, one ymm at avx2 and avx512) and add in exactly the scalar code's order, so the
-// bits are those of the array form.
+// generic vectors keep them in registers at every width (four xmm each at the baseline
+// level, two ymm at avx2, one zmm at avx512) and add in exactly the scalar code's order,
+// so the bits are those of the array form. Eight, not four: at avx512 a vector of four
+// left half of each instruction idle, and the float-to-double conversions, products and
+// sums of a layer norm's statistics filled the two 256-bit ports (bench/RESULTS.md).
 //
 // Include only from a loops_<level> source; its names live in that level's namespace.
 // Thread-safety: pure functions. Failure: none.
@@ -30,56 +32,55 @@ namespace lanes {
 
 constexpr int kLanes = 16;
 
-typedef double Double4 __attribute__((vector_size(32)));
+typedef double Double8 __attribute__((vector_size(64)));
 
-// Results through references: a 32-byte vector returned by value would change the ABI at
-// the baseline level (GCC warns), even though every helper here is inlined. Conversions
-// are written element by element: GCC 12 lowers __builtin_convertvector from four floats
-// to four doubles as two halves and a shuffle, but turns this form into one instruction.
+// Results through references: a vector returned by value would change the ABI at the
+// narrower levels (GCC warns), even though every helper here is inlined. Conversions are
+// written element by element: GCC 12 lowers __builtin_convertvector from floats to
+// doubles as halves and shuffles, but turns this form into one instruction per vector.
 
-// out = p[0..3] as doubles.
-template <typename T>
-SG_INLINE void load(Double4& out, const T* p) {
-  out = Double4{static_cast<double>(p[0]), static_cast<double>(p[1]),
-                static_cast<double>(p[2]), static_cast<double>(p[3])};
+// out[k] = value(k) for k < 8, as doubles.
+template <typename Value>
+SG_INLINE void gather(Double8& out, Value value) {
+  out = Double8{static_cast<double>(value(0)), static_cast<double>(value(1)),
+                static_cast<double>(value(2)), static_cast<double>(value(3)),
+                static_cast<double>(value(4)), static_cast<double>(value(5)),
+                static_cast<double>(value(6)), static_cast<double>(value(7))};
 }
 
-// out = (p[0..3] - mean) as doubles, each difference rounded to T first.
+// out = p[0..7] as doubles.
 template <typename T>
-SG_INLINE void load_centred(Double4& out, const T* p, T mean) {
-  out = Double4{static_cast<double>(p[0] - mean), static_cast<double>(p[1] - mean),
-                static_cast<double>(p[2] - mean), static_cast<double>(p[3] - mean)};
+SG_INLINE void load(Double8& out, const T* p) {
+  gather(out, [p](int k) { return p[k]; });
 }
 
-// out = ((p[0..3] - mean) * rstd) as doubles, each normalised value rounded to T first.
+// out = (p[0..7] - mean) as doubles, each difference rounded to T first.
 template <typename T>
-SG_INLINE void load_normalised(Double4& out, const T* p, T mean, T rstd) {
-  out = Double4{static_cast<double>((p[0] - mean) * rstd),
-                static_cast<double>((p[1] - mean) * rstd),
-                static_cast<double>((p[2] - mean) * rstd),
-                static_cast<double>((p[3] - mean) * rstd)};
+SG_INLINE void load_centred(Double8& out, const T* p, T mean) {
+  gather(out, [p, mean](int k) { return p[k] - mean; });
+}
+
+// out = ((p[0..7] - mean) * rstd) as doubles, each normalised value rounded to T first.
+template <typename T>
+SG_INLINE void load_normalised(Double8& out, const T* p, T mean, T rstd) {
+  gather(out, [p, mean, rstd](int k) { return (p[k] - mean) * rstd; });
 }
 
 // Four named vectors, not an array: GCC keeps an array of vectors that a loop indexes in
 // memory, which is what this header is for avoiding.
 struct Lanes {
-  Double4 v0 = {}, v1 = {}, v2 = {}, v3 = {};
+  Double8 v0 = {}, v1 = {};
 
-  // Lanes 0..15 += t0..t3 (four lanes each).
-  SG_INLINE void add(const Double4& t0, const Double4& t1, const Double4& t2,
-                     const Double4& t3) {
+  // Lanes 0..7 += t0, lanes 8..15 += t1.
+  SG_INLINE void add(const Double8& t0, const Double8& t1) {
     v0 += t0;
     v1 += t1;
-    v2 += t2;
-    v3 += t3;
   }
 
   // Into an array of kLanes.
   SG_INLINE void store(double* out) const {
     __builtin_memcpy(out, &v0, sizeof v0);
-    __builtin_memcpy(out + 4, &v1, sizeof v1);
-    __builtin_memcpy(out + 8, &v2, sizeof v2);
-    __builtin_memcpy(out + 12, &v3, sizeof v3);
+    __builtin_memcpy(out + 8, &v1, sizeof v1);
   }
 
   // The fold without leaving the registers: lanes 0..3 and 4..7 each take the lanes 8
@@ -88,9 +89,10 @@ struct Lanes {
   // sum_block's time at the avx2 level: its loads and stores of mixed widths wait on one
   // another.
   SG_INLINE double sum() const {
-    const Double4 b = (v0 + v2) + (v1 + v3);
-    const double c0 = b[0] + b[2];
-    const double c1 = b[1] + b[3];
+    const Double8 a = v0 + v1;
+    const double b0 = a[0] + a[4], b1 = a[1] + a[5], b2 = a[2] + a[6], b3 = a[3] + a[7];
+    const double c0 = b0 + b2;
+    const double c1 = b1 + b3;
     return c0 + c1;
   }
 };
@@ -108,12 +110,10 @@ SG_INLINE double finish(const Lanes& lanes, int64_t rest, Value value) {
   if (rest > 0) {
     double t[kLanes];
     for (int j = 0; j < kLanes; ++j) t[j] = j < rest ? value(j) : 0.0;
-    Double4 t0, t1, t2, t3;
+    Double8 t0, t1;
     __builtin_memcpy(&t0, t, sizeof t0);
-    __builtin_memcpy(&t1, t + 4, sizeof t1);
-    __builtin_memcpy(&t2, t + 8, sizeof t2);
-    __builtin_memcpy(&t3, t + 12, sizeof t3);
-    l.add(t0, t1, t2, t3);
+    __builtin_memcpy(&t1, t + 8, sizeof t1);
+    l.add(t0, t1);
   }
   return l.sum();
 }

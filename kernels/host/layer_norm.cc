@@ -59,6 +59,16 @@ double row_sum(const Loops& lp, DType dt, const T* p, int64_t n) {
   return s;
 }
 
+// Asks for [p, p + bytes) to be brought into the cache ahead of use. The backward's first
+// pass over a row waited on memory most of its time, the rows coming from beyond the L2
+// cache (a [1024, 256] float step's four tensors are 4 MiB): the hardware's prefetcher did
+// not run far enough ahead. (The forward's first pass waits as long, but is bound by the
+// bandwidth: the same prefetch there made it slower, measured in bench/RESULTS.md.)
+void prefetch(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 3);
+}
+
 // Rows [first, last), each step for a group of rows before the next step: a row's
 // statistics are a chain (sum, fold, mean, centred squares, fold, square root, division)
 // that its apply loop waits on, and a row at a time left the core idle on that chain
@@ -100,22 +110,18 @@ struct BackwardArgs {
   const T *g, *x, *mean, *rstd, *weight;
 };
 
-// Rows [first, last): their shares of the parameter gradients written into part_w /
-// part_b (null when not wanted), then grad_in of each row. `scratch` holds n values.
-// (Grouping rows as forward_rows does gained nothing here: measured, bench/RESULTS.md.)
+// grad_in of rows [first, last); `scratch` holds n values.
 template <typename T>
-void backward_rows(const Levels& lv, DType dt, const NormRows& d, const BackwardArgs<T>& a,
-                   int64_t first, int64_t last, double* part_w, double* part_b, T* scratch) {
-  if (part_w != nullptr || part_b != nullptr) {
-    lv.nn->layer_norm_param_block(dt, part_w, part_b, a.g + first * d.n, a.x + first * d.n,
-                                  a.mean != nullptr ? a.mean + first : nullptr,
-                                  a.rstd + first, last - first, d.n);
-  }
-  if (a.gin == nullptr) return;
+void input_grad_rows(const Levels& lv, DType dt, const NormRows& d, const BackwardArgs<T>& a,
+                     int64_t first, int64_t last, T* scratch) {
   const double count = static_cast<double>(d.n);
   for (int64_t i = first; i < last; ++i) {
     const T* g = a.g + i * d.n;
     const T* x = a.x + i * d.n;
+    if (i + 1 < last) {
+      prefetch(g + d.n, d.n * sizeof(T));
+      prefetch(x + d.n, d.n * sizeof(T));
+    }
     const T mu = a.mean != nullptr ? a.mean[i] : T(0);
     const T r = a.rstd[i];
     double sum_gw = 0, sum_gwc = 0;
@@ -129,6 +135,23 @@ void backward_rows(const Levels& lv, DType dt, const NormRows& d, const Backward
     const double c[4] = {mu, r, d.rms ? T(0) : static_cast<T>(sum_gw / count),
                          static_cast<T>(sum_gwc / count * r * r)};
     lv.nn->layer_norm_input_grad(dt, a.gin + i * d.n, gw, x, d.n, c);
+  }
+}
+
+// Rows [first, last): grad_in of each row, then their shares of the parameter gradients
+// written into part_w / part_b (null when not wanted). `scratch` holds n values. Rows
+// first: their passes read g and x in address order, which the prefetcher follows, and
+// leave the block in L1 for the column sums, which read it a strip of columns at a time
+// across the rows. (Grouping rows as forward_rows does gained nothing here: measured,
+// bench/RESULTS.md.)
+template <typename T>
+void backward_rows(const Levels& lv, DType dt, const NormRows& d, const BackwardArgs<T>& a,
+                   int64_t first, int64_t last, double* part_w, double* part_b, T* scratch) {
+  if (a.gin != nullptr) input_grad_rows(lv, dt, d, a, first, last, scratch);
+  if (part_w != nullptr || part_b != nullptr) {
+    lv.nn->layer_norm_param_block(dt, part_w, part_b, a.g + first * d.n, a.x + first * d.n,
+                                  a.mean != nullptr ? a.mean + first : nullptr,
+                                  a.rstd + first, last - first, d.n);
   }
 }
 

@@ -60,12 +60,10 @@ double centred_squares_lanes(const T* p, int64_t n, T mean) {
   lanes::Lanes l;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    lanes::Double4 d0, d1, d2, d3;
+    lanes::Double8 d0, d1;
     lanes::load_centred(d0, p + i, mean);
-    lanes::load_centred(d1, p + i + 4, mean);
-    lanes::load_centred(d2, p + i + 8, mean);
-    lanes::load_centred(d3, p + i + 12, mean);
-    l.add(d0 * d0, d1 * d1, d2 * d2, d3 * d3);
+    lanes::load_centred(d1, p + i + 8, mean);
+    l.add(d0 * d0, d1 * d1);
   }
   return lanes::finish(l, n - i, [&](int j) {
     const double d = static_cast<double>(p[i + j] - mean);
@@ -78,17 +76,13 @@ void grad_sums_lanes(const T* g, const T* x, int64_t n, T mean, double* sum_g, d
   lanes::Lanes lg, lgc;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    lanes::Double4 g0, g1, g2, g3, c0, c1, c2, c3;
+    lanes::Double8 g0, g1, c0, c1;
     lanes::load(g0, g + i);
-    lanes::load(g1, g + i + 4);
-    lanes::load(g2, g + i + 8);
-    lanes::load(g3, g + i + 12);
+    lanes::load(g1, g + i + 8);
     lanes::load_centred(c0, x + i, mean);
-    lanes::load_centred(c1, x + i + 4, mean);
-    lanes::load_centred(c2, x + i + 8, mean);
-    lanes::load_centred(c3, x + i + 12, mean);
-    lg.add(g0, g1, g2, g3);
-    lgc.add(g0 * c0, g1 * c1, g2 * c2, g3 * c3);
+    lanes::load_centred(c1, x + i + 8, mean);
+    lg.add(g0, g1);
+    lgc.add(g0 * c0, g1 * c1);
   }
   *sum_g += lanes::finish(lg, n - i, [&](int j) { return static_cast<double>(g[i + j]); });
   *sum_gc += lanes::finish(lgc, n - i, [&](int j) {
@@ -159,22 +153,18 @@ void param_block(double* __restrict acc_w, double* __restrict acc_b, const T* g,
     lanes::Lanes aw, ab;
     for (int64_t r = 0; r < rows; ++r) {
       const T* gr = g + r * n + j;
-      lanes::Double4 g0, g1, g2, g3;
+      lanes::Double8 g0, g1;
       lanes::load(g0, gr);
-      lanes::load(g1, gr + 4);
-      lanes::load(g2, gr + 8);
-      lanes::load(g3, gr + 12);
+      lanes::load(g1, gr + 8);
       if (kWeight) {
         const T* xr = x + r * n + j;
         const T m = mean != nullptr ? mean[r] : T(0);
-        lanes::Double4 f0, f1, f2, f3;
+        lanes::Double8 f0, f1;
         lanes::load_normalised(f0, xr, m, rstd[r]);
-        lanes::load_normalised(f1, xr + 4, m, rstd[r]);
-        lanes::load_normalised(f2, xr + 8, m, rstd[r]);
-        lanes::load_normalised(f3, xr + 12, m, rstd[r]);
-        aw.add(g0 * f0, g1 * f1, g2 * f2, g3 * f3);
+        lanes::load_normalised(f1, xr + 8, m, rstd[r]);
+        aw.add(g0 * f0, g1 * f1);
       }
-      if (kBias) ab.add(g0, g1, g2, g3);
+      if (kBias) ab.add(g0, g1);
     }
     if (kWeight) aw.store(acc_w + j);
     if (kBias) ab.store(acc_b + j);

@@ -23,12 +23,10 @@ double sum_lanes(const T* p, int64_t n) {
   lanes::Lanes l;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    lanes::Double4 t0, t1, t2, t3;
+    lanes::Double8 t0, t1;
     lanes::load(t0, p + i);
-    lanes::load(t1, p + i + 4);
-    lanes::load(t2, p + i + 8);
-    lanes::load(t3, p + i + 12);
-    l.add(t0, t1, t2, t3);
+    lanes::load(t1, p + i + 8);
+    l.add(t0, t1);
   }
   return lanes::finish(l, n - i, [&](int j) { return static_cast<double>(p[i + j]); });
 }
