@@ -12,11 +12,13 @@
 // as long as its convolutions, and this one was made twice; bench/RESULTS.md).
 //
 // A launch is cut along the batch into parts whose blocked copies take at most
-// kChunkBytes, and each thread runs its parts one after another through one workspace:
-// a part's copies are made, read by the primitive and (the result's) read back while they
-// are still in the core's cache. Made whole, a copy of a ResNet activation went out to
-// memory and came back: on an Intel Xeon VM a 3.2 MB reorder ran as slowly as a
+// kChunkBytes, and each thread runs the parts it takes one after another through one
+// workspace: a part's copies are made, read by the primitive and (the result's) read back
+// while they are still in the core's cache. Made whole, a copy of a ResNet activation went
+// out to memory and came back: on an Intel Xeon VM a 3.2 MB reorder ran as slowly as a
 // memcpy from memory, and the ResNet step's reorders took 37 ms of 160 (bench/RESULTS.md).
+// The weights' blocked copy, which every part of a forward or input-gradient launch reads,
+// is made once per launch, before the parts.
 // The workspaces and every scratchpad come from the caching allocator on the launch's
 // stream (stream-ordered, as cuDNN's), so that host memory stays accounted for and a
 // step's buffers are reused step after step.
@@ -25,8 +27,8 @@
 // region (about 30 ms of CPU per ResNet step at two threads, on the core the kernels' pool
 // needed next; bench/RESULTS.md), as OpenBLAS's do (kernels/host/gemm.h). So oneDNN runs
 // with one OpenMP thread, always, and a launch of at least 2 * kGemmGrain multiply-adds is
-// shared out over up to get_num_threads() threads (slots), each running about as many
-// parts, each part a one-thread plan over its images, over the kernels' pool
+// shared out over up to get_num_threads() threads (slots), each taking the next part not
+// yet taken, each part a one-thread plan over its images, over the kernels' pool
 // (kernels/host/parallel.h), whose idle workers spin for at most 200 us before they sleep.
 // The weight gradient sums over the batch: each part writes its own, and they are added in
 // part order. The cut depends only on the shape and the thread count, so a run repeats bit
@@ -39,6 +41,7 @@
 // Failure: a shape oneDNN cannot plan is an InternalError naming the pass and the shapes
 // (the front door admits only what oneDNN takes).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -261,20 +264,24 @@ std::shared_ptr<const Plan> plan_for(const char* name, ConvPass pass, const Conv
   return plan;
 }
 
+// The scratchpad of `plan`'s primitives, at the start of a workspace.
+memory scratchpad(const Plan& plan, char* at) {
+  const auto bytes = static_cast<memory::dim>(std::max<size_t>(plan.scratch, 1));
+  return memory(memory::desc({bytes}, memory::data_type::u8, Tag::a), engine(), at);
+}
+
 // Runs `plan` on the calling thread: the inputs' reorders, the primitive, the result's.
 // `made_b`, where given, is b's blocked copy made already (by the input gradient's plan of
 // the same images, whose copy of grad_out has the same layout), which is then not made
-// again.
+// again; `made_c` likewise c's (the weights, copied once for every part of a launch).
 void run(const Plan& plan, void* a, const void* b, const void* c, char* ws,
-         const char* made_b = nullptr) {
+         const char* made_b = nullptr, const char* made_c = nullptr) {
 #ifdef SG_HOST_UNDER_TSAN
   std::lock_guard<std::mutex> lk(onednn_mutex());
 #endif
   const OneOmpThread one;
   dnnl::stream strm(engine());
-  const memory scratch(memory::desc({static_cast<memory::dim>(std::max<size_t>(plan.scratch, 1))},
-                                    memory::data_type::u8, Tag::a),
-                       engine(), ws);
+  const memory scratch = scratchpad(plan, ws);
   std::unordered_map<int, memory> args{{DNNL_ARG_SCRATCHPAD, scratch}};
   // The primitive's memory for `o`: the user's, or the blocked copy (filled now for an
   // input; the result's goes out after the primitive).
@@ -283,8 +290,9 @@ void run(const Plan& plan, void* a, const void* b, const void* c, char* ws,
       args[o.arg] = mine;
       return;
     }
-    if (&o == &plan.b && made_b != nullptr) {
-      args[o.arg] = memory(o.inner, engine(), const_cast<char*>(made_b));
+    const char* made = &o == &plan.b ? made_b : &o == &plan.c ? made_c : nullptr;
+    if (made != nullptr) {
+      args[o.arg] = memory(o.inner, engine(), const_cast<char*>(made));
       return;
     }
     args[o.arg] = memory(o.inner, engine(), ws + o.offset);
@@ -306,60 +314,94 @@ void run(const Plan& plan, void* a, const void* b, const void* c, char* ws,
   strm.wait();
 }
 
-// One part of a cut launch: its images [first, first + plan's batch), its plan, where its
-// workspace starts, and (weight gradient, parts after the first; the first writes the
-// result itself) where it writes its partial sum.
+// One part of a cut launch: its images [first, first + plan's batch), its plan, and
+// (weight gradient, parts after the first; the first writes the result itself) where it
+// writes its partial sum.
 struct Part {
   int64_t first = 0;
   std::shared_ptr<const Plan> plan;
-  int64_t slot = 0;  // the thread that runs it, after the slot's earlier parts
-  size_t ws = 0;
   size_t partial = 0;
 };
 
+// The parts of one launch of a pass, and their workspaces: one per slot (thread), as
+// large as the largest part's, which every part the slot runs reuses while it is in the
+// processor's cache.
+struct Parts {
+  std::vector<Part> list;
+  size_t ws = 0;       // where slot 0's workspace starts
+  size_t ws_each = 0;  // each slot's
+  // The weights' blocked copy that every part reads (forward and input gradient, when the
+  // parts' plans agree on its layout): where it is, or kNone (each part makes its own).
+  static constexpr size_t kNone = ~size_t{0};
+  size_t weights = kNone;
+  size_t workspace(int64_t slot) const { return ws + static_cast<size_t>(slot) * ws_each; }
+};
+
 // The parts of a launch of `pass` over `s` cut into `count` parts for `slots` threads,
-// their workspaces from `bytes` on (advanced): one per slot, as large as its largest
-// part's, which each of its parts reuses while it is in the processor's cache.
-std::vector<Part> plan_parts(const char* name, ConvPass pass, const ConvShape& s,
-                             const Window2d& w, int64_t slots, int64_t count, size_t& bytes) {
+// their partial sums and workspaces from `bytes` on (advanced).
+Parts plan_parts(const char* name, ConvPass pass, const ConvShape& s, const Window2d& w,
+                 int64_t slots, int64_t count, size_t& bytes) {
   const int64_t weight_numel = s.o * (s.c / s.groups) * s.kh * s.kw;
-  std::vector<Part> parts(static_cast<size_t>(count));
-  std::vector<size_t> slot_bytes(static_cast<size_t>(slots), 0);
+  Parts parts;
+  parts.list.resize(static_cast<size_t>(count));
   std::shared_ptr<const Plan> last;
   int64_t last_n = 0;
   for (int64_t i = 0, first = 0; i < count; ++i) {
     ConvShape sub = s;
     sub.n = s.n / count + (i < s.n % count ? 1 : 0);
-    Part& p = parts[static_cast<size_t>(i)];
+    Part& p = parts.list[static_cast<size_t>(i)];
     p.first = first;
     // Parts come in at most two sizes, the larger first: one plan lookup per size.
     if (sub.n != last_n) last = plan_for(name, pass, sub, w);
     last_n = sub.n;
     p.plan = last;
-    p.slot = i * slots / count;
-    size_t& mine = slot_bytes[static_cast<size_t>(p.slot)];
-    mine = std::max(mine, aligned(p.plan->workspace));
+    parts.ws_each = std::max(parts.ws_each, aligned(p.plan->workspace));
     if (pass == ConvPass::kBackwardWeight && i > 0) {
       p.partial = bytes;
       bytes += aligned(static_cast<size_t>(weight_numel) * sizeof(float));
     }
     first += sub.n;
   }
-  std::vector<size_t> slot_at(static_cast<size_t>(slots));
-  for (size_t t = 0; t < slot_at.size(); ++t) {
-    slot_at[t] = bytes;
-    bytes += slot_bytes[t];
+  parts.ws = bytes;
+  bytes += static_cast<size_t>(slots) * parts.ws_each;
+  const Operand& c = parts.list.front().plan->c;
+  bool shared = pass != ConvPass::kBackwardWeight && c.reordered && count > 1;
+  for (const Part& p : parts.list) shared = shared && p.plan->c.inner == c.inner;
+  if (shared) {
+    parts.weights = bytes;
+    bytes += aligned(c.inner.get_size());
   }
-  for (Part& p : parts) p.ws = slot_at[static_cast<size_t>(p.slot)];
   return parts;
 }
 
-// Where part `p` of an input-gradient launch left its blocked copy of grad_out for the
-// weight gradient's part `q` of the same images, or nullptr when q needs its own.
-const char* shared_grad_out(const Part& p, const Part& q, const char* ws) {
+// The weights' blocked copy of `parts` made from the user's `c`, once for all of them
+// (each part made its own before: a weight reorder per part, ~2 ms of a one-thread ResNet
+// step, bench/RESULTS.md); slot 0's workspace, free until the parts start, holds the
+// reorder's scratchpad. Returns where the copy is, or nullptr where there is none.
+const char* share_weights(const Parts& parts, const void* c, char* ws) {
+  if (parts.weights == Parts::kNone) return nullptr;
+#ifdef SG_HOST_UNDER_TSAN
+  std::lock_guard<std::mutex> lk(onednn_mutex());
+#endif
+  const OneOmpThread one;
+  const Plan& plan = *parts.list.front().plan;
+  dnnl::stream strm(engine());
+  // Read only: oneDNN's memory takes a void*.
+  const memory user(plan.c.user, engine(), const_cast<void*>(c));
+  plan.c.reorder.execute(strm, {{DNNL_ARG_FROM, user},
+                                {DNNL_ARG_TO, memory(plan.c.inner, engine(), ws + parts.weights)},
+                                {DNNL_ARG_SCRATCHPAD, scratchpad(plan, ws + parts.workspace(0))}});
+  strm.wait();
+  return ws + parts.weights;
+}
+
+// Where part `p` of an input-gradient launch, run in workspace `at`, left its blocked copy
+// of grad_out for the weight gradient's part `q` of the same images, or nullptr when q
+// needs its own.
+const char* shared_grad_out(const Part& p, const Part& q, const char* ws, size_t at) {
   const Operand& mine = p.plan->b;
   if (!mine.reordered || !q.plan->b.reordered || mine.inner != q.plan->b.inner) return nullptr;
-  return ws + p.ws + mine.offset;
+  return ws + at + mine.offset;
 }
 
 // The pointers of one pass's operands, each its whole batch's (ConvPass names a, b, c).
@@ -370,23 +412,25 @@ struct Operands {
 };
 
 // Runs part `p` of a launch of `pass` (a weight gradient's later parts into their partial
-// sums), with grad_out's blocked copy `made_b` where one is made already.
+// sums) in the workspace at ws + at, with grad_out's and the weights' blocked copies
+// `made_b` and `made_c` where they are made already.
 void run_part(ConvPass pass, const ConvShape& s, const Part& p, bool first_part,
-              const Operands& o, char* ws, const char* made_b = nullptr) {
+              const Operands& o, char* ws, size_t at, const char* made_b = nullptr,
+              const char* made_c = nullptr) {
   const int64_t image = s.c * s.h * s.w, result = s.o * s.oh * s.ow;
   const auto* bf = static_cast<const float*>(o.b);
   const auto* cf = static_cast<const float*>(o.c);
   auto* af = static_cast<float*>(o.a);
   switch (pass) {
     case ConvPass::kForward:  // a result, b image, c weight
-      run(*p.plan, af + p.first * result, bf + p.first * image, cf, ws + p.ws);
+      run(*p.plan, af + p.first * result, bf + p.first * image, cf, ws + at, nullptr, made_c);
       break;
     case ConvPass::kBackwardInput:  // a image, b result, c weight
-      run(*p.plan, af + p.first * image, bf + p.first * result, cf, ws + p.ws);
+      run(*p.plan, af + p.first * image, bf + p.first * result, cf, ws + at, nullptr, made_c);
       break;
     case ConvPass::kBackwardWeight:  // a weight, b result, c image
       run(*p.plan, first_part ? o.a : ws + p.partial, bf + p.first * result,
-          cf + p.first * image, ws + p.ws, made_b);
+          cf + p.first * image, ws + at, made_b);
       break;
   }
 }
@@ -401,17 +445,23 @@ void add_partials(const ConvShape& s, const std::vector<Part>& parts, void* a, c
   }
 }
 
-// fn(i) for each part, in order within each slot: on the calling thread when there is
-// one slot, else the slots over the kernels' pool.
+// fn(i, slot) for each of `count` parts: in order on the calling thread when there is one
+// slot, else the slots over the kernels' pool, each slot taking the next part not yet
+// taken. Claimed, not dealt out in advance: on the virtual machines measured, one of two
+// processors ran the same work up to a quarter slower from step to step, and the other
+// then waited for it at the end of every launch (bench/RESULTS.md). Which slot runs a
+// part changes only which workspace it uses, not its bits.
 template <typename Fn>
-void each_part(const std::vector<Part>& parts, int64_t slots, Fn&& fn) {
+void each_part(size_t count, int64_t slots, Fn&& fn) {
   if (slots == 1) {
-    for (size_t i = 0; i < parts.size(); ++i) fn(i);
+    for (size_t i = 0; i < count; ++i) fn(i, 0);
     return;
   }
-  parallel_for(0, slots, 1, [&](int64_t begin, int64_t end) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (parts[i].slot >= begin && parts[i].slot < end) fn(i);
+  std::atomic<size_t> next{0};
+  parallel_for(0, slots, 1, [&](int64_t slot, int64_t) {
+    for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < count;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      fn(i, slot);
     }
   });
 }
@@ -425,15 +475,17 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
            ": oneDNN convolution takes float32 (the front door admits nothing else)");
   size_t bytes = 0;
   const int64_t slots = launch_slots(s);
-  std::vector<Part> parts = plan_parts(spec.name, pass, s, w, slots,
-                                       launch_parts(s, slots, false), bytes);
+  Parts parts = plan_parts(spec.name, pass, s, w, slots, launch_parts(s, slots, false), bytes);
   // Stream-ordered: handed out again only after this launch's work.
   Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
   char* ws = static_cast<char*>(workspace.data());
   dispatch::enqueue(stream, spec, [parts = std::move(parts), pass, s, o = Operands{a, b, c},
                                    slots, ws] {
-    each_part(parts, slots, [&](size_t i) { run_part(pass, s, parts[i], i == 0, o, ws); });
-    if (pass == ConvPass::kBackwardWeight) add_partials(s, parts, o.a, ws);
+    const char* weights = share_weights(parts, o.c, ws);
+    each_part(parts.list.size(), slots, [&](size_t i, int64_t slot) {
+      run_part(pass, s, parts.list[i], i == 0, o, ws, parts.workspace(slot), nullptr, weights);
+    });
+    if (pass == ConvPass::kBackwardWeight) add_partials(s, parts.list, o.a, ws);
   });
 }
 
@@ -447,21 +499,22 @@ void onednn_conv2d_backward(const Stream& stream, const LaunchSpec& spec, DType 
   // Both cut the batch alike: part i of one covers the images of part i of the other, and
   // the same slot runs the two, the weight gradient's right after the input gradient's.
   const int64_t slots = launch_slots(s), count = launch_parts(s, slots, true);
-  std::vector<Part> data =
-      plan_parts(spec.name, ConvPass::kBackwardInput, s, w, slots, count, bytes);
-  std::vector<Part> weights =
-      plan_parts(spec.name, ConvPass::kBackwardWeight, s, w, slots, count, bytes);
+  Parts data = plan_parts(spec.name, ConvPass::kBackwardInput, s, w, slots, count, bytes);
+  Parts weights = plan_parts(spec.name, ConvPass::kBackwardWeight, s, w, slots, count, bytes);
   Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
   char* ws = static_cast<char*>(workspace.data());
   dispatch::enqueue(stream, spec, [data = std::move(data), weights = std::move(weights), s,
                                    gi = Operands{grad_in, grad_out, weight},
                                    gw = Operands{grad_weight, grad_out, in}, slots, ws] {
-    each_part(data, slots, [&](size_t i) {
-      run_part(ConvPass::kBackwardInput, s, data[i], i == 0, gi, ws);
-      run_part(ConvPass::kBackwardWeight, s, weights[i], i == 0, gw, ws,
-               shared_grad_out(data[i], weights[i], ws));
+    const char* blocked_weight = share_weights(data, gi.c, ws);
+    each_part(data.list.size(), slots, [&](size_t i, int64_t slot) {
+      const Part &d = data.list[i], &wt = weights.list[i];
+      const size_t at = data.workspace(slot);
+      run_part(ConvPass::kBackwardInput, s, d, i == 0, gi, ws, at, nullptr, blocked_weight);
+      run_part(ConvPass::kBackwardWeight, s, wt, i == 0, gw, ws, weights.workspace(slot),
+               shared_grad_out(d, wt, ws, at));
     });
-    add_partials(s, weights, gw.a, ws);
+    add_partials(s, weights.list, gw.a, ws);
   });
 }
 
