@@ -63,7 +63,7 @@ double centred_squares_lanes(const T* p, int64_t n, T mean) {
     lanes::Double8 d0, d1;
     lanes::load_centred(d0, p + i, mean);
     lanes::load_centred(d1, p + i + 8, mean);
-    l.add(d0 * d0, d1 * d1);
+    l.add_products(d0, d0, d1, d1);
   }
   return lanes::finish(l, n - i, [&](int j) {
     const double d = static_cast<double>(p[i + j] - mean);
@@ -82,7 +82,7 @@ void grad_sums_lanes(const T* g, const T* x, int64_t n, T mean, double* sum_g, d
     lanes::load_centred(c0, x + i, mean);
     lanes::load_centred(c1, x + i + 8, mean);
     lg.add(g0, g1);
-    lgc.add(g0 * c0, g1 * c1);
+    lgc.add_products(g0, c0, g1, c1);
   }
   *sum_g += lanes::finish(lg, n - i, [&](int j) { return static_cast<double>(g[i + j]); });
   *sum_gc += lanes::finish(lgc, n - i, [&](int j) {
@@ -162,7 +162,7 @@ void param_block(double* __restrict acc_w, double* __restrict acc_b, const T* g,
         lanes::Double8 f0, f1;
         lanes::load_normalised(f0, xr, m, rstd[r]);
         lanes::load_normalised(f1, xr + 8, m, rstd[r]);
-        aw.add(g0 * f0, g1 * f1);
+        aw.add_products(g0, f0, g1, f1);
       }
       if (kBias) ab.add(g0, g1);
     }
