@@ -48,13 +48,8 @@ double row_sum(const Loops& lp, DType dt, const T* p, int64_t n) {
   return s;
 }
 
-// Asks for row [p, p + n) to be brought into the cache: a channel's rows lie C x S values
-// apart, too far for the hardware's prefetchers to follow from one row to the next.
-template <typename T>
-void prefetch_row(const T* p, int64_t n) {
-  const char* b = reinterpret_cast<const char*>(p);
-  for (int64_t i = 0; i < n * static_cast<int64_t>(sizeof(T)); i += 64) __builtin_prefetch(b + i);
-}
+// Rows are prefetched (prefetch_row, loops.h): a channel's rows lie C x S values apart,
+// too far for the hardware's prefetchers to follow from one row to the next.
 
 template <typename T>
 void forward_channel(const Levels& lv, DType dt, const NcsShape& d, int64_t c, T* out, T* mean,

@@ -59,16 +59,6 @@ double row_sum(const Loops& lp, DType dt, const T* p, int64_t n) {
   return s;
 }
 
-// Asks for [p, p + bytes) to be brought into the cache ahead of use. The backward's first
-// pass over a row waited on memory most of its time, the rows coming from beyond the L2
-// cache (a [1024, 256] float step's four tensors are 4 MiB): the hardware's prefetcher did
-// not run far enough ahead. (The forward's first pass waits as long, but is bound by the
-// bandwidth: the same prefetch there made it slower, measured in bench/RESULTS.md.)
-void prefetch(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 3);
-}
-
 // Rows [first, last), each step for a group of rows before the next step: a row's
 // statistics are a chain (sum, fold, mean, centred squares, fold, square root, division)
 // that its apply loop waits on, and a row at a time left the core idle on that chain
@@ -110,7 +100,11 @@ struct BackwardArgs {
   const T *g, *x, *mean, *rstd, *weight;
 };
 
-// grad_in of rows [first, last); `scratch` holds n values.
+// grad_in of rows [first, last); `scratch` holds n values. Each row's successor is
+// prefetched: the first pass over a row waited on memory most of its time, the rows coming
+// from beyond the L2 cache (a [1024, 256] float step's four tensors are 4 MiB). (The
+// forward's first pass waits as long, but is bound by the bandwidth: the same prefetch
+// there made it slower, measured in bench/RESULTS.md.)
 template <typename T>
 void input_grad_rows(const Levels& lv, DType dt, const NormRows& d, const BackwardArgs<T>& a,
                      int64_t first, int64_t last, T* scratch) {
@@ -119,8 +113,8 @@ void input_grad_rows(const Levels& lv, DType dt, const NormRows& d, const Backwa
     const T* g = a.g + i * d.n;
     const T* x = a.x + i * d.n;
     if (i + 1 < last) {
-      prefetch(g + d.n, d.n * sizeof(T));
-      prefetch(x + d.n, d.n * sizeof(T));
+      prefetch_row(g + d.n, d.n);
+      prefetch_row(x + d.n, d.n);
     }
     const T mu = a.mean != nullptr ? a.mean[i] : T(0);
     const T r = a.rstd[i];

@@ -4,12 +4,12 @@
 // whose small-channel products spend as long packing operands as multiplying them.
 //
 // The user's tensors are plain (NCHW, OIHW); the fast kernels want blocked layouts (for
-// example nChw16c), which oneDNN chooses. So a plan is a primitive plus a reorder in for
-// each input and out for the result whose layout differs, as the reference framework's
-// oneDNN path does per call. Both gradients in one launch (onednn_conv2d_backward) share
-// grad_out's blocked copy: made once, for the input gradient, and read again by the weight
-// gradient where its primitive wants the same layout (the ResNet's reorders took a third
-// as long as its convolutions, and this one was made twice; bench/RESULTS.md).
+// example nChw16c), which oneDNN chooses. So a plan (onednn_plan.h) is a primitive plus a
+// reorder in for each input and out for the result whose layout differs. Both gradients in
+// one launch (onednn_conv2d_backward) share grad_out's blocked copy: made once, for the
+// input gradient, and read again by the weight gradient where its primitive wants the same
+// layout (the ResNet's reorders took a third as long as its convolutions, and this one
+// was made twice; bench/RESULTS.md).
 //
 // A launch is cut along the batch into parts whose blocked copies take at most
 // kChunkBytes, and each thread runs the parts it takes one after another through one
@@ -35,9 +35,8 @@
 // for bit; results may differ between thread counts and batch sizes in the last bits, as
 // libtorch's do.
 // Under ThreadSanitizer, which cannot see into oneDNN, nothing is cut.
-// Thread-safety: plans are made one at a time and are immutable once made, shared through
-// onednn_conv_plan_cache(); oneDNN primitives may run concurrently with separate
-// scratchpads, which they have (one at a time under ThreadSanitizer, below).
+// Thread-safety: plans are shared and immutable (onednn_plan.h); each slot of a launch has
+// its own workspace and scratchpad.
 // Failure: a shape oneDNN cannot plan is an InternalError naming the pass and the shapes
 // (the front door admits only what oneDNN takes).
 #include <algorithm>
@@ -45,171 +44,35 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/host/gemm.h"
 #include "kernels/host/host_kernels.h"
+#include "kernels/host/onednn_plan.h"
 #include "kernels/host/onednn_threads.h"
 #include "kernels/host/parallel.h"
-#include "kernels/plan_cache.h"
-#include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/backend/cpu_settings.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/storage.h"
-
 
 namespace streamgrad {
 namespace kernels {
 namespace cpu {
 namespace {
 
-using dnnl::memory;
-using Tag = memory::format_tag;
-constexpr size_t kAlign = 64;
+using onednn::aligned;
+using onednn::engine;
+using onednn::memory;
+using onednn::Operand;
+using onednn::Plan;
+using onednn::plan_for;
+using onednn::run;
+using onednn::scratchpad;
+
 // At most this many bytes of blocked copies per part of a launch (see the file's comment):
 // half of an Intel Xeon core's 2 MiB of L2 (512 KiB and 2 MiB measured close to it),
 // all of an AMD Zen 5's.
 constexpr size_t kChunkBytes = size_t{1} << 20;
-
-// Held while oneDNN makes a plan, and under ThreadSanitizer while it runs one: oneDNN
-// publishes its internal objects between threads through synchronisation ThreadSanitizer
-// cannot see (the library is not instrumented), which it reports as races on the first
-// two threads that plan at once (DataParallel's replicas do).
-std::mutex& onednn_mutex() {
-  static auto* mu = new std::mutex();
-  return *mu;
-}
-
-dnnl::engine& engine() {
-  static auto* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);  // leaked, as the cache
-  return *e;
-}
-
-size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-// One operand of the primitive: the user's plain layout, the primitive's, and the reorder
-// between them (in for inputs, out for the result) where they differ.
-struct Operand {
-  int arg = 0;  // DNNL_ARG_*
-  memory::desc user, inner;
-  bool reordered = false;
-  dnnl::reorder reorder;
-  size_t offset = 0;  // of the blocked copy in the workspace
-};
-
-// a, b, c as ConvPass names them (kernels/dispatch/kernel_args.h); a is written.
-struct Plan {
-  dnnl::primitive conv;
-  Operand a, b, c;
-  size_t scratch = 0;    // bytes at the workspace's start, shared by every step
-  size_t workspace = 0;  // scratch + the blocked copies
-};
-
-memory::dims image_dims(const ConvShape& s) { return {s.n, s.c, s.h, s.w}; }
-memory::dims result_dims(const ConvShape& s) { return {s.n, s.o, s.oh, s.ow}; }
-memory::dims weight_dims(const ConvShape& s) {
-  if (s.groups == 1) return {s.o, s.c, s.kh, s.kw};
-  return {s.groups, s.o / s.groups, s.c / s.groups, s.kh, s.kw};
-}
-
-memory::desc plain(const memory::dims& d, bool weight) {
-  const Tag t = weight ? (d.size() == 5 ? Tag::goihw : Tag::oihw) : Tag::nchw;
-  return memory::desc(d, memory::data_type::f32, t);
-}
-memory::desc any(const memory::dims& d) {
-  return memory::desc(d, memory::data_type::f32, Tag::any);
-}
-
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
-// Fills in the layouts and reorders of `o` (user layout `user`, the primitive's `inner`).
-void set_operand(Operand& o, int arg, const memory::desc& user, const memory::desc& inner,
-                 bool output, Plan& plan) {
-  o.arg = arg;
-  o.user = user;
-  o.inner = inner;
-  o.reordered = user != inner;
-  if (!o.reordered) return;
-  const dnnl::primitive_attr attr = user_scratchpad();
-  const dnnl::reorder::primitive_desc rpd =
-      output ? dnnl::reorder::primitive_desc(engine(), inner, engine(), user, attr)
-             : dnnl::reorder::primitive_desc(engine(), user, engine(), inner, attr);
-  o.reorder = dnnl::reorder(rpd);
-  plan.scratch = std::max(plan.scratch, aligned(rpd.scratchpad_desc().get_size()));
-}
-
-std::shared_ptr<Plan> make_plan(ConvPass pass, const ConvShape& s, const Window2d& w) {
-  const memory::dims strides{w.stride[0], w.stride[1]};
-  const memory::dims dilates{w.dilation[0] - 1, w.dilation[1] - 1};  // oneDNN counts gaps
-  const memory::dims pad_l{w.padding[0], w.padding[1]};
-  // What the last window reaches past the input: negative where conv2d's floor division
-  // leaves the last rows or columns unread (stride > 1), which oneDNN takes as such.
-  const memory::dims pad_r{
-      (s.oh - 1) * w.stride[0] + (s.kh - 1) * w.dilation[0] + 1 - s.h - w.padding[0],
-      (s.ow - 1) * w.stride[1] + (s.kw - 1) * w.dilation[1] + 1 - s.w - w.padding[1]};
-  const memory::dims img = image_dims(s), res = result_dims(s), wt = weight_dims(s);
-  const dnnl::primitive_attr attr = user_scratchpad();
-  // The forward's description: the primitive of kForward, the hint of the backward passes.
-  const dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
-                                           dnnl::algorithm::convolution_direct, any(img),
-                                           any(wt), any(res), strides, dilates, pad_l, pad_r);
-  const dnnl::convolution_forward::primitive_desc fpd(fd, attr, engine());
-  auto plan = std::make_shared<Plan>();
-  memory::desc scratch;
-  switch (pass) {
-    case ConvPass::kForward:
-      plan->conv = dnnl::convolution_forward(fpd);
-      set_operand(plan->a, DNNL_ARG_DST, plain(res, false), fpd.dst_desc(), true, *plan);
-      set_operand(plan->b, DNNL_ARG_SRC, plain(img, false), fpd.src_desc(), false, *plan);
-      set_operand(plan->c, DNNL_ARG_WEIGHTS, plain(wt, true), fpd.weights_desc(), false, *plan);
-      scratch = fpd.scratchpad_desc();
-      break;
-    case ConvPass::kBackwardInput: {
-      const dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct,
-                                                     any(img), any(wt), any(res), strides,
-                                                     dilates, pad_l, pad_r);
-      const dnnl::convolution_backward_data::primitive_desc bpd(bd, attr, engine(), fpd);
-      plan->conv = dnnl::convolution_backward_data(bpd);
-      set_operand(plan->a, DNNL_ARG_DIFF_SRC, plain(img, false), bpd.diff_src_desc(), true,
-                  *plan);
-      set_operand(plan->b, DNNL_ARG_DIFF_DST, plain(res, false), bpd.diff_dst_desc(), false,
-                  *plan);
-      set_operand(plan->c, DNNL_ARG_WEIGHTS, plain(wt, true), bpd.weights_desc(), false, *plan);
-      scratch = bpd.scratchpad_desc();
-      break;
-    }
-    case ConvPass::kBackwardWeight: {
-      const dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct,
-                                                        any(img), any(wt), any(res), strides,
-                                                        dilates, pad_l, pad_r);
-      const dnnl::convolution_backward_weights::primitive_desc bpd(bd, attr, engine(), fpd);
-      plan->conv = dnnl::convolution_backward_weights(bpd);
-      set_operand(plan->a, DNNL_ARG_DIFF_WEIGHTS, plain(wt, true), bpd.diff_weights_desc(),
-                  true, *plan);
-      set_operand(plan->b, DNNL_ARG_DIFF_DST, plain(res, false), bpd.diff_dst_desc(), false,
-                  *plan);
-      set_operand(plan->c, DNNL_ARG_SRC, plain(img, false), bpd.src_desc(), false, *plan);
-      scratch = bpd.scratchpad_desc();
-      break;
-    }
-  }
-  plan->scratch = std::max(plan->scratch, aligned(scratch.get_size()));
-  size_t end = plan->scratch;
-  for (Operand* o : {&plan->a, &plan->b, &plan->c}) {
-    if (!o->reordered) continue;
-    o->offset = end;
-    end += aligned(o->inner.get_size());
-  }
-  plan->workspace = end;
-  return plan;
-}
 
 // How many threads a launch is shared out over now (see the file's comment).
 int64_t launch_slots(const ConvShape& s) {
@@ -238,80 +101,6 @@ int64_t launch_parts(const ConvShape& s, int64_t slots, bool both) {
   const int64_t per_slot = ((s.n + slots - 1) / slots + fit - 1) / fit;
   return std::min(s.n, per_slot * slots);
 #endif
-}
-
-// `name` is the launch's (onednn_conv2d_backward_input, ...), for the error message.
-std::shared_ptr<const Plan> plan_for(const char* name, ConvPass pass, const ConvShape& s,
-                                     const Window2d& w) {
-  const std::string key = absl::StrCat(
-      static_cast<int>(pass), ":", s.n, ",", s.c, ",", s.h, ",", s.w, ",", s.o,
-      ",", s.kh, ",", s.kw, ",", s.oh, ",", s.ow, ",", s.groups, ":", w.stride[0], ",",
-      w.stride[1], ",", w.padding[0], ",", w.padding[1], ",", w.dilation[0], ",", w.dilation[1]);
-  PlanCache& cache = onednn_conv_plan_cache();
-  std::shared_ptr<const Plan> plan = std::static_pointer_cast<const Plan>(cache.find(key));
-  if (plan != nullptr) return plan;
-  const OneOmpThread one;  // oneDNN blocks its kernels' work for the count they see now
-  try {
-    std::lock_guard<std::mutex> lk(onednn_mutex());
-    plan = make_plan(pass, s, w);
-  } catch (const dnnl::error& e) {
-    SG_CHECK(false, InternalError, name, ": oneDNN could not plan image [", s.n,
-             ", ", s.c, ", ", s.h, ", ", s.w, "], weight [", s.o, ", ", s.c / s.groups, ", ",
-             s.kh, ", ", s.kw, "], groups ", s.groups, ": ", e.what(),
-             "; set_onednn_enabled(false) uses unfold and matmul instead");
-  }
-  cache.insert(key, plan);
-  return plan;
-}
-
-// The scratchpad of `plan`'s primitives, at the start of a workspace.
-memory scratchpad(const Plan& plan, char* at) {
-  const auto bytes = static_cast<memory::dim>(std::max<size_t>(plan.scratch, 1));
-  return memory(memory::desc({bytes}, memory::data_type::u8, Tag::a), engine(), at);
-}
-
-// Runs `plan` on the calling thread: the inputs' reorders, the primitive, the result's.
-// `made_b`, where given, is b's blocked copy made already (by the input gradient's plan of
-// the same images, whose copy of grad_out has the same layout), which is then not made
-// again; `made_c` likewise c's (the weights, copied once for every part of a launch).
-void run(const Plan& plan, void* a, const void* b, const void* c, char* ws,
-         const char* made_b = nullptr, const char* made_c = nullptr) {
-#ifdef SG_HOST_UNDER_TSAN
-  std::lock_guard<std::mutex> lk(onednn_mutex());
-#endif
-  const OneOmpThread one;
-  dnnl::stream strm(engine());
-  const memory scratch = scratchpad(plan, ws);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SCRATCHPAD, scratch}};
-  // The primitive's memory for `o`: the user's, or the blocked copy (filled now for an
-  // input; the result's goes out after the primitive).
-  const auto bind = [&](const Operand& o, const memory& mine) {
-    if (!o.reordered) {
-      args[o.arg] = mine;
-      return;
-    }
-    const char* made = &o == &plan.b ? made_b : &o == &plan.c ? made_c : nullptr;
-    if (made != nullptr) {
-      args[o.arg] = memory(o.inner, engine(), const_cast<char*>(made));
-      return;
-    }
-    args[o.arg] = memory(o.inner, engine(), ws + o.offset);
-    if (&o == &plan.a) return;
-    o.reorder.execute(strm, {{DNNL_ARG_FROM, mine}, {DNNL_ARG_TO, args[o.arg]},
-                             {DNNL_ARG_SCRATCHPAD, scratch}});
-  };
-  // Read only: oneDNN's memory takes a void*.
-  bind(plan.b, memory(plan.b.user, engine(), const_cast<void*>(b)));
-  bind(plan.c, memory(plan.c.user, engine(), const_cast<void*>(c)));
-  const memory result(plan.a.user, engine(), a);
-  bind(plan.a, result);
-  plan.conv.execute(strm, args);
-  if (plan.a.reordered) {
-    plan.a.reorder.execute(strm, {{DNNL_ARG_FROM, args[plan.a.arg]},
-                                  {DNNL_ARG_TO, result},
-                                  {DNNL_ARG_SCRATCHPAD, scratch}});
-  }
-  strm.wait();
 }
 
 // One part of a cut launch: its images [first, first + plan's batch), its plan, and
@@ -381,7 +170,7 @@ Parts plan_parts(const char* name, ConvPass pass, const ConvShape& s, const Wind
 const char* share_weights(const Parts& parts, const void* c, char* ws) {
   if (parts.weights == Parts::kNone) return nullptr;
 #ifdef SG_HOST_UNDER_TSAN
-  std::lock_guard<std::mutex> lk(onednn_mutex());
+  std::lock_guard<std::mutex> lk(onednn::onednn_mutex());
 #endif
   const OneOmpThread one;
   const Plan& plan = *parts.list.front().plan;
