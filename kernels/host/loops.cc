@@ -1,12 +1,17 @@
 // The level table in use: cpu_capability() (runtime/backend/cpu_settings.h) picks one of the
-// tables that the loops_<level> libraries define.
+// tables that the loops_<level> libraries define; under ThreadSanitizer, their announced
+// wrappers (announced_loops.cc).
 #include "kernels/host/loops.h"
+#include "kernels/host/tsan_announce.h"
 
 namespace streamgrad {
 namespace kernels {
 namespace cpu {
 
 const Loops& loops_for(CpuCapability c) {
+#ifdef SG_HOST_UNDER_TSAN
+  return announced_loops_for(c);
+#endif
   switch (c) {
 #if defined(__x86_64__)
     case CpuCapability::kAvx512: return level_avx512::kLoops;
@@ -19,6 +24,9 @@ const Loops& loops_for(CpuCapability c) {
 const Loops& loops() { return loops_for(cpu_capability()); }
 
 const NnLoops& nn_loops_for(CpuCapability c) {
+#ifdef SG_HOST_UNDER_TSAN
+  return announced_nn_loops_for(c);
+#endif
   switch (c) {
 #if defined(__x86_64__)
     case CpuCapability::kAvx512: return level_avx512::kNnLoops;

@@ -131,11 +131,16 @@ struct NnLoops {
                    int64_t n, double inv_sqrt_bias2, double neg_step);
 };
 
-// The tables of cpu_capability(), or of a given level (at most the machine's).
+// The tables of cpu_capability(), or of a given level (at most the machine's). Under
+// ThreadSanitizer, whose build compiles the levels without its instrumentation, these are
+// the announced tables: the same loops, each call's rows announced to TSan first
+// (announced_loops.cc).
 const Loops& loops();
 const Loops& loops_for(CpuCapability c);
 const NnLoops& nn_loops();
 const NnLoops& nn_loops_for(CpuCapability c);
+const Loops& announced_loops_for(CpuCapability c);
+const NnLoops& announced_nn_loops_for(CpuCapability c);
 
 // One table of each kind per level, each defined in its own library.
 namespace level_default {

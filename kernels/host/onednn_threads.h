@@ -4,8 +4,8 @@
 // oneDNN here is built on OpenMP, whose idle threads spin after every parallel region on
 // the cores the kernels' own pool needs (kernels/host/gemm.h, onednn_conv.cc); so every
 // oneDNN call runs with one OpenMP thread and streamgrad shares work out itself.
-// SG_HOST_UNDER_TSAN is defined in ThreadSanitizer builds, which cannot see into oneDNN's
-// JIT code and internal synchronisation; there the callers keep oneDNN off their threads.
+// Under ThreadSanitizer (SG_HOST_UNDER_TSAN, tsan_announce.h), which cannot see into
+// oneDNN's JIT code and internal synchronisation, the callers keep oneDNN off their threads.
 //
 // Thread-safety: OneOmpThread changes the calling thread's OpenMP setting only (it is per
 // thread). Failure: none.
@@ -14,13 +14,7 @@
 
 #include <omp.h>
 
-#if defined(__SANITIZE_THREAD__)
-#define SG_HOST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SG_HOST_UNDER_TSAN 1
-#endif
-#endif
+#include "kernels/host/tsan_announce.h"
 
 namespace streamgrad {
 namespace kernels {
