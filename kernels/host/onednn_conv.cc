@@ -34,7 +34,8 @@
 // part order. The cut depends only on the shape and the thread count, so a run repeats bit
 // for bit; results may differ between thread counts and batch sizes in the last bits, as
 // libtorch's do.
-// Under ThreadSanitizer, which cannot see into oneDNN, nothing is cut.
+// Under ThreadSanitizer, which cannot see into oneDNN, nothing is cut, and each launch
+// announces its tensors and workspace to it (tsan_announce.h).
 // Thread-safety: plans are shared and immutable (onednn_plan.h); each slot of a launch has
 // its own workspace and scratchpad.
 // Failure: a shape oneDNN cannot plan is an InternalError naming the pass and the shapes
@@ -51,6 +52,7 @@
 #include "kernels/host/onednn_plan.h"
 #include "kernels/host/onednn_threads.h"
 #include "kernels/host/parallel.h"
+#include "kernels/host/tsan_announce.h"
 #include "runtime/backend/cpu_settings.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/storage.h"
@@ -255,6 +257,22 @@ void each_part(size_t count, int64_t slots, Fn&& fn) {
   });
 }
 
+// What a launch's oneDNN calls read and write, told to ThreadSanitizer, which cannot see
+// into oneDNN (tsan_announce.h): the whole tensors (plain, contiguous) and the workspace.
+void announce_launch(ConvPass pass, const ConvShape& s, const Operands& o, const char* ws,
+                     size_t bytes) {
+  const int64_t image = s.n * s.c * s.h * s.w, result = s.n * s.o * s.oh * s.ow;
+  const int64_t weight = s.o * (s.c / s.groups) * s.kh * s.kw;
+  const int64_t a = pass == ConvPass::kForward ? result
+                    : pass == ConvPass::kBackwardInput ? image : weight;
+  const int64_t b = pass == ConvPass::kForward ? image : result;
+  const int64_t c = pass == ConvPass::kBackwardWeight ? image : weight;
+  announce(o.b, b, 1, sizeof(float), false);
+  announce(o.c, c, 1, sizeof(float), false);
+  announce(o.a, a, 1, sizeof(float), true);
+  announce(ws, static_cast<int64_t>(bytes), 1, 1, true);
+}
+
 }  // namespace
 
 void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, DType dt,
@@ -269,7 +287,8 @@ void onednn_conv2d(const Stream& stream, const LaunchSpec& spec, ConvPass pass, 
   Storage workspace = Storage::allocate(std::max<size_t>(bytes, 1), stream);
   char* ws = static_cast<char*>(workspace.data());
   dispatch::enqueue(stream, spec, [parts = std::move(parts), pass, s, o = Operands{a, b, c},
-                                   slots, ws] {
+                                   slots, ws, bytes] {
+    announce_launch(pass, s, o, ws, bytes);
     const char* weights = share_weights(parts, o.c, ws);
     each_part(parts.list.size(), slots, [&](size_t i, int64_t slot) {
       run_part(pass, s, parts.list[i], i == 0, o, ws, parts.workspace(slot), nullptr, weights);
@@ -294,7 +313,10 @@ void onednn_conv2d_backward(const Stream& stream, const LaunchSpec& spec, DType 
   char* ws = static_cast<char*>(workspace.data());
   dispatch::enqueue(stream, spec, [data = std::move(data), weights = std::move(weights), s,
                                    gi = Operands{grad_in, grad_out, weight},
-                                   gw = Operands{grad_weight, grad_out, in}, slots, ws] {
+                                   gw = Operands{grad_weight, grad_out, in}, slots, ws,
+                                   bytes] {
+    announce_launch(ConvPass::kBackwardInput, s, gi, ws, bytes);
+    announce_launch(ConvPass::kBackwardWeight, s, gw, nullptr, 0);
     const char* blocked_weight = share_weights(data, gi.c, ws);
     each_part(data.list.size(), slots, [&](size_t i, int64_t slot) {
       const Part &d = data.list[i], &wt = weights.list[i];

@@ -4,11 +4,14 @@
 //   SG_HOST_UNDER_TSAN          defined in ThreadSanitizer builds
 //   announce(p, n, step, size, writes)   n elements of `size` bytes at p, `step` elements
 //                               apart, are read (writes false) or written (true) now
+//   announce_matrix(p, rows, cols, ld, size, writes)   the same for a row-major matrix
 //
 // Why: the level loops (loops.h) are compiled without TSan's per-access instrumentation in
 // the tsan build (.bazelrc), where checking every element was most of the pass's test
 // time; announced_loops.cc announces each call's rows instead, which is what TSan is there
-// to check in them (two sim streams touching one buffer without a wait). A contiguous row
+// to check in them (two sim streams touching one buffer without a wait). The libraries
+// TSan never instruments (OpenBLAS, oneDNN) have their operands announced likewise by
+// their callers (gemm.cc, onednn_conv.cc). A contiguous row
 // is one range; a row whose step is 0 is its one element; any other strided row is
 // announced element by element, so that nothing between its elements is claimed.
 // Outside TSan builds announce() does nothing.
@@ -54,6 +57,19 @@ inline void announce([[maybe_unused]] const void* p, [[maybe_unused]] int64_t n,
   if (step == 1 || n == 1) return range(at, static_cast<size_t>(n) * size);
   if (step == 0) return range(at, size);
   for (int64_t i = 0; i < n; ++i) range(at + i * step * static_cast<int64_t>(size), size);
+#endif
+}
+
+// A row-major matrix of `rows` rows of `cols` contiguous elements, `ld` elements apart.
+inline void announce_matrix([[maybe_unused]] const void* p, [[maybe_unused]] int64_t rows,
+                            [[maybe_unused]] int64_t cols, [[maybe_unused]] int64_t ld,
+                            [[maybe_unused]] size_t size, [[maybe_unused]] bool writes) {
+#ifdef SG_HOST_UNDER_TSAN
+  if (cols == ld) return announce(p, rows * cols, 1, size, writes);
+  const char* at = static_cast<const char*>(p);
+  for (int64_t r = 0; r < rows; ++r) {
+    announce(at + r * ld * static_cast<int64_t>(size), cols, 1, size, writes);
+  }
 #endif
 }
 

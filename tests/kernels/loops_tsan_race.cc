@@ -1,5 +1,6 @@
 // A program for tests/kernels:loops_tsan_test (ThreadSanitizer builds only): races one
-// operand of one entry of the level tables (kernels/host/loops.h) against a plain write,
+// operand of one entry of the level tables (kernels/host/loops.h), or of an operator that
+// reaches an uninstrumented library, against a plain write,
 // so that the test can see TSan report it although the tsan build compiles the loops
 // without TSan's instrumentation (announced_loops.cc announces their memory instead).
 //
@@ -9,7 +10,8 @@
 //   loops_tsan_race NAME K joined     A is joined before B starts: nothing to report
 //
 // A case's operands are every pointer its entry's comment in loops.h says it reads or
-// writes. "unary_strided" reads every second element: operand 1 is the element it reads
+// writes; for the operator cases (gemm and oneDNN, which TSan does not instrument either),
+// the inputs. "unary_strided" reads every second element: operand 1 is the element it reads
 // second, operand 2 the one it skips (a race there would be a false report: the test
 // expects none). Exit status: TSan's 66 on a report (halt_on_error), 0 otherwise, 2 for
 // bad arguments.
@@ -25,6 +27,7 @@
 #include "kernels/functors/optim_ops.h"
 #include "kernels/host/loops.h"
 #include "runtime/backend/cpu_settings.h"
+#include "streamgrad.h"
 
 namespace {
 
@@ -32,6 +35,8 @@ namespace k = streamgrad::kernels;
 namespace cpu = streamgrad::kernels::cpu;
 using streamgrad::CpuCapability;
 using streamgrad::DType;
+using streamgrad::ones;
+using streamgrad::Tensor;
 
 constexpr int64_t kN = 32;
 
@@ -185,6 +190,20 @@ std::vector<Case> cases() {
                                                                    false};
     add("adam_row", {op, p, g, m, v},
         [=] { cpu::nn_loops().adam_row(f, op, p, g, m, v, kN, 1.0, -0.001); });
+  }
+  // The libraries TSan does not instrument, through the operators: gemm (OpenBLAS, or
+  // oneDNN's sgemm) and oneDNN's convolutions, whose callers announce what they read.
+  {
+    const Tensor a = ones({8, 16}), b = ones({16, 24});
+    add("matmul", {a.data_ptr(), b.data_ptr()}, [=] { (void)streamgrad::matmul(a, b); });
+  }
+  {
+    const Tensor x = ones({2, 3, 6, 6}), w = ones({4, 3, 3, 3}), g = ones({2, 4, 4, 4});
+    add("conv2d", {x.data_ptr(), w.data_ptr()}, [=] { (void)streamgrad::conv2d(x, w); });
+    add("conv2d_input_grad", {w.data_ptr(), g.data_ptr()},
+        [=] { (void)streamgrad::conv2d_input_grad({2, 3, 6, 6}, w, g); });
+    add("conv2d_weight_grad", {x.data_ptr(), g.data_ptr()},
+        [=] { (void)streamgrad::conv2d_weight_grad(x, {4, 3, 3, 3}, g); });
   }
   // Every level the machine has hands out announced tables (loops_for), not only the
   // level in use.
