@@ -2,7 +2,7 @@
 // memory its call reads and writes (tsan_announce.h) and then calls the same entry of the
 // level's own table, which that build compiles without TSan's instrumentation (.bazelrc).
 // One audited file instead of an announcement inside every loop: a new entry in Loops or
-// NnLoops fails to compile here until it says what it touches, and
+// NnLoops fails to compile here until it says what it touches (the static_asserts), and
 // tests/kernels:loops_tsan_test races every operand of every entry against a plain access
 // and expects TSan's report.
 //
@@ -44,6 +44,13 @@ void announce_rows(const Layout<N>& l, int64_t begin, int64_t end, const Operand
 }
 
 constexpr bool kRead = false, kWrite = true;
+
+// A new entry in either table must be announced below: these fail until it is (the
+// tables' initialisers would otherwise leave it null without a word).
+static_assert(sizeof(Loops) == 10 * sizeof(void*),
+              "Loops changed: announce the new entry in announced_loops.cc");
+static_assert(sizeof(NnLoops) == 10 * sizeof(void*),
+              "NnLoops changed: announce the new entry in announced_loops.cc");
 
 // A contiguous operand of n elements of `size` bytes, read and written where both are
 // true (an accumulator).
@@ -194,8 +201,9 @@ struct AnnouncedNn {
   static void adam_row(DType dt, const void* op, void* p, const void* g, void* m, void* v,
                        int64_t n, double inv_sqrt_bias2, double neg_step) {
     const size_t s = element_size(dt);
-    contiguous(op, 1, dt == DType::kFloat32 ? sizeof(AdamUpdate<float>) : sizeof(AdamUpdate<double>),
-               true, false);
+    const size_t op_size =
+        dt == DType::kFloat32 ? sizeof(AdamUpdate<float>) : sizeof(AdamUpdate<double>);
+    contiguous(op, 1, op_size, true, false);
     contiguous(p, n, s, true, true);
     contiguous(g, n, s, true, false);
     contiguous(m, n, s, true, true);
@@ -212,12 +220,13 @@ struct AnnouncedNn {
 }  // namespace
 
 const Loops& announced_loops_for(CpuCapability c) {
+  using L = CpuCapability;
   switch (c) {
 #if defined(__x86_64__)
-    case CpuCapability::kAvx512: return Announced<level_avx512::kLoops, CpuCapability::kAvx512>::kTable;
-    case CpuCapability::kAvx2: return Announced<level_avx2::kLoops, CpuCapability::kAvx2>::kTable;
+    case L::kAvx512: return Announced<level_avx512::kLoops, L::kAvx512>::kTable;
+    case L::kAvx2: return Announced<level_avx2::kLoops, L::kAvx2>::kTable;
 #endif
-    default: return Announced<level_default::kLoops, CpuCapability::kDefault>::kTable;
+    default: return Announced<level_default::kLoops, L::kDefault>::kTable;
   }
 }
 

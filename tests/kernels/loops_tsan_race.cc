@@ -76,7 +76,8 @@ std::vector<Case> cases() {
   };
   {
     void *o = buffer(), *x = buffer();
-    add("unary", {o, x}, [=] { cpu::loops().unary(k::Unary::kExp, f, row2(&one, &one), o, x, 0, kN); });
+    add("unary", {o, x},
+        [=] { cpu::loops().unary(k::Unary::kExp, f, row2(&one, &one), o, x, 0, kN); });
   }
   {
     // Reads x[0], x[2], ...: operand 1 is x[2], operand 2 is x[1], which it never reads.
