@@ -7,7 +7,7 @@
 //   announce_matrix(p, rows, cols, ld, size, writes)   the same for a row-major matrix
 //
 // Why: the level loops (loops.h) are compiled without TSan's per-access instrumentation in
-// the tsan build (.bazelrc), where checking every element was three quarters of a
+// the tsan build (.bazelrc), where checking every element was two thirds of a
 // training run's time; announced_loops.cc announces each call's rows instead, which is
 // what TSan is there to check in them (two sim streams touching one buffer without a
 // wait). The libraries TSan never instruments (OpenBLAS, oneDNN) have their operands
