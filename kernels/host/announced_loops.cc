@@ -52,12 +52,11 @@ static_assert(sizeof(Loops) == 10 * sizeof(void*),
 static_assert(sizeof(NnLoops) == 10 * sizeof(void*),
               "NnLoops changed: announce the new entry in announced_loops.cc");
 
-// A contiguous operand of n elements of `size` bytes, read and written where both are
-// true (an accumulator).
-void contiguous(const void* p, int64_t n, size_t size, bool reads, bool writes) {
-  if (reads) announce(p, n, 1, size, kRead);
-  if (writes) announce(p, n, 1, size, kWrite);
-}
+// A contiguous operand of n elements of `size` bytes that the call reads, or writes (an
+// operand read and written, as an accumulator, is announced as written: TSan reports a
+// write against any other thread's access, so a read announced too would add nothing).
+void reads(const void* p, int64_t n, size_t size) { announce(p, n, 1, size, kRead); }
+void writes(const void* p, int64_t n, size_t size) { announce(p, n, 1, size, kWrite); }
 
 // The level is a parameter rather than read from B: B is defined in another file, so its
 // fields are not constants here, and the table must be (no order of initialisation).
@@ -98,17 +97,17 @@ struct Announced {
     B.copy(to, from, l, out, in, b, e);
   }
   static double sum_block(DType dt, const void* p, int64_t n) {
-    contiguous(p, n, element_size(dt), true, false);
+    reads(p, n, element_size(dt));
     return B.sum_block(dt, p, n);
   }
   static void extreme(bool is_max, DType dt, const void* p, int64_t n, void* acc) {
-    contiguous(p, n, element_size(dt), true, false);
-    contiguous(acc, 1, element_size(dt), true, true);
+    reads(p, n, element_size(dt));
+    writes(acc, 1, element_size(dt));
     B.extreme(is_max, dt, p, n, acc);
   }
   static void columns(Reduce op, DType dt, void* acc, const void* row, int64_t n) {
-    contiguous(acc, n, op == Reduce::kSum ? sizeof(double) : element_size(dt), true, true);
-    contiguous(row, n, element_size(dt), true, false);
+    writes(acc, n, op == Reduce::kSum ? sizeof(double) : element_size(dt));
+    reads(row, n, element_size(dt));
     B.columns(op, dt, acc, row, n);
   }
   static constexpr Loops kTable = {L, unary, unary_scalar, binary, axpy, fill,
@@ -120,82 +119,82 @@ struct AnnouncedNn {
   static void max_pool_2x2(DType dt, const void* top, const void* bottom, int64_t ow,
                            void* values, int64_t* indices, int64_t first, int64_t width) {
     const size_t s = element_size(dt);
-    contiguous(top, 2 * ow, s, true, false);
-    contiguous(bottom, 2 * ow, s, true, false);
-    contiguous(values, ow, s, false, true);
-    contiguous(indices, ow, sizeof(int64_t), false, true);
+    reads(top, 2 * ow, s);
+    reads(bottom, 2 * ow, s);
+    writes(values, ow, s);
+    writes(indices, ow, sizeof(int64_t));
     B.max_pool_2x2(dt, top, bottom, ow, values, indices, first, width);
   }
   static double centred_squares(DType dt, const void* p, int64_t n, double mean) {
-    contiguous(p, n, element_size(dt), true, false);
+    reads(p, n, element_size(dt));
     return B.centred_squares(dt, p, n, mean);
   }
   static void grad_sums(DType dt, const void* g, const void* x, int64_t n, double mean,
                         double* sum_g, double* sum_gc) {
     const size_t s = element_size(dt);
-    contiguous(g, n, s, true, false);
-    contiguous(x, n, s, true, false);
-    contiguous(sum_g, 1, sizeof(double), true, true);
-    contiguous(sum_gc, 1, sizeof(double), true, true);
+    reads(g, n, s);
+    reads(x, n, s);
+    writes(sum_g, 1, sizeof(double));
+    writes(sum_gc, 1, sizeof(double));
     B.grad_sums(dt, g, x, n, mean, sum_g, sum_gc);
   }
   static void batch_norm_apply(DType dt, void* out, const void* in, int64_t n,
                                const double* c) {
     const size_t s = element_size(dt);
-    contiguous(out, n, s, false, true);
-    contiguous(in, n, s, true, false);
-    contiguous(c, 4, sizeof(double), true, false);
+    writes(out, n, s);
+    reads(in, n, s);
+    reads(c, 4, sizeof(double));
     B.batch_norm_apply(dt, out, in, n, c);
   }
   static void batch_norm_input_grad(DType dt, void* out, const void* g, const void* x,
                                     int64_t n, const double* c) {
     const size_t s = element_size(dt);
-    contiguous(out, n, s, false, true);
-    contiguous(g, n, s, true, false);
-    contiguous(x, n, s, true, false);
-    contiguous(c, 5, sizeof(double), true, false);
+    writes(out, n, s);
+    reads(g, n, s);
+    reads(x, n, s);
+    reads(c, 5, sizeof(double));
     B.batch_norm_input_grad(dt, out, g, x, n, c);
   }
   static void layer_norm_apply(DType dt, void* out, const void* in, const void* weight,
                                const void* bias, int64_t n, double mean, double rstd) {
     const size_t s = element_size(dt);
-    contiguous(out, n, s, false, true);
-    contiguous(in, n, s, true, false);
-    contiguous(weight, n, s, true, false);  // null: nothing (announce skips it)
-    contiguous(bias, n, s, true, false);
+    writes(out, n, s);
+    reads(in, n, s);
+    reads(weight, n, s);  // null: nothing (announce skips it)
+    reads(bias, n, s);
     B.layer_norm_apply(dt, out, in, weight, bias, n, mean, rstd);
   }
   static void layer_norm_input_grad(DType dt, void* out, const void* gw, const void* x,
                                     int64_t n, const double* c) {
     const size_t s = element_size(dt);
-    contiguous(out, n, s, false, true);
-    contiguous(gw, n, s, true, false);
-    contiguous(x, n, s, true, false);
-    contiguous(c, 4, sizeof(double), true, false);
+    writes(out, n, s);
+    reads(gw, n, s);
+    reads(x, n, s);
+    reads(c, 4, sizeof(double));
     B.layer_norm_input_grad(dt, out, gw, x, n, c);
   }
   static void layer_norm_param_block(DType dt, double* acc_w, double* acc_b, const void* g,
                                      const void* x, const void* mean, const void* rstd,
                                      int64_t rows, int64_t n) {
     const size_t s = element_size(dt);
-    contiguous(acc_w, n, sizeof(double), true, true);
-    contiguous(acc_b, n, sizeof(double), true, true);
-    contiguous(g, rows * n, s, true, false);
-    contiguous(x, rows * n, s, true, false);
-    contiguous(mean, rows, s, true, false);
-    contiguous(rstd, rows, s, true, false);
+    writes(acc_w, n, sizeof(double));
+    writes(acc_b, n, sizeof(double));
+    reads(g, rows * n, s);
+    reads(x, rows * n, s);
+    reads(mean, rows, s);
+    reads(rstd, rows, s);
     B.layer_norm_param_block(dt, acc_w, acc_b, g, x, mean, rstd, rows, n);
   }
   static void scaled_grad_sums(DType dt, void* gw, const void* g, const void* weight,
                                const void* x, int64_t n, double mean, double* sum_gw,
                                double* sum_gwc) {
     const size_t s = element_size(dt);
-    contiguous(gw, n, s, false, true);
-    contiguous(g, n, s, true, false);
-    contiguous(weight, n, s, true, false);
-    contiguous(x, n, s, true, false);
-    contiguous(sum_gw, 1, sizeof(double), true, true);
-    contiguous(sum_gwc, 1, sizeof(double), true, true);
+    writes(gw, n, s);
+    reads(g, n, s);
+    reads(weight, n, s);
+    reads(x, n, s);
+    writes(sum_gw, 1, sizeof(double));
+    writes(sum_gwc, 1, sizeof(double));
     B.scaled_grad_sums(dt, gw, g, weight, x, n, mean, sum_gw, sum_gwc);
   }
   static void adam_row(DType dt, const void* op, void* p, const void* g, void* m, void* v,
@@ -203,11 +202,11 @@ struct AnnouncedNn {
     const size_t s = element_size(dt);
     const size_t op_size =
         dt == DType::kFloat32 ? sizeof(AdamUpdate<float>) : sizeof(AdamUpdate<double>);
-    contiguous(op, 1, op_size, true, false);
-    contiguous(p, n, s, true, true);
-    contiguous(g, n, s, true, false);
-    contiguous(m, n, s, true, true);
-    contiguous(v, n, s, true, true);
+    reads(op, 1, op_size);
+    writes(p, n, s);
+    reads(g, n, s);
+    writes(m, n, s);
+    writes(v, n, s);
     B.adam_row(dt, op, p, g, m, v, n, inv_sqrt_bias2, neg_step);
   }
   static constexpr NnLoops kTable = {

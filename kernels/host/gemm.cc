@@ -44,8 +44,7 @@ void blas(bool trans_a, bool trans_b, int m, int n, int k, const T* a, int lda, 
   // OpenBLAS and oneDNN are not instrumented: ThreadSanitizer learns the operands here.
   announce_matrix(a, trans_a ? k : m, trans_a ? m : k, lda, sizeof(T), false);
   announce_matrix(b, trans_b ? n : k, trans_b ? k : n, ldb, sizeof(T), false);
-  if (beta != T(0)) announce_matrix(c, m, n, ldc, sizeof(T), false);
-  announce_matrix(c, m, n, ldc, sizeof(T), true);
+  announce_matrix(c, m, n, ldc, sizeof(T), true);  // written (and read when beta != 0)
   if (m == 1 && n > 1) {  // c[n] = op(B)^T x, x the one row of op(A)
     const int incx = trans_a ? lda : 1;
     if (trans_b) return gemv<T>(false, n, k, b, ldb, a, incx, beta, c, 1);
