@@ -26,7 +26,8 @@
 // Threads: oneDNN here is built on OpenMP, whose idle threads spin after every parallel
 // region (about 30 ms of CPU per ResNet step at two threads, on the core the kernels' pool
 // needed next; bench/RESULTS.md), as OpenBLAS's do (kernels/host/gemm.h). So oneDNN runs
-// with one OpenMP thread, always, and a launch of at least 2 * kGemmGrain multiply-adds is
+// with one OpenMP thread, always, and a launch of at least 2 * kGemmGrain multiply-adds, or
+// whose images and results hold at least 2 * kParallelGrain values, is
 // shared out over up to get_num_threads() threads (slots), each taking the next part not
 // yet taken, each part a one-thread plan over its images, over the kernels' pool
 // (kernels/host/parallel.h), whose idle workers spin for at most 200 us before they sleep.
@@ -76,14 +77,21 @@ using onednn::scratchpad;
 // all of an AMD Zen 5's.
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
-// How many threads a launch is shared out over now (see the file's comment).
+// How many threads a launch is shared out over now (see the file's comment). The values
+// count as well as the multiply-adds: every part copies its images in and its results out,
+// an element-wise pass over memory that a 1 x 1 convolution's few multiply-adds do not
+// show. A ResNet's 1 x 1 stride-2 downsamplings (6.4M multiply-adds, 0.6-1.2M values) ran
+// on one thread, about 1 ms forward and 1.7 backward each, while the other idled
+// (bench/RESULTS.md).
 int64_t launch_slots(const ConvShape& s) {
 #ifdef SG_HOST_UNDER_TSAN
   (void)s;
   return 1;
 #else
   const int64_t macs = s.n * s.o * s.oh * s.ow * (s.c / s.groups) * s.kh * s.kw;
-  return std::max<int64_t>(1, std::min<int64_t>({get_num_threads(), s.n, macs / kGemmGrain}));
+  const int64_t moved = s.n * (s.c * s.h * s.w + s.o * s.oh * s.ow);
+  const int64_t grains = std::max(macs / kGemmGrain, moved / kParallelGrain);
+  return std::max<int64_t>(1, std::min<int64_t>({get_num_threads(), s.n, grains}));
 #endif
 }
 

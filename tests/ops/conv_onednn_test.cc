@@ -391,6 +391,41 @@ TEST_CASE("oneDNN conv2d cuts a large launch along the batch, one part per threa
   cache.clear();
 }
 
+// 6 images of 16 x 64 x 64 by 32 x 16 x 1 x 1 at stride 2 (a ResNet's downsampling): 3.1M
+// multiply-adds, under the two gemm grains that would share the launch out, but 590K
+// values in and out, over two element-wise grains. At two threads the forward is cut into
+// parts of 2 + 2 + 1 + 1 images (its copies fit 2 images a part): a plan for each size, and
+// the gradients' one each, 4 plans; kept on one thread it made 3 parts of 2, 3 plans.
+TEST_CASE("oneDNN conv2d shares out a launch of few multiply-adds over many values",
+          "[ops][conv][onednn]") {
+  PlanCache& cache = onednn_conv_plan_cache();
+  const Device d = host_device();
+  const Tensor x64 = random_input({6, 16, 64, 64}, d, 900);
+  const Tensor w64 = random_input({32, 16, 1, 1}, d, 901);
+  const Tensor g = random_input({6, 32, 32, 32}, d, 902).detach().to(DType::kFloat32);
+  const Conv2dParams p{{2, 2}, {0, 0}, {1, 1}, 1};
+  const auto run = [&](int threads, size_t plans) {
+    const testing::ThreadsScope scope(threads);
+    cache.clear();
+    const Tensor x = f32_leaf(x64), w = f32_leaf(w64);
+    const Tensor y = conv2d(x, w, Tensor(), p);
+    const TensorList got = grad({y}, {x, w}, {g});
+    CHECK(cache.size() == plans);
+    std::vector<std::vector<double>> all;
+    for (const Tensor& t : {y, got[0], got[1]}) all.push_back(values(t.to(DType::kFloat64)));
+    return all;
+  };
+  INFO(d.str());
+  const auto one = run(1, 3);
+  const auto two = run(2, kCutsLaunches ? 4 : 3);
+  CHECK(run(2, kCutsLaunches ? 4 : 3) == two);  // bit for bit, run after run
+  for (size_t t = 0; t < one.size(); ++t) {
+    INFO("tensor " << t << " (output, input gradient, weight gradient)");
+    check_close(two[t], one[t], t == 2 ? 6 * 32 * 32 : 0);  // a weight's: 6144 pixels
+  }
+  cache.clear();
+}
+
 // 7 images of 32 x 32 x 32 by 32 x 32 x 3 x 3, 66M multiply-adds: an image and its result
 // are 256 KiB each in the blocked layout, so the forward's parts (1 MiB of copies at most,
 // kernels/host/onednn_conv.cc) hold 4 images and the backward's (the image twice) 2. At
