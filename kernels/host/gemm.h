@@ -19,8 +19,9 @@
 // thread (pin_blas_threads: set when this library loads and again before the first gemm),
 // and a product of at least 2 * kGemmGrain multiply-adds is cut into up to
 // get_num_threads() blocks of rows or of columns of C, each one single-threaded gemm, run
-// over the kernels' pool (kernels/host/parallel.h), whose idle workers spin for at most
-// 200 us before they sleep. A block never waits for another, so a thread that loses its core delays only
+// over the kernels' pool (kernels/host/parallel.h), whose idle workers spin for
+// get_thread_spin_us() (2 ms by default, settable) before they sleep. A block never waits
+// for another, so a thread that loses its core delays only
 // its own block (OpenBLAS's threads wait for each other inside a call).
 //
 // Results: each item of a batch is one gemm call whatever the thread count, so batched

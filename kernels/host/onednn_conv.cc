@@ -30,7 +30,8 @@
 // whose images and results hold at least 2 * kParallelGrain values, is
 // shared out over up to get_num_threads() threads (slots), each taking the next part not
 // yet taken, each part a one-thread plan over its images, over the kernels' pool
-// (kernels/host/parallel.h), whose idle workers spin for at most 200 us before they sleep.
+// (kernels/host/parallel.h), whose idle workers spin for a while (get_thread_spin_us())
+// before they sleep.
 // The weight gradient sums over the batch: each part writes its own, and they are added in
 // part order. The cut depends only on the shape and the thread count, so a run repeats bit
 // for bit; results may differ between thread counts and batch sizes in the last bits, as

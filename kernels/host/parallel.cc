@@ -31,17 +31,20 @@ namespace {
 // Set while this thread runs a chunk: a parallel_for inside it runs inline.
 thread_local bool t_in_chunk = false;
 
-// How long an idle worker, and a caller waiting for the last chunks, spins before it
-// sleeps. On these virtual machines a sleeping thread takes tens of microseconds to wake
-// (the host must run its virtual CPU again), as long as a whole element-wise kernel of
-// 256K floats: with sleeping workers, two threads ran the exact GELU forward in 0.077-0.097
-// ms against about 0.10 on one; spinning, in 0.052-0.056 (bench/RESULTS.md). 200 us covers the
-// gaps between one step's kernels, so the worker stays awake through a step and is idle
-// again right after it. Never while there are more threads than processors: a spinning
-// thread would then hold a processor another needs (OpenMP's libgomp limits its spinning
-// there too).
-constexpr auto kSpin = std::chrono::microseconds(200);
+// Times a worker found nothing queued after spinning and went to sleep (worker_sleeps()).
+std::atomic<int64_t> g_worker_sleeps{0};
 
+// How long an idle worker, and a caller waiting for the last chunks, spins before it
+// sleeps: get_thread_spin_us() (runtime/backend/cpu_settings.h). On these virtual machines
+// a sleeping thread takes tens of microseconds to wake (the host must run its virtual CPU
+// again), as long as a whole element-wise kernel of 256K floats: with sleeping workers,
+// two threads ran the exact GELU forward in 0.077-0.097 ms against about 0.10 on one;
+// spinning, in 0.052-0.056 (bench/RESULTS.md). When the host is busy a wake can take
+// milliseconds: a two-thread ResNet step, whose worker then waited up to ~3 ms between
+// kernels, took 150-274 ms with 200 us of spin and 108-112 with 2 ms, in the same minutes
+// (bench/RESULTS.md). Never
+// while there are more threads than processors: a spinning thread would then hold a
+// processor another needs (OpenMP's libgomp limits its spinning there too).
 bool may_spin() {
   static const unsigned processors = std::thread::hardware_concurrency();
   return processors > 0 && static_cast<unsigned>(get_num_threads()) <= processors;
@@ -55,11 +58,12 @@ void relax() {
 #endif
 }
 
-// Spins until ready() or for kSpin, where spinning is allowed; returns ready().
+// Spins until ready() or for the spin time, where spinning is allowed; returns ready().
 template <typename Ready>
 bool spin_until(Ready&& ready) {
-  if (!may_spin()) return ready();
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const int spin_us = get_thread_spin_us();
+  if (spin_us == 0 || !may_spin()) return ready();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;
@@ -183,7 +187,9 @@ class Pool {
   void worker_loop() {
     for (;;) {
       std::shared_ptr<Job> job;
-      spin_until([&] { return queued_.load(std::memory_order_relaxed) > 0; });
+      if (!spin_until([&] { return queued_.load(std::memory_order_relaxed) > 0; })) {
+        g_worker_sleeps.fetch_add(1, std::memory_order_relaxed);
+      }
       {
         std::unique_lock<std::mutex> lk(mu_);
         wake_.wait(lk, [&] { return stopped_ || !queue_.empty(); });
@@ -245,6 +251,8 @@ int move_off(int cpu) {
   return -1;
 #endif
 }
+
+int64_t worker_sleeps() { return g_worker_sleeps.load(std::memory_order_relaxed); }
 
 int current_cpu() {
 #if defined(__linux__)

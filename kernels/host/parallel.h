@@ -19,9 +19,9 @@
 // Memory ordering: everything fn did in any chunk happens before parallel_for returns.
 // Thread-safety: any thread may call parallel_for, concurrently. Workers are started on
 // first need and joined at exit; calls made after that run inline. An idle worker, and a
-// caller waiting for other threads' chunks, spins for up to 200 us before it sleeps on a
-// condition variable (waking a sleeping thread is slow on virtual machines; parallel.cc
-// says how slow), and never spins while get_num_threads() exceeds the processors. Nor
+// caller waiting for other threads' chunks, spins for up to get_thread_spin_us()
+// (runtime/backend/cpu_settings.h) before it sleeps on a condition variable (waking a
+// sleeping thread is slow on virtual machines; parallel.cc says how slow), and never spins while get_num_threads() exceeds the processors. Nor
 // then does a worker that starts a job on its caller's processor move itself to another
 // (it does otherwise, once; its allowed processors stay as they were).
 // Failure: the first exception thrown by fn is rethrown to the caller after every chunk
@@ -60,6 +60,9 @@ constexpr int64_t kAlignFrom = 4096;
 // The length of the chunks that a split of n > grain items over `threads` threads is cut
 // into (the last chunk may be shorter).
 int64_t chunk_size(int64_t n, int64_t grain, int64_t threads);
+// How many times, since the process started, a pool worker found no work after spinning
+// and went to sleep (get_thread_spin_us(), runtime/backend/cpu_settings.h).
+int64_t worker_sleeps();
 // The processor the calling thread runs on, or -1 where that cannot be asked (not Linux).
 int current_cpu();
 // Moves the calling thread to a processor of its allowed set other than `cpu`, then gives

@@ -102,6 +102,11 @@ RuntimeConfig load() {
                (c.num_threads >= 1 && c.num_threads <= kMaxThreads),
            ValueError, "STREAMGRAD_NUM_THREADS=", c.num_threads, " must be in [1, ",
            kMaxThreads, "]");
+  c.thread_spin_us = env_number<int>("STREAMGRAD_THREAD_SPIN_US", -1);
+  SG_CHECK(env("STREAMGRAD_THREAD_SPIN_US") == nullptr ||
+               (c.thread_spin_us >= 0 && c.thread_spin_us <= kMaxSpinUs),
+           ValueError, "STREAMGRAD_THREAD_SPIN_US=", c.thread_spin_us, " must be in [0, ",
+           kMaxSpinUs, "] microseconds");
   if (const char* level = env("STREAMGRAD_CPU_CAPABILITY")) {
     c.cpu_capability_set = true;
     c.cpu_capability = parse_cpu_capability(level);

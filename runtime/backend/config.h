@@ -31,6 +31,9 @@
 //                                     (cpu_settings.h; set_num_threads() overrides it).
 //   STREAMGRAD_CPU_CAPABILITY=default|avx2|avx512   the code level of the cpu kernels'
 //                                     loops, at most the machine's (cpu_settings.h).
+//   STREAMGRAD_THREAD_SPIN_US=U       how long an idle kernel thread spins before it
+//                                     sleeps, 0..kMaxSpinUs (cpu_settings.h;
+//                                     set_thread_spin_us() overrides it).
 //   STREAMGRAD_ONEDNN=0               float32 conv2d on cpu and sim uses unfold and matmul
 //                                     instead of oneDNN (cpu_settings.h;
 //                                     set_onednn_enabled() overrides it).
@@ -95,6 +98,7 @@ struct RuntimeConfig {
   int sim_queue_depth = kSimDefaultQueueDepth;
   int sim_workers = kSimDefaultWorkers;
   int num_threads = 0;  // 0: not set (the hardware's count)
+  int thread_spin_us = -1;  // -1: not set (kDefaultSpinUs)
   bool cpu_capability_set = false;
   CpuCapability cpu_capability = CpuCapability::kDefault;
   bool allow_tf32 = false;

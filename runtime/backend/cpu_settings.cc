@@ -127,6 +127,29 @@ void set_num_threads(int n) {
 }
 
 namespace {
+std::atomic<int>& spin_override() {
+  static std::atomic<int> v{-1};  // -1: follow the environment
+  return v;
+}
+}  // namespace
+
+int get_thread_spin_us() {
+  const int o = spin_override().load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  static const int from_env = [] {
+    const int us = config().thread_spin_us;
+    return us >= 0 ? us : kDefaultSpinUs;
+  }();
+  return from_env;
+}
+
+void set_thread_spin_us(int us) {
+  SG_CHECK(us >= 0 && us <= kMaxSpinUs, ValueError, "set_thread_spin_us: ", us,
+           " us; pass a time in [0, ", kMaxSpinUs, "] microseconds (0: sleep at once)");
+  spin_override().store(us, std::memory_order_relaxed);
+}
+
+namespace {
 std::atomic<bool>& onednn_flag() {
   static std::atomic<bool> on{config().onednn};
   return on;

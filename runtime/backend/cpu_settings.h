@@ -7,6 +7,7 @@
 //   cpu_capability()               // CpuCapability::kAvx512 on an AVX-512 machine
 //   set_cpu_capability(CpuCapability::kAvx2);   // lower than the machine only (tests, benches)
 //   set_onednn_enabled(false);     // as torch.backends.mkldnn.enabled = False
+//   set_thread_spin_us(0);         // idle kernel threads sleep at once (OMP_WAIT_POLICY=passive)
 //
 // Threads: kernels over more than 256K elements split their work over up to
 // get_num_threads() threads (the caller plus a pool of workers, kernels/host/parallel.h);
@@ -29,8 +30,19 @@
 // turns it off), unfold and matmul where not; the two agree to rounding, not bitwise. The switch applies to conv2d calls made after
 // it; a recorded graph's backward uses the path its forward took.
 //
+// Spin: an idle kernel thread (a pool worker with nothing queued, or a caller waiting for
+// the last chunks of its split) spins for get_thread_spin_us() microseconds before it
+// sleeps, as OpenMP's threads spin before they sleep. Waking a sleeping thread costs the
+// host rescheduling its processor: tens of microseconds, and on a busy virtual machine up
+// to milliseconds, which a training step's gaps between kernels (up to about 2 ms on one
+// ResNet step at two threads) would pay again and again. The default, kDefaultSpinUs,
+// covers those gaps; a process that shares its processors with others may want less (0:
+// sleep at once; the test suite runs at 200 us, .bazelrc). STREAMGRAD_THREAD_SPIN_US sets
+// the starting value. Never spins while there are more threads than processors.
+//
 // Thread-safety: every function may be called from any thread (atomics).
-// Failure: set_num_threads outside [1, kMaxThreads] and set_cpu_capability above
+// Failure: set_num_threads outside [1, kMaxThreads], set_thread_spin_us outside
+// [0, kMaxSpinUs] and set_cpu_capability above
 // machine_cpu_capability() throw ValueError; malformed environment values throw
 // ValueError naming the variable at first use (runtime/backend/config.h).
 #ifndef STREAMGRAD_RUNTIME_BACKEND_CPU_SETTINGS_H_
@@ -47,6 +59,8 @@ enum class CpuCapability : int {
 
 constexpr int kMaxThreads = 256;
 constexpr int kDefaultMaxThreads = 16;
+constexpr int kDefaultSpinUs = 2000;
+constexpr int kMaxSpinUs = 1000000;
 
 // "default", "avx2", "avx512".
 const char* cpu_capability_name(CpuCapability c);
@@ -58,6 +72,9 @@ void set_cpu_capability(CpuCapability c);
 
 int get_num_threads();
 void set_num_threads(int n);
+
+int get_thread_spin_us();
+void set_thread_spin_us(int us);
 
 bool onednn_enabled();
 void set_onednn_enabled(bool on);

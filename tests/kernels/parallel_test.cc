@@ -1,9 +1,11 @@
 // parallel_for (kernels/host/parallel.h) and the kernels that use it: every index is
 // visited once in equal chunks, a worker can leave its caller's processor, nested calls
 // run inline, many callers at once (std::threads, sim streams) finish, errors reach the
-// caller; and kernels above the threshold give the same bits for 1, 2, 3 and 7 threads.
+// caller, an idle worker spins for the time set before it sleeps; and kernels above the
+// threshold give the same bits for 1, 2, 3 and 7 threads.
 #include <catch2/catch.hpp>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -174,6 +176,37 @@ TEST_CASE("an exception in a chunk reaches the caller after every chunk ran", "[
                                  }),
                     "chunk failed");
   CHECK(done.load() == 100);
+}
+
+// The spin (runtime/backend/cpu_settings.h): with 1 s of it a worker stays awake through
+// gaps of milliseconds between jobs; with none it sleeps after every job it ran. Each job
+// is four chunks of 2 ms, so the worker takes part even when it wakes slowly.
+TEST_CASE("an idle worker spins for get_thread_spin_us() before it sleeps",
+          "[parallel][threads]") {
+  ThreadsScope scope(2);
+  const int saved = get_thread_spin_us();
+  const auto jobs = [](int n) {
+    for (int i = 0; i < n; ++i) {
+      parallel_for(0, 4, 1, [](int64_t, int64_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
+  if (std::thread::hardware_concurrency() >= 2) {
+    set_thread_spin_us(kMaxSpinUs);
+    jobs(1);  // the worker, asleep or not before, is spinning after this
+    const int64_t before = k::cpu::detail::worker_sleeps();
+    jobs(20);
+    CHECK(k::cpu::detail::worker_sleeps() == before);
+  } else {
+    WARN("one processor: workers never spin (more threads than processors), not checked");
+  }
+  set_thread_spin_us(0);
+  const int64_t before = k::cpu::detail::worker_sleeps();
+  jobs(20);
+  CHECK(k::cpu::detail::worker_sleeps() > before);
+  set_thread_spin_us(saved);
 }
 
 // Runs `kernel` once per thread count into a fresh buffer holding `start`; every run must

@@ -1,7 +1,9 @@
 // The cpu kernels' settings (runtime/backend/cpu_settings.h) without streamgrad's variables: the
 // machine's level by default, lower levels settable and higher ones refused, thread counts
 // settable within [1, kMaxThreads], defaulting to OPENBLAS_NUM_THREADS or the CPUs this
-// process may use.
+// process may use; the idle threads' spin settable within [0, kMaxSpinUs], starting from
+// STREAMGRAD_THREAD_SPIN_US (the hidden "[spin_env]" case, run by
+// cpu_settings_spin_env_test.sh) or kDefaultSpinUs.
 #include <sched.h>
 
 #include <catch2/catch.hpp>
@@ -90,6 +92,39 @@ TEST_CASE("thread count: default, set and refused", "[cpu_settings]") {
   CHECK(get_num_threads() == 1);
   // Visible from every thread.
   std::thread([] { CHECK(get_num_threads() == 1); }).join();
+}
+
+TEST_CASE("thread spin: default, set and refused", "[cpu_settings]") {
+  // `bazel test` runs with STREAMGRAD_THREAD_SPIN_US=200 (.bazelrc), which the start follows.
+  const char* env = std::getenv("STREAMGRAD_THREAD_SPIN_US");
+  CHECK(get_thread_spin_us() == (env != nullptr ? std::atoi(env) : kDefaultSpinUs));
+  for (int us : {0, 1, kDefaultSpinUs, kMaxSpinUs}) {
+    set_thread_spin_us(us);
+    CHECK(get_thread_spin_us() == us);
+  }
+  set_thread_spin_us(150);
+  for (int bad : {-1, kMaxSpinUs + 1}) {
+    INFO(bad);
+    CHECK_THROWS_AS(set_thread_spin_us(bad), ValueError);
+    CHECK_THROWS_WITH(set_thread_spin_us(bad),
+                      Contains("set_thread_spin_us: " + std::to_string(bad) + " us"));
+  }
+  CHECK(get_thread_spin_us() == 150);  // the refused calls changed nothing
+  std::thread([] { CHECK(get_thread_spin_us() == 150); }).join();
+}
+
+// Run by cpu_settings_spin_env_test.sh, which sets STREAMGRAD_THREAD_SPIN_US (or leaves it
+// unset) and EXPECT_SPIN_US: the starting spin, or "error: MESSAGE" for a refused value.
+TEST_CASE("the starting spin follows STREAMGRAD_THREAD_SPIN_US", "[.spin_env]") {
+  const char* expect = std::getenv("EXPECT_SPIN_US");
+  REQUIRE(expect != nullptr);
+  const std::string want = expect;
+  if (want.rfind("error: ", 0) == 0) {
+    CHECK_THROWS_AS(get_thread_spin_us(), ValueError);
+    CHECK_THROWS_WITH(get_thread_spin_us(), Contains(want.substr(7)));
+  } else {
+    CHECK(get_thread_spin_us() == std::atoi(expect));
+  }
 }
 
 }  // namespace
