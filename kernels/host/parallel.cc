@@ -39,9 +39,9 @@ std::atomic<int64_t> g_worker_sleeps{0};
 // a sleeping thread takes tens of microseconds to wake (the host must run its virtual CPU
 // again), as long as a whole element-wise kernel of 256K floats: with sleeping workers,
 // two threads ran the exact GELU forward in 0.077-0.097 ms against about 0.10 on one;
-// spinning, in 0.052-0.056 (bench/RESULTS.md). When the host is busy a wake can take
-// milliseconds: a two-thread ResNet step, whose worker then waited up to ~3 ms between
-// kernels, took 150-274 ms with 200 us of spin and 108-112 with 2 ms, in the same minutes
+// spinning, in 0.052-0.056 (bench/RESULTS.md). At times waking costs far more: a
+// two-thread ResNet step, whose worker then waited up to ~3 ms between kernels, took
+// 150-274 ms with 200 us of spin and 108-112 with 2 ms, in the same minutes
 // (bench/RESULTS.md). Never
 // while there are more threads than processors: a spinning thread would then hold a
 // processor another needs (OpenMP's libgomp limits its spinning there too).

@@ -32,13 +32,14 @@
 //
 // Spin: an idle kernel thread (a pool worker with nothing queued, or a caller waiting for
 // the last chunks of its split) spins for get_thread_spin_us() microseconds before it
-// sleeps, as OpenMP's threads spin before they sleep. Waking a sleeping thread costs the
-// host rescheduling its processor: tens of microseconds, and on a busy virtual machine up
-// to milliseconds, which a training step's gaps between kernels (up to about 2 ms on one
-// ResNet step at two threads) would pay again and again. The default, kDefaultSpinUs,
-// covers those gaps; a process that shares its processors with others may want less (0:
-// sleep at once; the test suite runs at 200 us, .bazelrc). STREAMGRAD_THREAD_SPIN_US sets
-// the starting value. Never spins while there are more threads than processors.
+// sleeps, as OpenMP's threads spin before they sleep. Waking a sleeping thread costs tens
+// of microseconds on a virtual machine, and at times far more (a two-thread ResNet step
+// took 1.4 to 2.4 times as long with 200 us of spin as with 2 ms, bench/RESULTS.md), which
+// a training step's gaps between kernels (up to about 2 ms) would pay again and again.
+// The default, kDefaultSpinUs, covers those gaps; a process that shares its processors
+// with others may want less (0: sleep at once; the test suite runs at 200 us, .bazelrc).
+// STREAMGRAD_THREAD_SPIN_US sets the starting value. Never spins while there are more
+// threads than processors.
 //
 // Thread-safety: every function may be called from any thread (atomics).
 // Failure: set_num_threads outside [1, kMaxThreads], set_thread_spin_us outside
