@@ -350,11 +350,28 @@ TEST_CASE("the oneDNN plan cache holds one plan per problem and pass and obeys m
   cache.clear();
 }
 
+// conv2d of float32 copies of x64 and w64 and both its gradients for grad_out `g`, at
+// `threads` threads from a cleared plan cache, which must then hold `plans` plans (per
+// pass, one for each size of part); the output's and the gradients' values.
+std::vector<std::vector<double>> run_counting_plans(const Tensor& x64, const Tensor& w64,
+                                                    const Tensor& g, const Conv2dParams& p,
+                                                    int threads, size_t plans) {
+  const testing::ThreadsScope scope(threads);
+  PlanCache& cache = onednn_conv_plan_cache();
+  cache.clear();
+  const Tensor x = f32_leaf(x64), w = f32_leaf(w64);
+  const Tensor y = conv2d(x, w, Tensor(), p);
+  const TensorList got = grad({y}, {x, w}, {g});
+  CHECK(cache.size() == plans);
+  std::vector<std::vector<double>> all;
+  for (const Tensor& t : {y, got[0], got[1]}) all.push_back(values(t.to(DType::kFloat64)));
+  return all;
+}
+
 TEST_CASE("oneDNN conv2d cuts a large launch along the batch, one part per thread, and "
           "repeats its bits",
           "[ops][conv][onednn]") {
   PlanCache& cache = onednn_conv_plan_cache();
-  const int old_threads = get_num_threads();
   const Device d = host_device();
   // 3 x 32 x 18 x 18 by 32 x 32 x 3 x 3: 9M multiply-adds, two parts of at least 4M.
   const Tensor x64 = random_input({3, 32, 18, 18}, d, 700);
@@ -362,15 +379,7 @@ TEST_CASE("oneDNN conv2d cuts a large launch along the batch, one part per threa
   const Tensor g = random_input({3, 32, 18, 18}, d, 702).detach().to(DType::kFloat32);
   const Conv2dParams p{{1, 1}, {1, 1}, {1, 1}, 1};
   const auto run = [&](int threads, size_t plans) {
-    set_num_threads(threads);
-    cache.clear();
-    const Tensor x = f32_leaf(x64), w = f32_leaf(w64);
-    const Tensor y = conv2d(x, w, Tensor(), p);
-    const TensorList got = grad({y}, {x, w}, {g});
-    CHECK(cache.size() == plans);  // per pass: one plan for each size of part
-    std::vector<std::vector<double>> all;
-    for (const Tensor& t : {y, got[0], got[1]}) all.push_back(values(t.to(DType::kFloat64)));
-    return all;
+    return run_counting_plans(x64, w64, g, p, threads, plans);
   };
   INFO(d.str());
   // oneDNN runs on one OpenMP thread inside each part; a program's own OpenMP setting on
@@ -383,7 +392,6 @@ TEST_CASE("oneDNN conv2d cuts a large launch along the batch, one part per threa
   CHECK(run(1, 3) == one);
   synchronize(d);
   CHECK(omp_get_max_threads() == 3);
-  set_num_threads(old_threads);
   for (size_t t = 0; t < one.size(); ++t) {
     INFO("tensor " << t << " (output, input gradient, weight gradient)");
     check_close(two[t], one[t]);
@@ -405,15 +413,7 @@ TEST_CASE("oneDNN conv2d shares out a launch of few multiply-adds over many valu
   const Tensor g = random_input({6, 32, 32, 32}, d, 902).detach().to(DType::kFloat32);
   const Conv2dParams p{{2, 2}, {0, 0}, {1, 1}, 1};
   const auto run = [&](int threads, size_t plans) {
-    const testing::ThreadsScope scope(threads);
-    cache.clear();
-    const Tensor x = f32_leaf(x64), w = f32_leaf(w64);
-    const Tensor y = conv2d(x, w, Tensor(), p);
-    const TensorList got = grad({y}, {x, w}, {g});
-    CHECK(cache.size() == plans);
-    std::vector<std::vector<double>> all;
-    for (const Tensor& t : {y, got[0], got[1]}) all.push_back(values(t.to(DType::kFloat64)));
-    return all;
+    return run_counting_plans(x64, w64, g, p, threads, plans);
   };
   INFO(d.str());
   const auto one = run(1, 3);
