@@ -42,9 +42,9 @@ std::atomic<int64_t> g_worker_sleeps{0};
 // spinning, in 0.052-0.056 (bench/RESULTS.md). At times waking costs far more: a
 // two-thread ResNet step, whose worker then waited up to ~3 ms between kernels, took
 // 150-274 ms with 200 us of spin and 108-112 with 2 ms, in the same minutes
-// (bench/RESULTS.md). Never
-// while there are more threads than processors: a spinning thread would then hold a
-// processor another needs (OpenMP's libgomp limits its spinning there too).
+// (bench/RESULTS.md). Never while there are more threads than processors: a spinning
+// thread would then hold a processor another needs (OpenMP's libgomp limits its spinning
+// there too).
 bool may_spin() {
   static const unsigned processors = std::thread::hardware_concurrency();
   return processors > 0 && static_cast<unsigned>(get_num_threads()) <= processors;

@@ -21,9 +21,10 @@
 // first need and joined at exit; calls made after that run inline. An idle worker, and a
 // caller waiting for other threads' chunks, spins for up to get_thread_spin_us()
 // (runtime/backend/cpu_settings.h) before it sleeps on a condition variable (waking a
-// sleeping thread is slow on virtual machines; parallel.cc says how slow), and never spins while get_num_threads() exceeds the processors. Nor
-// then does a worker that starts a job on its caller's processor move itself to another
-// (it does otherwise, once; its allowed processors stay as they were).
+// sleeping thread is slow on virtual machines; parallel.cc says how slow), and never
+// spins while get_num_threads() exceeds the processors. Nor then does a worker that
+// starts a job on its caller's processor move itself to another (it does otherwise, once;
+// its allowed processors stay as they were).
 // Failure: the first exception thrown by fn is rethrown to the caller after every chunk
 // has finished (the kernels' chunks do not throw).
 #ifndef STREAMGRAD_KERNELS_HOST_PARALLEL_H_
