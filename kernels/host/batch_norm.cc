@@ -37,17 +37,6 @@ void for_each_channel(const NcsShape& d, Fn&& fn) {
   });
 }
 
-// The sum of n contiguous elements in kSumBlock blocks, added in order (as reduce() sums
-// a row).
-template <typename T>
-double row_sum(const Loops& lp, DType dt, const T* p, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; i += kSumBlock) {
-    s += lp.sum_block(dt, p + i, n - i < kSumBlock ? n - i : kSumBlock);
-  }
-  return s;
-}
-
 // Rows are prefetched (prefetch_row, loops.h): a channel's rows lie C x S values apart,
 // too far for the hardware's prefetchers to follow from one row to the next.
 

@@ -48,17 +48,6 @@ int64_t grain_rows(int64_t per_row) {
   return std::max<int64_t>(1, kNormGrain / std::max<int64_t>(1, per_row));
 }
 
-// The sum of n contiguous elements in kSumBlock blocks, added in order (as reduce() sums a
-// row).
-template <typename T>
-double row_sum(const Loops& lp, DType dt, const T* p, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; i += kSumBlock) {
-    s += lp.sum_block(dt, p + i, n - i < kSumBlock ? n - i : kSumBlock);
-  }
-  return s;
-}
-
 // Rows [first, last), each step for a group of rows before the next step: a row's
 // statistics are a chain (sum, fold, mean, centred squares, fold, square root, division)
 // that its apply loop waits on, and a row at a time left the core idle on that chain

@@ -82,6 +82,17 @@ struct Loops {
   void (*columns)(Reduce op, DType dt, void* acc, const void* row, int64_t n);
 };
 
+// The sum of n contiguous elements in kSumBlock blocks, added in order (as reduce() sums a
+// row; the normalisations' statistics).
+template <typename T>
+double row_sum(const Loops& lp, DType dt, const T* p, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i += kSumBlock) {
+    s += lp.sum_block(dt, p + i, n - i < kSumBlock ? n - i : kSumBlock);
+  }
+  return s;
+}
+
 // The loops of the neural-network kernels (loops_nn.cc), float32 and float64 only.
 struct NnLoops {
   // One output row of a 2x2, stride-2 max pool whose windows lie inside the image: the
