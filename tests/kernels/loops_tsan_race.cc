@@ -15,6 +15,7 @@
 // second, operand 2 the one it skips (a race there would be a false report: the test
 // expects none). Exit status: TSan's 66 on a report (halt_on_error), 0 otherwise, 2 for
 // bad arguments.
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -248,8 +249,23 @@ int main(int argc, char** argv) {
       std::thread b(c.call);
       b.join();
     } else {
-      std::thread a(plain_write, target);
-      std::thread b(c.call);
+      // Neither thread ends before both have made their access: a thread that had ended
+      // could hand its ThreadSanitizer slot to the next one, whose access then looks like
+      // the same thread's, unordered as the two are (1 run in 40 went unreported so).
+      // Each waits on the other only after its own access, so nothing orders the two.
+      std::atomic<int> done{0};
+      const auto then_wait = [&done] {
+        done.fetch_add(1, std::memory_order_acq_rel);
+        while (done.load(std::memory_order_acquire) < 2) std::this_thread::yield();
+      };
+      std::thread a([&] {
+        plain_write(target);
+        then_wait();
+      });
+      std::thread b([&] {
+        c.call();
+        then_wait();
+      });
       a.join();
       b.join();
     }
