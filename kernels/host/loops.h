@@ -47,8 +47,11 @@ namespace cpu {
 constexpr int64_t kSumBlock = 4096;
 
 // Asks for row [p, p + n) to be brought into the cache ahead of use, where the hardware's
-// prefetchers do not run far enough ahead (the normalisations' rows: batch_norm.cc and
-// layer_norm.cc say when).
+// prefetchers do not run far enough ahead: rows to be read (the normalisations': batch_norm.cc
+// and layer_norm.cc say when) and rows about to be written, whose stores would otherwise
+// wait for each line in turn (batch_norm.cc, loops_elementwise.cc). A read prefetch serves
+// for those too: a line no other core holds comes in exclusive, and the store that
+// follows needs no further request (prefetchw measured no better, and varied more).
 template <typename T>
 inline void prefetch_row(const T* p, int64_t n) {
   const char* b = reinterpret_cast<const char*>(p);

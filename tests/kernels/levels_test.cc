@@ -114,15 +114,20 @@ std::function<T(T, T)> binary_fn(Binary op) {
 
 // The lengths a case runs: all of 0..67 (every vector tail at every width) for the main
 // placements, a sample of them for the others; the bias of the MLP's hidden layer; and,
-// for the main placements, a long one (parallel_test covers lengths above the parallel
-// threshold, where the split is the same code at every level).
+// for the main placements, the edges of the 4 KB blocks whose stores the disjoint rows
+// prefetch (1024 and 1025 floats, 512 and 513 doubles) and a long one (parallel_test
+// covers lengths above the parallel threshold, where the split is the same code at every
+// level).
 std::vector<int64_t> lengths(bool all = true) {
   std::vector<int64_t> n;
   for (int64_t i = 0; i <= 67; ++i) {
     if (all || i < 2 || i % 16 <= 1 || i == 67) n.push_back(i);
   }
   n.push_back(256);
-  if (all) n.push_back(40001);
+  if (all) {
+    for (int64_t i : {512, 513, 1024, 1025}) n.push_back(i);
+    n.push_back(40001);
+  }
   return n;
 }
 
