@@ -29,7 +29,7 @@
 // Speed and determinism (runtime/backend/cpu_settings.h): element-wise kernels, fill, copy and
 // reduce run loops compiled for several instruction-set levels (baseline x86-64, AVX2,
 // AVX-512; cpu_capability() picks one) and split over up to get_num_threads() threads when
-// a launch covers more than 256K elements. Their results are bitwise the same at every
+// a launch covers more than 64K elements. Their results are bitwise the same at every
 // level and thread count, NaN payloads included where only one NaN meets an operation.
 // matmul shares a batch's items, or the blocks of one large product, among the same
 // threads, each a single-threaded OpenBLAS gemm (kernels/host/gemm.h: OpenBLAS's own

@@ -38,12 +38,15 @@ namespace kernels {
 namespace cpu {
 
 // Items (elements, or element-sized steps of work) up to which one thread is faster than
-// two. Measured with bench/kernels_bench (BM_*Threshold, bench/RESULTS.md) on 2 cores with
-// 2 MB of L2 each: while a kernel's operands fit in the caller's L2, a second core must
-// first pull them across and loses (an in-place float32 axpy of 256K elements: 31 us on one
-// thread, 65 us on two); at 512K elements two threads win (139 -> 100 us). PyTorch's
-// 32K grain assumes cores that are idle and data that is not already in one core's cache.
-constexpr int64_t kParallelGrain = 262144;
+// two. Measured with bench/kernels_bench (BM_*Threshold, bench/RESULTS.md). On the first
+// 2-core machine, while a kernel's operands fit in the caller's L2, a second core had to
+// pull them across and lost (an in-place float32 axpy of 256K elements: 31 us on one
+// thread, 65 us on two), so the grain was 256K. On the Intel Xeon VM of 2026-12-03, with
+// the pool's workers spinning and the same cut for the same length (each thread's share of
+// a buffer can stay in its own L2 from one kernel to the next), two threads won from 128K
+// elements on: add 26.6-30.0 -> 12.2-14.8 us, axpy 15.5-18.0 -> 11.6-12.0; at 256K, add
+// 134 -> 30 us. PyTorch's grain is 32K.
+constexpr int64_t kParallelGrain = 65536;
 // The grain of kernels that call a transcendental function per element (SLEEF's tanh, erf,
 // exp ...), which are compute-bound: about 30 us of tanh on one core, so that two threads
 // win from two grains on (the reference's grain for every kernel).
@@ -51,8 +54,9 @@ constexpr int64_t kMathGrain = 32768;
 // The grain of the normalisations (layer, RMS and batch norm), which read each element two
 // or three times and compute statistics: about four element-wise kernels' work per
 // element. Layer norm [1024, 256] on two threads: forward 0.084 -> 0.046 ms, forward and
-// backward 0.256 -> 0.158 ms with it, where kParallelGrain kept all rows on one thread.
-constexpr int64_t kNormGrain = kParallelGrain / 4;
+// backward 0.256 -> 0.158 ms with it, where a 256K grain kept all rows on one thread; cut
+// from 16K elements instead, slower again (0.11-0.13 -> 0.12-0.15 ms forward).
+constexpr int64_t kNormGrain = 65536;
 
 namespace detail {
 // Chunks of at least kAlignFrom items are a multiple of kAlignItems long.

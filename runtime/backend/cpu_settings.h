@@ -9,7 +9,7 @@
 //   set_onednn_enabled(false);     // as torch.backends.mkldnn.enabled = False
 //   set_thread_spin_us(0);         // idle kernel threads sleep at once (OMP_WAIT_POLICY=passive)
 //
-// Threads: kernels over more than 256K elements split their work over up to
+// Threads: kernels over more than 64K elements split their work over up to
 // get_num_threads() threads (the caller plus a pool of workers, kernels/host/parallel.h);
 // results are bitwise the same for every thread count. The count governs BLAS too: matmul
 // shares a batch, or the blocks of a large product, among the same threads, each block a

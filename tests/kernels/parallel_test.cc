@@ -72,14 +72,15 @@ TEST_CASE("a split gives every thread an equal share, in whole cache lines when 
           "[parallel]") {
   using k::cpu::detail::chunk_size;
   const int64_t g = k::cpu::kParallelGrain;
-  // ReLU over [64, 16, 28, 28] on two threads: 3.06 grains in two halves, not 2 + 1.06.
-  const int64_t relu = 64 * 16 * 28 * 28;
+  // ReLU over [64, 64, 7, 7] on two threads: 3.06 grains in two halves, not 2 + 1.06.
+  const int64_t relu = 64 * 64 * 7 * 7;
+  REQUIRE(relu == 3 * g + g / 16);
   CHECK(chunk_size(relu, g, 2) == relu / 2);
   // Just over a grain: two halves (rounded up to 64 items), not a grain and a sliver.
   CHECK(chunk_size(g + 1, g, 2) == (g / 2 + 64));
   // Plenty of grains: four chunks per thread.
   CHECK(chunk_size(64 * g, g, 2) == 8 * g);
-  CHECK(chunk_size(64 * g, g, 3) == 1398144);  // 64 g / 12 = 1398101.3, up to 64 items
+  CHECK(chunk_size(64 * g, g, 3) == 349568);  // 64 g / 12 = 349525.3, up to 64 items
   // Small chunks (rows, channels) are not rounded.
   CHECK(chunk_size(16, 1, 2) == 2);
   CHECK(chunk_size(101, 7, 7) == 8);
