@@ -44,7 +44,7 @@ namespace cpu {
 // thread, 65 us on two), so the grain was 256K. On the Intel Xeon VM of 2026-12-03, with
 // the pool's workers spinning and the same cut for the same length (each thread's share of
 // a buffer can stay in its own L2 from one kernel to the next), two threads won from 128K
-// elements on: add 26.6-30.0 -> 12.2-14.8 us, axpy 15.5-18.0 -> 11.6-12.0; at 256K, add
+// elements on: add 25.6-30.0 -> 12.2-14.8 us, axpy 15.5-18.0 -> 11.6-12.0; at 256K, add
 // 134 -> 30 us. PyTorch's grain is 32K.
 constexpr int64_t kParallelGrain = 65536;
 // The grain of kernels that call a transcendental function per element (SLEEF's tanh, erf,
