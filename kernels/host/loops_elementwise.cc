@@ -96,7 +96,7 @@ SG_INLINE void four_streams(int64_t n, Body body) {
 // into the cache one block (4 KB) ahead. Without it, on the Intel Xeon VM of
 // bench/RESULTS.md (2026-12-03), each store to a line not in the cache waited for that line
 // to be read in, one after another: ReLU over 3.2 MB whose buffers were not in the cache
-// took 1.0-1.1 ms, 0.58-0.63 with the prefetch (0.43-0.46 -> 0.34-0.38 when they were in
+// took 1.0-1.1 ms, 0.58-0.63 with the prefetch (0.43-0.49 -> 0.34-0.38 when they were in
 // L3). Prefetching the inputs as well gained nothing. The values are the same either way.
 constexpr int64_t kStoreAheadBytes = 4096;
 
