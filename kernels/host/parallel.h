@@ -45,7 +45,9 @@ namespace cpu {
 // the pool's workers spinning and the same cut for the same length (each thread's share of
 // a buffer can stay in its own L2 from one kernel to the next), two threads won from 128K
 // elements on: add 25.6-30.0 -> 12.2-14.8 us, axpy 15.5-18.0 -> 11.6-12.0; at 256K, add
-// 134 -> 30 us. PyTorch's grain is 32K.
+// 134 -> 30 us. Lengths between 64K and 128K were not timed alone; 64K was chosen from
+// whole steps on two threads (ResNet 104.7 -> 100.4 ms, GPT 30.2 -> 29.6, medians of 6
+// and 4 alternating pairs against 256K). PyTorch's grain is 32K.
 constexpr int64_t kParallelGrain = 65536;
 // The grain of kernels that call a transcendental function per element (SLEEF's tanh, erf,
 // exp ...), which are compute-bound: about 30 us of tanh on one core, so that two threads
