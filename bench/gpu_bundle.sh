@@ -54,6 +54,10 @@ for rule in ET.parse(sys.stdin).getroot().iter("rule"):
     pairs = [[s.get("value") for s in p.findall("string")] for p in (env if env is not None else [])]
     print(" ".join([path] + [k + "=" + v for k, v in pairs]))
 ' > "$stage/tests.env"
+# Tests tagged exclusive (they read device-wide state such as the GPU's free memory), which
+# bench/gpu_tests.sh runs alone, as `bazel test` does.
+bazel query "attr(tags, '\\bexclusive\\b', $tests_query)" 2>/dev/null |
+  sed 's|^//||; s|:|/|' > "$stage/exclusive"
 [[ $(wc -l < "$stage/tests.env") -eq ${#tests[@]} ]] || {
   echo "gpu_bundle.sh: tests.env has $(wc -l < "$stage/tests.env") lines for ${#tests[@]} tests" >&2
   exit 1

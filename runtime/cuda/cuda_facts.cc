@@ -12,21 +12,30 @@ namespace {
 // 12080 -> "12.8", as nvidia-smi prints CUDA versions.
 std::string version(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
 
-// The kernel module's release ("550.54.14"), as nvidia-smi's "Driver Version", read from
-// the file the module publishes (NVML would be one more library for one string).
+// The kernel module's release, read from the file the module publishes (NVML would be one
+// more library for one string).
 std::string driver_release() {
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
   if (!f || !std::getline(f, line)) return "not installed";
-  const size_t module = line.find("Kernel Module");
-  if (module == std::string::npos) return "unknown";
-  std::istringstream rest(line.substr(module + 13));
-  std::string release;
-  rest >> release;
-  return release.empty() ? "unknown" : release;
+  return nvidia_driver_release(line);
 }
 
 }  // namespace
+
+std::string nvidia_driver_release(const std::string& version_line) {
+  const size_t module = version_line.find("Kernel Module");
+  if (module == std::string::npos) return "unknown";
+  // The proprietary module names its release right after "Kernel Module"; the open one
+  // puts "for x86_64" between them, so the release is the first word that starts with a
+  // digit.
+  std::istringstream rest(version_line.substr(module + 13));
+  std::string word;
+  while (rest >> word) {
+    if (word[0] >= '0' && word[0] <= '9') return word;
+  }
+  return "unknown";
+}
 
 Facts cuda_backend_facts(int count, cudaError_t count_error) {
   int runtime = 0, driver = 0;

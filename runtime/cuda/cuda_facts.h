@@ -9,6 +9,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "runtime/backend/backend.h"
 
 namespace streamgrad {
@@ -16,6 +18,11 @@ namespace streamgrad {
 // `count` and `count_error` are what cudaGetDeviceCount gave the backend.
 Facts cuda_backend_facts(int count, cudaError_t count_error);
 Facts cuda_device_facts(int index);
+
+// The release ("580.159.04", as nvidia-smi's "Driver Version") in the first line of
+// /proc/driver/nvidia/version, of the proprietary or the open kernel module; "unknown"
+// where the line names none.
+std::string nvidia_driver_release(const std::string& version_line);
 
 }  // namespace streamgrad
 

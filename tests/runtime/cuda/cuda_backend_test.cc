@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "runtime/cuda/cuda_facts.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/runtime.h"
 
@@ -27,6 +28,17 @@ TEST_CASE("cuda backend is linked and counts devices without throwing", "[cuda]"
   REQUIRE(try_device(DeviceType::kCuda, 0) == Device("cpu"));
   REQUIRE_THROWS_AS(Stream::default_for(Device("cuda:0")), DeviceError);
   REQUIRE_THROWS_AS(raw_cuda_stream(Stream::unchecked(Device("cuda:0"), 0)), DeviceError);
+}
+
+TEST_CASE("the driver's release is read from both kernel modules' version lines", "[cuda]") {
+  CHECK(nvidia_driver_release("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  "
+                              "Thu Feb 22 01:44:30 UTC 2024") == "550.54.14");
+  // The open module, as an H200 machine printed it (tools/devices once showed "for").
+  CHECK(nvidia_driver_release("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+                              "580.159.04  Release Build  (dvs-builder@U22)  Thu Oct 9 "
+                              "2025") == "580.159.04");
+  CHECK(nvidia_driver_release("NVRM version: something else") == "unknown");
+  CHECK(nvidia_driver_release("NVIDIA UNIX Open Kernel Module for x86_64") == "unknown");
 }
 
 TEST_CASE("raw_cuda_stream refuses streams of other device types", "[cuda]") {
