@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 12's GPU run, for a machine with an NVIDIA GPU: builds with -c opt, runs the whole
 # test suite (the device-parameterised tests then include cuda:0, tests/kernels/cuda
-# compares every cuda kernel with the cpu's, tests/ops/conv_grad_test checks cuDNN's
+# compares every cuda kernel with the cpu's, tests/ops/conv_cudnn_gpu_test checks cuDNN's
 # convolution against the composed path), tools/devices, the gradcheck catalogue on
 # cuda:0, the stream_race catalogue on sim and on cuda, one epoch of tools/train's cnn,
 # resnet and gpt on cuda:0, the GPU figures (bench/gpu_bench.cc) and the engine's chain
