@@ -69,13 +69,12 @@ bool within_cudnn_limits(const ConvShape& s, const Window2d& w) {
   return true;
 }
 
-// What the device's library takes: cuDNN every floating dtype within its 32-bit sizes;
+// What the device's library takes: cuDNN float32 and float64 within its 32-bit sizes;
 // oneDNN float32. Empty when it takes the shape.
 std::string library_refusal(DeviceType device, DType dt, const ConvShape& s, const Window2d& w) {
   if (device == DeviceType::kCuda) {
-    if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kFloat16 &&
-        dt != DType::kBFloat16) {
-      return "cuDNN convolution takes float32, float64, float16 or bfloat16";
+    if (dt != DType::kFloat32 && dt != DType::kFloat64) {
+      return "cuDNN convolution takes float32 or float64";
     }
     if (!within_cudnn_limits(s, w)) return "it exceeds cuDNN's 32-bit sizes; split the batch";
     return "";

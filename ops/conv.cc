@@ -6,7 +6,7 @@
 // The matmul is batched over N with the weight broadcast; its backward sums the weight
 // gradient over the batch.
 // Where the device's convolution library takes the input (kernels/nn_kernels.h: cuDNN on
-// cuda, every floating dtype; oneDNN on cpu and sim, float32, unless set_onednn_enabled
+// cuda, float32 and float64; oneDNN on cpu and sim, float32, unless set_onednn_enabled
 // (false)) conv2d runs the library's kernels instead, with one node
 // (CudnnConvolutionBackward or MkldnnConvolutionBackward, the reference's names) that
 // saves only the input and the weight: the library's backward kernels, or, when the

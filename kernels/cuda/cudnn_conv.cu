@@ -96,20 +96,6 @@ struct Plan {
 
 int as_int(int64_t v) { return static_cast<int>(v); }  // cudnn_conv2d_supported checked
 
-// The dtypes library_refusal (kernels/library_conv.cc) lets through.
-cudnnDataType_t data_type(DType dt) {
-  switch (dt) {
-    case DType::kFloat64:
-      return CUDNN_DATA_DOUBLE;
-    case DType::kFloat16:
-      return CUDNN_DATA_HALF;
-    case DType::kBFloat16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      return CUDNN_DATA_FLOAT;
-  }
-}
-
 std::string key_of(const Problem& p) {
   const ConvShape& s = p.s;
   const Window2d& w = p.w;
@@ -184,7 +170,7 @@ void choose_algorithm(cudnnHandle_t h, Plan& plan, const Problem& p) {
 std::shared_ptr<const Plan> make_plan(cudnnHandle_t h, const Problem& p) {
   const ConvShape& s = p.s;
   const Window2d& w = p.w;
-  const cudnnDataType_t type = data_type(p.dt);
+  const cudnnDataType_t type = p.dt == DType::kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
   auto plan = std::make_shared<Plan>();
   check_cudnn(cudnnCreateTensorDescriptor(&plan->image), "cudnnCreateTensorDescriptor", p);
   check_cudnn(cudnnCreateTensorDescriptor(&plan->result), "cudnnCreateTensorDescriptor", p);
@@ -200,23 +186,19 @@ std::shared_ptr<const Plan> make_plan(cudnnHandle_t h, const Problem& p) {
   check_cudnn(cudnnSetFilter4dDescriptor(plan->filter, type, CUDNN_TENSOR_NCHW, as_int(s.o),
                                          as_int(s.c / s.groups), as_int(s.kh), as_int(s.kw)),
               "cudnnSetFilter4dDescriptor", p);
-  // Cross-correlation, as PyTorch's conv2d (no kernel flip); sums in float64 for float64
-  // data, else in float32: 16-bit data too (cuDNN's pseudo-half configuration, the one
-  // the reference framework uses).
+  // Cross-correlation, as PyTorch's conv2d (no kernel flip); sums in the data's dtype.
   check_cudnn(cudnnSetConvolution2dDescriptor(
                   plan->conv, as_int(w.padding[0]), as_int(w.padding[1]), as_int(w.stride[0]),
                   as_int(w.stride[1]), as_int(w.dilation[0]), as_int(w.dilation[1]),
-                  CUDNN_CROSS_CORRELATION, p.dt == DType::kFloat64 ? type : CUDNN_DATA_FLOAT),
+                  CUDNN_CROSS_CORRELATION, type),
               "cudnnSetConvolution2dDescriptor", p);
   check_cudnn(cudnnSetConvolutionGroupCount(plan->conv, as_int(s.groups)),
               "cudnnSetConvolutionGroupCount", p);
-  // FMA math keeps float32 off the tensor cores, which would round the inputs to TF32;
-  // 16-bit data asks for them, as the reference framework does.
-  const bool half = p.dt == DType::kFloat16 || p.dt == DType::kBFloat16;
-  const cudnnMathType_t math = half                                  ? CUDNN_TENSOR_OP_MATH
-                               : p.tf32 || p.dt != DType::kFloat32 ? CUDNN_DEFAULT_MATH
-                                                                   : CUDNN_FMA_MATH;
-  check_cudnn(cudnnSetConvolutionMathType(plan->conv, math), "cudnnSetConvolutionMathType", p);
+  // FMA math keeps float32 off the tensor cores, which would round the inputs to TF32.
+  check_cudnn(cudnnSetConvolutionMathType(plan->conv, p.tf32 || p.dt != DType::kFloat32
+                                                          ? CUDNN_DEFAULT_MATH
+                                                          : CUDNN_FMA_MATH),
+              "cudnnSetConvolutionMathType", p);
   int n = 0, c = 0, oh = 0, ow = 0;
   check_cudnn(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->image, plan->filter, &n,
                                                     &c, &oh, &ow),
@@ -279,11 +261,10 @@ void cudnn_conv2d(const Stream& stream, ConvPass pass, DType dt, const ConvShape
     workspace = Storage::allocate(plan->workspace, stream);
     ws = workspace.data();
   }
-  // The scaling factors are of the sums' type: float for 16-bit data too.
-  if (dt == DType::kFloat64) {
-    run<double>(h.handle, *plan, p, a, b, c, ws);
-  } else {
+  if (dt == DType::kFloat32) {
     run<float>(h.handle, *plan, p, a, b, c, ws);
+  } else {
+    run<double>(h.handle, *plan, p, a, b, c, ws);
   }
 }
 

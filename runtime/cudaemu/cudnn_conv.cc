@@ -3,9 +3,7 @@
 #include <cudaemu_runtime.h>
 
 #include <cstring>
-#include <vector>
 
-#include "runtime/base/half.h"
 #include "runtime/cudaemu/cudnn_internal.h"
 
 namespace streamgrad {
@@ -82,15 +80,10 @@ cudnnStatus_t find(Pass pass, int algo, Algo* out) {
   return out->offered ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
 }
 
-size_t element_bytes(cudnnDataType_t t) {
-  if (t == CUDNN_DATA_DOUBLE) return 8;
-  return t == CUDNN_DATA_HALF || t == CUDNN_DATA_BFLOAT16 ? 2 : 4;
-}
-
 // Fake sizes, in the spirit of what the real algorithms keep (an im2col buffer, index
 // tables, partial sums), so that callers must query and pass a workspace.
 size_t workspace_bytes(Pass pass, int algo, const ConvGeom& g) {
-  const size_t elem = element_bytes(g.type);
+  const size_t elem = g.type == CUDNN_DATA_DOUBLE ? 8 : 4;
   const size_t columns = size_t(g.cpg) * g.kh * g.kw * g.oh * g.ow * elem;
   switch (pass) {
     case Pass::kForward:
@@ -164,48 +157,6 @@ void compute(Pass pass, const ConvGeom& g, void* out, const void* in1, const voi
   }
 }
 
-// Element counts of a pass's output and its two inputs, in the order compute() takes them.
-void operand_counts(Pass pass, const ConvGeom& g, size_t counts[3]) {
-  const size_t image = size_t(g.n) * g.c * g.h * g.w;
-  const size_t filter = size_t(g.k) * g.cpg * g.kh * g.kw;
-  const size_t result = size_t(g.n) * g.k * g.oh * g.ow;
-  switch (pass) {
-    case Pass::kForward:  // y from x, w
-      counts[0] = result, counts[1] = image, counts[2] = filter;
-      return;
-    case Pass::kBackwardData:  // dx from w, dy
-      counts[0] = image, counts[1] = filter, counts[2] = result;
-      return;
-    case Pass::kBackwardFilter:  // dw from x, dy
-      counts[0] = filter, counts[1] = image, counts[2] = result;
-      return;
-  }
-}
-
-template <typename H>
-std::vector<float> widened(const void* p, size_t n) {
-  std::vector<float> out(n);
-  const H* h = static_cast<const H*>(p);
-  for (size_t i = 0; i < n; ++i) out[i] = h[i].to_float();
-  return out;
-}
-
-// 16-bit data summed in float32: every operand widened, the float32 result rounded once
-// into the output, as real cuDNN's pseudo-half configuration rounds its float sums.
-template <typename H>
-void compute_widened(Pass pass, const ConvGeom& g, void* out, const void* in1,
-                     const void* in2, double alpha, double beta) {
-  size_t counts[3];
-  operand_counts(pass, g, counts);
-  std::vector<float> o =
-      beta == 0 ? std::vector<float>(counts[0]) : widened<H>(out, counts[0]);
-  const std::vector<float> a = widened<H>(in1, counts[1]);
-  const std::vector<float> b = widened<H>(in2, counts[2]);
-  compute<float>(pass, g, o.data(), a.data(), b.data(), alpha, beta);
-  H* h = static_cast<H*>(out);
-  for (size_t i = 0; i < counts[0]; ++i) h[i] = H::from_float(o[i]);
-}
-
 cudnnStatus_t run(Pass pass, const char* what, cudnnHandle_t handle, const void* alpha,
                   cudnnTensorDescriptor_t image, cudnnFilterDescriptor_t filter,
                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t result, int algo,
@@ -240,15 +191,10 @@ cudnnStatus_t run(Pass pass, const char* what, cudnnHandle_t handle, const void*
     // The algorithm owns its workspace while it runs: scribble over it, so that a caller
     // who shares it with other work, or passes less than it claims, finds out.
     if (needed > 0) std::memset(workspace, 0xA5, needed);
-    switch (g.type) {
-      case CUDNN_DATA_DOUBLE:
-        return compute<double>(pass, g, out, in1, in2, al, be);
-      case CUDNN_DATA_HALF:
-        return compute_widened<Half>(pass, g, out, in1, in2, al, be);
-      case CUDNN_DATA_BFLOAT16:
-        return compute_widened<BFloat16>(pass, g, out, in1, in2, al, be);
-      default:
-        return compute<float>(pass, g, out, in1, in2, al, be);
+    if (is_double) {
+      compute<double>(pass, g, out, in1, in2, al, be);
+    } else {
+      compute<float>(pass, g, out, in1, in2, al, be);
     }
   });
   return err == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;

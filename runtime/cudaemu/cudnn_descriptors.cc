@@ -140,19 +140,11 @@ cudnnStatus_t problem(cudnnTensorDescriptor_t image, cudnnFilterDescriptor_t fil
   if (y.type != g->type || y.n != g->n || y.c != g->k) return CUDNN_STATUS_BAD_PARAM;
   if (y.h != g->oh || y.w != g->ow) return CUDNN_STATUS_NOT_SUPPORTED;
   if (y.format != CUDNN_TENSOR_NCHW) return CUDNN_STATUS_NOT_SUPPORTED;
-  // float32 and float64 sum in their own type; float16 and bfloat16 in float32 only (the
-  // pseudo-half configuration; real cuDNN has a true-half one for float16 too, which the
-  // project never asks for).
-  switch (g->type) {
-    case CUDNN_DATA_FLOAT:
-    case CUDNN_DATA_DOUBLE:
-      return cv.compute == g->type ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
-    case CUDNN_DATA_HALF:
-    case CUDNN_DATA_BFLOAT16:
-      return cv.compute == CUDNN_DATA_FLOAT ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
-    default:
-      return CUDNN_STATUS_NOT_SUPPORTED;
+  if (g->type != CUDNN_DATA_FLOAT && g->type != CUDNN_DATA_DOUBLE) {
+    return CUDNN_STATUS_NOT_SUPPORTED;
   }
+  if (cv.compute != g->type) return CUDNN_STATUS_NOT_SUPPORTED;
+  return CUDNN_STATUS_SUCCESS;
 }
 
 }  // namespace dnn

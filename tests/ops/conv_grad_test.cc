@@ -82,8 +82,10 @@ TEST_CASE("float64 conv2d on cpu and sim runs the composed path", "[ops][conv]")
     CHECK(node != "CudnnConvolutionBackward");
     CHECK(node != "MkldnnConvolutionBackward");
   }
-  // Integer inputs, sizes past 32 bits: never cuDNN.
+  // float16 or integer inputs, sizes past 32 bits: never cuDNN.
   const Device cuda(DeviceType::kCuda, 0);
+  CHECK_FALSE(
+      kernels::library_conv2d_supported(cuda, DType::kFloat16, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
   CHECK_FALSE(
       kernels::library_conv2d_supported(cuda, DType::kInt64, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
   CHECK_FALSE(kernels::library_conv2d_supported(

@@ -6,9 +6,7 @@
 // cudnnGetStream; 4-d tensor, filter and 2-d convolution descriptors (group count, math
 // type); cudnnGetConvolution2dForwardOutputDim; the _v7 algorithm queries and the three
 // workspace-size queries; cudnnConvolutionForward / BackwardData / BackwardFilter (NCHW,
-// float, double, half or bfloat16 (the 16-bit ones summed in float, as cuDNN's pseudo-half
-// configuration does, and rounded once into the output), cross-correlation or
-// convolution, padding, stride, dilation, groups,
+// float or double, cross-correlation or convolution, padding, stride, dilation, groups,
 // alpha / beta read during the call; beta == 0 never reads the output).
 //
 // Validation (status CUDNN_STATUS_BAD_PARAM unless said): a null or unknown handle or
@@ -19,9 +17,8 @@
 // types that differ, a filter larger than the padded image; requested algorithm count < 1;
 // an algorithm out of its enum's range; a workspace smaller than the query's size for that
 // algorithm (or null while that size is not 0). CUDNN_STATUS_NOT_SUPPORTED: output height or
-// width other than cudnnGetConvolution2dForwardOutputDim's, a data type other than float,
-// double, half and bfloat16, a format other than NCHW, a compute type other than the data
-// type (float for half and bfloat16), an algorithm
+// width other than cudnnGetConvolution2dForwardOutputDim's, a data type other than float and
+// double, a format other than NCHW, a compute type other than the data type, an algorithm
 // the emulation does not offer (those the _v7 queries list with status NOT_SUPPORTED).
 //
 // Algorithms: every offered algorithm computes the same reference loops; the _v7 queries

@@ -41,11 +41,9 @@ struct Problem {
     DNN_OK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, s.n, s.c, s.h, s.w));
     DNN_OK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, type, s.n, s.k, s.oh(), s.ow()));
     DNN_OK(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, s.k, s.cpg(), s.kh, s.kw));
-    // 16-bit data sums in float, as cudnn_conv.cu asks.
-    const bool half = type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16;
     DNN_OK(cudnnSetConvolution2dDescriptor(conv, s.pad_h, s.pad_w, s.u, s.v, s.dil_h, s.dil_w,
                                            s.flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION,
-                                           half ? CUDNN_DATA_FLOAT : type));
+                                           type));
     DNN_OK(cudnnSetConvolutionGroupCount(conv, s.groups));
   }
   ~Problem() {
