@@ -4,8 +4,9 @@
 # compares every cuda kernel with the cpu's, tests/ops/conv_cudnn_gpu_test checks cuDNN's
 # convolution against the composed path), tools/devices, the gradcheck catalogue on
 # cuda:0, the stream_race catalogue on sim and on cuda, one epoch of tools/train's cnn,
-# resnet and gpt on cuda:0, the GPU figures (bench/gpu_bench.cc) and the engine's chain
-# benchmark on cuda:0, and writes everything to one folder with a summary table.
+# resnet and gpt on cuda:0 (and of the resnet under --amp=fp16, the gpt under bf16), the
+# GPU figures (bench/gpu_bench.cc) and the engine's chain benchmark on cuda:0, and writes
+# everything to one folder with a summary table.
 #
 #   bench/gpu.sh [OUT_DIR]                  (default: gpu-results-<date>)
 #   bench/gpu.sh --bundle=DIR [OUT_DIR]     runs the binaries that bench/gpu_bundle.sh packed
@@ -69,6 +70,9 @@ step race_cuda "$bin/tools/stream_race" --device=cuda --json
 step train "$bin/tools/train" --model=cnn --device=cuda:0 --epochs=1 --json --data="$data"
 step train_resnet "$bin/tools/train" --model=resnet --device=cuda:0 --epochs=1 --json --data="$data"
 step train_gpt "$bin/tools/train" --model=gpt --device=cuda:0 --epochs=1 --json --data="$text"
+# Mixed precision: 2026-12-04's run found the float16 ResNet 5x slower than float32 here.
+step resnet_fp16 "$bin/tools/train" --model=resnet --device=cuda:0 --epochs=1 --amp=fp16 --json --data="$data"
+step gpt_bf16 "$bin/tools/train" --model=gpt --device=cuda:0 --epochs=1 --amp=bf16 --json --data="$text"
 step gpu_bench "$bin/bench/gpu_bench" --device=cuda:0
 step chain "$bin/bench/sg_bench" --case=chain --n=1000 --numel=1 --op=mul --device=cuda:0
 echo >> "$out/summary.txt"
