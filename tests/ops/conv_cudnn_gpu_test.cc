@@ -109,30 +109,8 @@ TEST_CASE("the cuDNN plan cache holds one plan per problem and obeys max_size an
           "[ops][conv][cuda]") {
   require_cuda_device();
   PlanCache& cache = cudnn_conv_plan_cache(0);
-  const size_t old_max = cache.max_size();
-  CHECK(old_max == PlanCache::kDefaultMaxSize);
-  const Device cuda("cuda:0");
-  cache.clear();
-  // float32 (tf32 is a float32 setting) and leaves that need no gradient, so that each
-  // plan below is made by the call that says so.
-  const Tensor x = random_input({2, 3, 5, 5}, cuda, 80).detach().to(DType::kFloat32);
-  const Tensor w = random_input({4, 3, 3, 3}, cuda, 81).detach().to(DType::kFloat32);
-  (void)conv2d(x, w);
-  CHECK(cache.size() == 1);
-  (void)conv2d(x, w);
-  CHECK(cache.size() == 1);  // the same problem reuses its plan
-  Tensor xr = clone(x);
-  xr.requires_grad_();
-  sum(conv2d(xr, w)).backward();
-  CHECK(cache.size() == 2);  // + the input-gradient pass (w needs no gradient)
-  (void)conv2d(random_input({1, 3, 5, 5}, cuda, 82).detach().to(DType::kFloat32), w);
-  CHECK(cache.size() == 3);
-  cache.set_max_size(1);
-  CHECK(cache.size() == 1);
-  cache.set_max_size(0);  // caching off: plans are made and dropped
-  (void)conv2d(x, w);
-  CHECK(cache.size() == 0);
-  cache.set_max_size(old_max);
+  CHECK(cache.max_size() == PlanCache::kDefaultMaxSize);
+  const auto [x, w] = testing::walk_plan_cache(cache, Device("cuda:0"), 80);
   set_cudnn_allow_tf32(true);  // a different plan: the setting is part of the key
   (void)conv2d(x, w);
   set_cudnn_allow_tf32(false);

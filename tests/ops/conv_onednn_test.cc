@@ -324,30 +324,7 @@ TEST_CASE("oneDNN's convolution entry points refuse what oneDNN cannot take",
 
 TEST_CASE("the oneDNN plan cache holds one plan per problem and pass and obeys max_size",
           "[ops][conv][onednn]") {
-  PlanCache& cache = onednn_conv_plan_cache();
-  const size_t old_max = cache.max_size();
-  cache.clear();
-  const Device cpu("cpu");
-  const Tensor x = random_input({2, 3, 5, 5}, cpu, 600).detach().to(DType::kFloat32);
-  const Tensor w = random_input({4, 3, 3, 3}, cpu, 601).detach().to(DType::kFloat32);
-  const Tensor first = conv2d(x, w);
-  CHECK(cache.size() == 1);
-  (void)conv2d(x, w);
-  CHECK(cache.size() == 1);  // the same problem reuses its plan
-  Tensor xr = clone(x);
-  xr.requires_grad_();
-  sum(conv2d(xr, w)).backward();
-  CHECK(cache.size() == 2);  // + the input-gradient pass (w needs no gradient)
-  (void)conv2d(random_input({1, 3, 5, 5}, cpu, 602).detach().to(DType::kFloat32), w);
-  CHECK(cache.size() == 3);
-  cache.set_max_size(1);
-  CHECK(cache.size() == 1);
-  cache.set_max_size(0);  // caching off: plans are made and dropped, results the same
-  const Tensor uncached = conv2d(x, w);
-  CHECK(cache.size() == 0);
-  CHECK(values(uncached.to(DType::kFloat64)) == values(first.to(DType::kFloat64)));
-  cache.set_max_size(old_max);
-  cache.clear();
+  testing::walk_plan_cache(onednn_conv_plan_cache(), Device("cpu"), 600);
 }
 
 // conv2d of float32 copies of x64 and w64 and both its gradients for grad_out `g`, at
