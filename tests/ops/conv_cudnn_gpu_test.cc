@@ -53,8 +53,8 @@ TEST_CASE("conv2d on cuda is one cuDNN kernel each way and equals the composed p
 
 // cuDNN could take 16-bit data, but on an H200 (2026-12-04, bench/RESULTS.md) the ResNet
 // under --amp=fp16 trained at 666-762 examples/s with float16 convolutions through cuDNN
-// against 1,127 through unfold and a half-precision gemm: until a profile says why, 16-bit
-// convolutions on cuda stay on the composed path, which this case pins.
+// against 1,127 through unfold and matmul: until a profile says why, 16-bit convolutions
+// on cuda stay on the composed path, which this case pins.
 TEST_CASE("float16 and bfloat16 conv2d on cuda take unfold and matmul", "[ops][conv][cuda]") {
   require_cuda_device();
   const Device cuda(DeviceType::kCuda, 0), cpu("cpu");
