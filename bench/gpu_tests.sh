@@ -29,7 +29,7 @@ exclusive="$bundle/exclusive"
 alone() { grep -qxF -f "$exclusive" <<< "${1%% *}"; }
 shared=() single=()
 while read -r line; do
-  if [[ -s "$exclusive" ]] && alone "$line"; then single+=("$line"); else shared+=("$line"); fi
+  if alone "$line"; then single+=("$line"); else shared+=("$line"); fi
 done < <(grep cuda "$bundle/tests.env"; grep -v cuda "$bundle/tests.env")
 # The cuda tests first: a run cut short has still executed them.
 {

@@ -6,6 +6,8 @@
 #define STREAMGRAD_TESTS_OPS_CONV_CASES_H_
 
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <utility>
 
 #include "kernels/plan_cache.h"
 #include "ops/ops.h"
