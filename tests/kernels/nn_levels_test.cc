@@ -219,9 +219,17 @@ void check_batch_norm(int64_t n, int64_t c, int64_t s) {
 TEMPLATE_TEST_CASE("batch norm gives the same bits at every level and thread count",
                    "[kernels][norm][levels]", float, double) {
   for (const int64_t s : {1, 15, 16, 17, 33, 196, 4097}) check_batch_norm<TestType>(3, 2, s);
-  // Two channels of 2 x 131,072 values, the fewest that two threads share out (a chunk
-  // holds at least 256K values); float only, to keep the sanitizer runs short.
-  if (std::is_same<TestType, float>::value) check_batch_norm<TestType>(2, 2, 131072);
+  // 150 channels of 2 values: walked in groups of 64, 64 and 22 channels (the most a group
+  // takes), on one thread however many there are.
+  check_batch_norm<TestType>(2, 150, 1);
+  // Float only, to keep the sanitizer runs short. Two channels of 2 x 131,072 values, each
+  // a chunk of its own on two threads; and a ResNet's last stage, [64, 64, 7 x 7]: groups
+  // of 20 channels, cut 20, 20, 20, 4 on one thread and 20, 12 in each of two halves on
+  // two, which must give the same bits.
+  if (std::is_same<TestType, float>::value) {
+    check_batch_norm<TestType>(2, 2, 131072);
+    check_batch_norm<TestType>(64, 64, 49);
+  }
 }
 
 }  // namespace
