@@ -111,7 +111,7 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
   // time, each chunk widened on its own.
   if (front::widens_mixed(impl.options, {&out, &in}, {&mean, &var, weight, bias})) {
     const int64_t channels = in.dim() == 3 && out.dim() == 3 ? in.sizes[1] : 0;
-    const int64_t chunk = channels > 0 ? cpu::batch_chunk(3 * in.numel() / channels) : 0;
+    const int64_t chunk = channels > 0 ? cpu::batch_chunk(stream, 3 * in.numel() / channels) : 0;
     if (channels > 0 && chunk < channels) {
       for (int64_t c = 0; c < channels; c += chunk) {
         const int64_t n = std::min(chunk, channels - c);
@@ -140,7 +140,7 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
   if (front::widens_mixed(impl.options, {grad_in, &grad_out, &in},
                           {grad_weight, grad_bias, &mean, &var, weight})) {
     const int64_t channels = in.dim() == 3 && grad_out.dim() == 3 ? in.sizes[1] : 0;
-    const int64_t chunk = channels > 0 ? cpu::batch_chunk(3 * in.numel() / channels) : 0;
+    const int64_t chunk = channels > 0 ? cpu::batch_chunk(stream, 3 * in.numel() / channels) : 0;
     if (channels > 0 && chunk < channels) {
       auto part = [](const View* v, int64_t dim, int64_t c, int64_t n) {
         return v != nullptr ? cpu::slice_of(*v, dim, c, n) : View();

@@ -74,7 +74,7 @@ void col2im(const Stream& stream, const View& out, const View& cols, const Windo
     const int64_t items = out.dim() == 4 && cols.dim() == 3 && cols.sizes[0] == out.sizes[0]
                               ? out.sizes[0] : 0;
     const int64_t chunk =
-        items > 0 ? cpu::batch_chunk((out.numel() + cols.numel()) / items) : 0;
+        items > 0 ? cpu::batch_chunk(stream, (out.numel() + cols.numel()) / items) : 0;
     if (items > 0 && chunk < items) {
       for (int64_t i = 0; i < items; i += chunk) {
         const int64_t n = std::min(chunk, items - i);

@@ -9,7 +9,8 @@
 // the implementation asked for float32 (ImplOptions::native_16bit false) and every floating
 // operand is of one 16-bit dtype, float32 copies (widen.h) whose results are rounded back
 // into the 16-bit outputs after body returns. With Chunking::kElementwise a widened call
-// whose scratch would pass kWidenChunkElements runs body once per chunk of out's first
+// whose scratch would pass widen_chunk_elements(stream) (widen.h: a few MiB on cpu and sim, a
+// cap of 256 MiB an operand on cuda) runs body once per chunk of out's first
 // dim of size > 1 (every operand has out's sizes), each chunk widened on its own.
 //
 // Mode::accumulate marks kernels whose outputs are read too (index_add, col2im): their
@@ -92,7 +93,7 @@ void call(const Impl& impl, const Stream& stream, const char* name, Mode mode,
   for (size_t i = 0; i < NI; ++i) all[NO + i] = &ins[i];
   if (!widens(impl.options, all)) return body(outs, ins, /*widened=*/false);
   if (mode.chunking == Chunking::kElementwise && NO > 0 &&
-      cpu::for_each_chunk(outs[0], static_cast<int64_t>(NO + NI),
+      cpu::for_each_chunk(stream, outs[0], static_cast<int64_t>(NO + NI),
                           [&](int64_t d, int64_t begin, int64_t n) {
                             Operands<NO> co;
                             Operands<NI> ci;

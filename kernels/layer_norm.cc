@@ -143,7 +143,7 @@ void norm_forward(const Stream& stream, bool rms, const View& out, const View* m
   if (front::widens_mixed(impl.options, {&out, &in}, {mean, &rstd, weight, bias}) &&
       well_shaped(in, {&out}, {mean, &rstd}, {weight, bias})) {
     const int64_t m = in.sizes[0];
-    const int64_t chunk = cpu::batch_chunk(2 * in.sizes[1]);
+    const int64_t chunk = cpu::batch_chunk(stream, 2 * in.sizes[1]);
     if (chunk < m) {
       for (int64_t r = 0; r < m; r += chunk) {
         const int64_t k = std::min(chunk, m - r);
@@ -172,8 +172,8 @@ void norm_backward(const Stream& stream, bool rms, const View* grad_in, const Vi
                           {grad_weight, grad_bias, mean, &rstd, weight}) &&
       well_shaped(in, {grad_in, &grad_out}, {mean, &rstd}, {weight, grad_weight, grad_bias})) {
     const int64_t m = in.sizes[0], n = in.sizes[1];
-    const int64_t row_chunk = cpu::batch_chunk(3 * n);
-    const int64_t column_chunk = cpu::batch_chunk(2 * m);
+    const int64_t row_chunk = cpu::batch_chunk(stream, 3 * n);
+    const int64_t column_chunk = cpu::batch_chunk(stream, 2 * m);
     const bool params = grad_weight != nullptr || grad_bias != nullptr;
     if ((grad_in != nullptr && row_chunk < m) || (params && column_chunk < n)) {
       for (int64_t r = 0; grad_in != nullptr && r < m; r += row_chunk) {

@@ -71,7 +71,7 @@ void matmul(const Stream& stream, const View& out, const View& a, const View& b,
       a.dim() == 3 && b.dim() == 3 && a.sizes[0] == out.sizes[0] &&
       b.sizes[0] == out.sizes[0]) {
     const int64_t items = out.sizes[0];
-    const int64_t chunk = cpu::batch_chunk(out.numel() / std::max<int64_t>(items, 1) +
+    const int64_t chunk = cpu::batch_chunk(stream, out.numel() / std::max<int64_t>(items, 1) +
                                            (a.numel() + b.numel()) / std::max<int64_t>(items, 1));
     if (chunk < items) {
       for (int64_t i = 0; i < items; i += chunk) {

@@ -75,7 +75,7 @@ void max_pool2d(const Stream& stream, const View& values, const View& indices, c
   const auto impl = dispatch::resolve<KernelId::kMaxPool2d>(name, stream);
   if (front::widens(impl.options, {&values, &in}) && values.dim() == 3 && in.dim() == 3 &&
       indices.dim() == 3 &&
-      cpu::for_each_chunk(in, 2, [&](int64_t, int64_t i, int64_t n) {
+      cpu::for_each_chunk(stream, in, 2, [&](int64_t, int64_t i, int64_t n) {
         max_pool2d(stream, cpu::batch_slice(values, i, n), cpu::batch_slice(indices, i, n),
                    cpu::batch_slice(in, i, n), w);
       })) {
@@ -93,7 +93,7 @@ void max_pool2d_backward(const Stream& stream, const View& grad_in, const View& 
   const auto impl = dispatch::resolve<KernelId::kMaxPool2dBackward>(name, stream);
   if (front::widens(impl.options, {&grad_in, &grad_out}) && grad_in.dim() == 3 &&
       grad_out.dim() == 3 && indices.dim() == 3 &&
-      cpu::for_each_chunk(grad_in, 2, [&](int64_t, int64_t i, int64_t n) {
+      cpu::for_each_chunk(stream, grad_in, 2, [&](int64_t, int64_t i, int64_t n) {
         max_pool2d_backward(stream, cpu::batch_slice(grad_in, i, n),
                             cpu::batch_slice(grad_out, i, n), cpu::batch_slice(indices, i, n), w);
       })) {

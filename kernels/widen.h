@@ -34,6 +34,7 @@
 
 #include "absl/types/span.h"
 #include "kernels/view.h"
+#include "runtime/base/device.h"
 #include "runtime/backend/stream.h"
 #include "runtime/memory/storage.h"
 
@@ -42,14 +43,28 @@ namespace kernels {
 namespace cpu {
 
 // Batched kernels (a dim of independent items: matmul's batch, the images of col2im, the
-// channels of batch_norm, dim 0 of element-wise ops) widen this many float32 elements per operand at most per launch; above
-// it the caller splits the batch into chunks (batch_chunk), so the scratch of a 16-bit
-// call stays a few MiB however large the batch: the chunks reuse one buffer.
+// channels of batch_norm, dim 0 of element-wise ops) widen at most
+// widen_chunk_elements(stream) float32 elements per operand per launch; above it the
+// caller splits the batch into chunks (batch_chunk), so the scratch of a 16-bit call stays
+// bounded however large the batch: the chunks reuse one buffer. On cpu and sim streams
+// the bound is a few MiB, which keeps a chunk's float32 copies in the cache from the
+// widening to the kernel to the rounding. On cuda streams it is only a cap on the scratch
+// (256 MiB an operand): a GPU gains nothing from small chunks, and each chunk is launches
+// of its own (a widening copy per input, the kernel, a rounding copy per output) — cut at
+// the host's bound, a ResNet step under float16 launched 6,047 kernels against float32's
+// 220 (bench/RESULTS.md).
 constexpr int64_t kWidenChunkElements = int64_t{1} << 18;
+constexpr int64_t kWidenChunkElementsCuda = int64_t{1} << 26;
 
-// Items of `per_item` elements per chunk (at least one).
-inline int64_t batch_chunk(int64_t per_item) {
-  return per_item >= kWidenChunkElements ? 1 : kWidenChunkElements / (per_item > 0 ? per_item : 1);
+inline int64_t widen_chunk_elements(const Stream& stream) {
+  return stream.device().type() == DeviceType::kCuda ? kWidenChunkElementsCuda
+                                                     : kWidenChunkElements;
+}
+
+// Items of `per_item` elements per chunk on `stream` (at least one).
+inline int64_t batch_chunk(const Stream& stream, int64_t per_item) {
+  const int64_t budget = widen_chunk_elements(stream);
+  return per_item >= budget ? 1 : budget / (per_item > 0 ? per_item : 1);
 }
 
 // Items [begin, begin + n) of `v` along `dim` (a view with stride 0 there keeps its data
@@ -57,18 +72,18 @@ inline int64_t batch_chunk(int64_t per_item) {
 View slice_of(const View& v, int64_t dim, int64_t begin, int64_t n);
 inline View batch_slice(const View& v, int64_t begin, int64_t n) { return slice_of(v, 0, begin, n); }
 
-// For a widened call whose views all share `out`'s sizes along their first dim of size
-// > 1 (element-wise kernels; pooling's planes): when `operands` float32 copies of out
-// would exceed kWidenChunkElements elements, calls fn(dim, begin, n) for
+// For a widened call on `stream` whose views all share `out`'s sizes along their first dim
+// of size > 1 (element-wise kernels; pooling's planes): when `operands` float32 copies of
+// out would exceed widen_chunk_elements(stream) elements, calls fn(dim, begin, n) for
 // chunks along that dim and returns true; returns false (nothing called) otherwise.
 // Each chunk is then one call, widened on its own.
 template <typename Fn>
-bool for_each_chunk(const View& out, int64_t operands, Fn&& fn) {
+bool for_each_chunk(const Stream& stream, const View& out, int64_t operands, Fn&& fn) {
   int64_t dim = 0;
   while (dim < out.dim() && out.sizes[dim] <= 1) ++dim;
   if (dim == out.dim()) return false;
   const int64_t items = out.sizes[dim];
-  const int64_t chunk = batch_chunk(operands * (out.numel() / items));
+  const int64_t chunk = batch_chunk(stream, operands * (out.numel() / items));
   if (chunk >= items) return false;
   for (int64_t i = 0; i < items; i += chunk) fn(dim, i, chunk < items - i ? chunk : items - i);
   return true;

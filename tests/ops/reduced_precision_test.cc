@@ -185,10 +185,11 @@ TEST_CASE("every catalogue op agrees with float32 in float16 and bfloat16 on eve
 
 TEST_CASE("large 16-bit inputs, split into chunks by the kernels, agree with float32",
           "[ops][amp]") {
-  // Big enough that matmul, col2im, batch_norm, relu and max_pool widen a few items at a
-  // time (kernels/widen.h); the catalogue's small inputs never split. Each op on its
-  // own, so that both runs see the same input values (in a chain, a rounded conv output
-  // may move a max-pool's winner and send a gradient elsewhere).
+  // Big enough that on cpu and sim matmul, col2im, batch_norm, relu and max_pool widen a
+  // few items at a time (kernels/widen.h; cuda widens them whole); the catalogue's small
+  // inputs never split. Each op on its own, so that both runs see the same input values
+  // (in a chain, a rounded conv output may move a max-pool's winner and send a gradient
+  // elsewhere).
   const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
   const Device device(GENERATE(from_range(testing::device_names())));
   manual_seed(13);
