@@ -50,7 +50,8 @@ void for_each_group(const NcsShape& d, Fn&& fn) {
 // are read in the order they lie in memory. Channel by channel instead, a 7 x 7 plane's
 // rows of 196 bytes each lay C x S values apart, and each pass fetched every cache line
 // they share with the next channel's rows twice: a ResNet's [64, 64, 7, 7] batch norm
-// took three times as long per value as its [64, 16, 28, 28] one (bench/RESULTS.md).
+// backward took three times as long per value as its [64, 16, 28, 28] one
+// (bench/RESULTS.md).
 // k is the channel's place in the group, at the row's offset and next the offset of the
 // row after it, or -1 after the last. Each channel's rows come in image order, so its
 // sums add in the same order as one channel at a time would: the bits do not change.
