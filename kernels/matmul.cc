@@ -2,7 +2,8 @@
 // kernels/dispatch/matmul_plan.h (how each operand reaches the gemm), then the
 // implementation registered for the stream's device: OpenBLAS gemm on cpu and sim
 // (kernels/host/matmul.cc), cuBLAS on cuda (kernels/cuda/matmul.cu). 16-bit a and b are
-// multiplied in float32, into an out (and with a bias) of their dtype or of float32.
+// multiplied in float32, into an out (and with a bias) of their dtype or of float32: on
+// the host widened first (widen.h), on cuda by cuBLAS itself (float32 sums, one rounding).
 #include <algorithm>
 #include <climits>
 
@@ -27,7 +28,17 @@ using front::Ptrs;
 void matmul_views(const dispatch::Impl<KernelId::kMatmul>& impl, const Stream& stream,
                   const char* name, const View& out, const View& a, const View& b,
                   const View* bias) {
-  cpu::check_floating_out_a_b(name, out, a, b);
+  // 16-bit a and b reach here only where the implementation takes them (cuda's), and then
+  // may be multiplied into a float32 out (a product kept in float32 for a sum that
+  // follows); everywhere else out, a and b share one dtype.
+  if (is_reduced_floating(a.dtype) && out.dtype == DType::kFloat32) {
+    cpu::check_output(name, "out", out);
+    cpu::check_view(name, "a", a);
+    cpu::check_view(name, "b", b);
+    cpu::check_same_dtype(name, "a", a, "b", b);
+  } else {
+    cpu::check_floating_out_a_b(name, out, a, b);
+  }
   const int64_t r = out.dim();
   SG_CHECK((r == 2 || r == 3) && a.dim() == r && b.dim() == r, ValueError, name,
            ": expected out, a and b all 2-D or all 3-D, got out ", cpu::describe(out),

@@ -162,7 +162,8 @@ void cudnn_conv2d_backward(const Stream& stream, DType dt, const ConvShape& s,
 // The matmul of plan `p` into out through cuBLAS (kernels/cuda/matmul.cu): one handle and
 // workspace per (device, stream), created on first use; TF32 for float32 only where
 // matmul_allow_tf32() (runtime/backend/cuda_settings.h). Packed operands go through scratch on
-// the same stream.
+// the same stream. dt is out's (and the bias's) dtype; float16 and bfloat16 operands
+// (p.ab_dtype) are summed in float32 by cuBLAS, into an out of their dtype or float32.
 void matmul(const Stream& stream, const cpu::MatmulPlan& p, void* out, DType dt);
 
 }  // namespace cuda

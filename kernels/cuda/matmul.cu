@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -66,48 +65,98 @@ cpu::Layout<2> pack_layout(const cpu::Mat& m, int64_t batch, bool unpack) {
 int64_t distinct(const cpu::Mat& m, int64_t batch) { return m.batch_stride == 0 ? 1 : batch; }
 
 // m's data as gemm reads it: in place, or packed into `scratch` on the stream.
-template <typename T>
-const T* operand(const Stream& stream, const cpu::Mat& m, int64_t batch, DType dt,
-                 Storage* scratch, long long* batch_stride) {
+const void* operand(const Stream& stream, const cpu::Mat& m, int64_t batch, DType dt,
+                    Storage* scratch, long long* batch_stride) {
   if (!m.packed) {
     *batch_stride = m.batch_stride;
-    return static_cast<const T*>(m.base);
+    return m.base;
   }
   const int64_t n = distinct(m, batch);
-  *scratch = Storage::allocate(static_cast<size_t>(n * m.rows * m.cols) * sizeof(T), stream);
+  *scratch = Storage::allocate(static_cast<size_t>(n * m.rows * m.cols) * element_size(dt),
+                               stream);
   copy(stream, dt, dt, pack_layout(m, n, false), scratch->data(), m.base);
   *batch_stride = n == 1 ? 0 : m.rows * m.cols;
-  return static_cast<const T*>(scratch->data());
+  return scratch->data();
 }
 
-template <typename T>
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                    int k, const T* alpha, const T* a, int lda, long long sa, const T* b,
-                    int ldb, long long sb, const T* beta, T* c, int ldc, long long sc,
-                    int batch) {
-  if constexpr (std::is_same<T, float>::value) {
-    return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
-                                     c, ldc, sc, batch);
-  } else {
-    return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
-                                     c, ldc, sc, batch);
+cudaDataType_t cuda_type(DType dt) {
+  switch (dt) {
+    case DType::kFloat16: return CUDA_R_16F;
+    case DType::kBFloat16: return CUDA_R_16BF;
+    case DType::kFloat64: return CUDA_R_64F;
+    default: return CUDA_R_32F;
   }
 }
 
-template <typename T>
-void run(const Stream& stream, const cpu::MatmulPlan& p, void* out, DType dt) {
+// The column-major gemm C = op(A) op(B) (+ C where beta is 1) of one plan: float32 and
+// float64 through their own routines, TF32 where allowed; 16-bit A and B through
+// cublasGemmStridedBatchedEx, summed in float32 (CUBLAS_COMPUTE_32F, never the reduced-
+// precision reductions that cuBLAS allows 16-bit sums otherwise) and rounded once into a
+// C of their type, or kept in a float32 C: the bits of widening them to float32 first, up
+// to the order of the sums.
+struct Gemm {
+  cublasOperation_t ta, tb;
+  int m, n, k;
+  const void* a;
+  int lda;
+  long long sa;
+  const void* b;
+  int ldb;
+  long long sb;
+  bool accumulate;  // beta = 1
+  void* c;
+  int ldc;
+  long long sc;
+  int batch;
+};
+
+void gemm(const Stream& stream, cublasHandle_t h, const Gemm& g, DType ab, DType out) {
+  if (ab == DType::kFloat32 || ab == DType::kFloat64) {
+    const bool f32 = ab == DType::kFloat32;
+    const bool tf32 = f32 && matmul_allow_tf32();
+    check_cublas(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                 "cublasSetMathMode", stream);
+    if (f32) {
+      const float one = 1, beta = g.accumulate ? 1.0f : 0.0f;
+      check_cublas(cublasSgemmStridedBatched(
+                       h, g.ta, g.tb, g.m, g.n, g.k, &one, static_cast<const float*>(g.a), g.lda,
+                       g.sa, static_cast<const float*>(g.b), g.ldb, g.sb, &beta,
+                       static_cast<float*>(g.c), g.ldc, g.sc, g.batch),
+                   "cublasSgemmStridedBatched", stream);
+    } else {
+      const double one = 1, beta = g.accumulate ? 1.0 : 0.0;
+      check_cublas(cublasDgemmStridedBatched(
+                       h, g.ta, g.tb, g.m, g.n, g.k, &one, static_cast<const double*>(g.a),
+                       g.lda, g.sa, static_cast<const double*>(g.b), g.ldb, g.sb, &beta,
+                       static_cast<double*>(g.c), g.ldc, g.sc, g.batch),
+                   "cublasDgemmStridedBatched", stream);
+    }
+    return;
+  }
+  check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", stream);
+  const float one = 1, beta = g.accumulate ? 1.0f : 0.0f;
+  check_cublas(cublasGemmStridedBatchedEx(h, g.ta, g.tb, g.m, g.n, g.k, &one, g.a, cuda_type(ab),
+                                          g.lda, g.sa, g.b, cuda_type(ab), g.ldb, g.sb, &beta,
+                                          g.c, cuda_type(out), g.ldc, g.sc, g.batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx", stream);
+}
+
+// out = a b (+ bias): a and b of dtype `ab`, out (and the bias) of `out_dt`.
+void run(const Stream& stream, const cpu::MatmulPlan& p, void* out, DType out_dt, DType ab) {
   const cpu::Mat &a = p.a, &b = p.b, &c = p.c;
   const int64_t batch = p.batch;
   Storage sa, sb, sc;
   long long stride_a = 0, stride_b = 0;
-  const T* pa = operand<T>(stream, a, batch, dt, &sa, &stride_a);
-  const T* pb = operand<T>(stream, b, batch, dt, &sb, &stride_b);
+  const void* pa = operand(stream, a, batch, ab, &sa, &stride_a);
+  const void* pb = operand(stream, b, batch, ab, &sb, &stride_b);
   // The gemm's C: out itself, or contiguous scratch copied back at the end.
-  T* dst = static_cast<T*>(out);
+  void* dst = out;
   long long stride_c = c.batch_stride;
   if (c.packed) {
-    sc = Storage::allocate(static_cast<size_t>(batch * c.rows * c.cols) * sizeof(T), stream);
-    dst = static_cast<T*>(sc.data());
+    sc = Storage::allocate(static_cast<size_t>(batch * c.rows * c.cols) * element_size(out_dt),
+                           stream);
+    dst = sc.data();
     stride_c = c.rows * c.cols;
   }
   // gemm adds to the bias (beta = 1); an empty sum (k == 0) leaves the bias, or zero.
@@ -118,41 +167,29 @@ void run(const Stream& stream, const cpu::MatmulPlan& p, void* out, DType dt) {
     if (has_bias) {
       const int64_t bias_strides[3] = {0, p.bias.by_row ? p.bias.stride : 0,
                                        p.bias.by_row ? 0 : p.bias.stride};
-      copy(stream, dt, dt, cpu::make_layout<2>(sizes, {dst_strides, bias_strides}), dst,
-           p.bias.data);
+      copy(stream, out_dt, out_dt, cpu::make_layout<2>(sizes, {dst_strides, bias_strides}),
+           dst, p.bias.data);
     } else {
-      fill(stream, dt, cpu::make_layout<1>(sizes, {dst_strides}), dst, 0.0);
+      fill(stream, out_dt, cpu::make_layout<1>(sizes, {dst_strides}), dst, 0.0);
     }
   }
   if (a.cols != 0) {
     Handle& h = handle_for(stream);
     std::lock_guard<std::mutex> lk(h.mu);
-    const bool tf32 = std::is_same<T, float>::value && matmul_allow_tf32();
-    check_cublas(cublasSetMathMode(h.handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                  : CUBLAS_DEFAULT_MATH),
-                 "cublasSetMathMode", stream);
-    const T one = 1, beta = has_bias ? T(1) : T(0);
     // Row-major C = A B as column-major C^T = B^T A^T.
-    check_cublas(gemm<T>(h.handle, b.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
-                         a.trans ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(c.cols),
-                         static_cast<int>(c.rows), static_cast<int>(a.cols), &one, pb, b.ld,
-                         stride_b, pa, a.ld, stride_a, &beta, dst, c.ld, stride_c,
-                         static_cast<int>(batch)),
-                 std::is_same<T, float>::value ? "cublasSgemmStridedBatched"
-                                               : "cublasDgemmStridedBatched",
-                 stream);
+    const Gemm g{b.trans ? CUBLAS_OP_T : CUBLAS_OP_N, a.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
+                 static_cast<int>(c.cols), static_cast<int>(c.rows), static_cast<int>(a.cols),
+                 pb, b.ld, stride_b, pa, a.ld, stride_a, has_bias, dst, c.ld, stride_c,
+                 static_cast<int>(batch)};
+    gemm(stream, h.handle, g, ab, out_dt);
   }
-  if (c.packed) copy(stream, dt, dt, pack_layout(c, batch, true), out, dst);
+  if (c.packed) copy(stream, out_dt, out_dt, pack_layout(c, batch, true), out, dst);
 }
 
 }  // namespace
 
 void matmul(const Stream& stream, const cpu::MatmulPlan& p, void* out, DType dt) {
-  if (dt == DType::kFloat32) {
-    run<float>(stream, p, out, dt);
-  } else {
-    run<double>(stream, p, out, dt);
-  }
+  run(stream, p, out, dt, p.ab_dtype);
 }
 
 }  // namespace cuda

@@ -65,7 +65,7 @@ bool register_cuda() {
   register_impl<KernelId::kIndexAccumulate>(kCuda, SG_AS_TASK(index_accumulate));
   register_impl<KernelId::kCheckIndexRange>(kCuda, SG_AS_TASK(check_index_range));
   register_impl<KernelId::kIndexLinear>(kCuda, SG_AS_TASK(index_linear));
-  register_impl<KernelId::kMatmul>(kCuda, SG_AS_TASK(matmul));
+  register_impl<KernelId::kMatmul>(kCuda, SG_AS_TASK(matmul), kNative16);
   register_impl<KernelId::kJoin>(kCuda, SG_AS_TASK(join), kNative16);
   register_impl<KernelId::kSgdUpdate>(kCuda, SG_AS_TASK(sgd_update));
   register_impl<KernelId::kAdamUpdate>(kCuda, SG_AS_TASK(adam_update));

@@ -48,6 +48,9 @@ struct MatmulPlan {
   Mat a, b, c;
   int64_t batch = 1;
   Bias bias;
+  // a's and b's dtype: out's, except where an implementation that takes 16-bit operands
+  // (cuda's) multiplies float16 or bfloat16 into a float32 out.
+  DType ab_dtype = DType::kFloat32;
 };
 
 inline Mat describe_mat(const View& v) {
@@ -92,6 +95,7 @@ inline void plan(Mat* m) {
 inline MatmulPlan plan_matmul(const View& out, const View& a, const View& b, Bias bias) {
   MatmulPlan p;
   p.bias = bias;
+  p.ab_dtype = a.dtype;
   p.batch = out.dim() == 3 ? out.sizes[0] : 1;
   Mat ma = describe_mat(a), mb = describe_mat(b), mc = describe_mat(out);
   plan(&mc);

@@ -1,6 +1,6 @@
 // cuBLAS of the interpreted CUDA device (include/cublas_v2.h): handles, validation as the
 // cuBLAS documentation states it, and strided-batched gemm through OpenBLAS on the
-// handle's emulated stream.
+// handle's emulated stream (16-bit operands widened to float first).
 #include <cblas.h>
 #include <cublas_v2.h>
 #include <cudaemu_runtime.h>
@@ -9,7 +9,9 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
+#include "runtime/base/half.h"
 #include "runtime/cudaemu/live_set.h"
 
 struct cublasContext {
@@ -81,12 +83,12 @@ void gemm_batch(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int 
   }
 }
 
-template <typename T>
-cublasStatus_t gemm_strided_batched(const char* what, cublasHandle_t h, cublasOperation_t transa,
-                                    cublasOperation_t transb, int m, int n, int k,
-                                    const T* alpha, const T* a, int lda, long long sa,
-                                    const T* b, int ldb, long long sb, const T* beta, T* c,
-                                    int ldc, long long sc, int batch) {
+// What cuBLAS checks before a strided-batched gemm enqueues anything: CUBLAS_STATUS_SUCCESS
+// to go on (a product with nothing to compute included: `empty` is then set).
+cublasStatus_t check_gemm(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb,
+                          int m, int n, int k, const void* alpha, const void* a, int lda,
+                          const void* b, int ldb, const void* beta, const void* c, int ldc,
+                          int batch, bool* empty) {
   if (!handles().contains(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!valid_op(transa) || !valid_op(transb)) return CUBLAS_STATUS_INVALID_VALUE;
   if (m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
@@ -95,20 +97,97 @@ cublasStatus_t gemm_strided_batched(const char* what, cublasHandle_t h, cublasOp
   if (ldb < at_least_one(tb ? n : k)) return CUBLAS_STATUS_INVALID_VALUE;
   if (ldc < at_least_one(m)) return CUBLAS_STATUS_INVALID_VALUE;
   if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+  *empty = m == 0 || n == 0 || batch == 0;
+  if (*empty) return CUBLAS_STATUS_SUCCESS;
   if (c == nullptr || (k > 0 && (a == nullptr || b == nullptr))) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Enqueues `work` on h's stream as the handle holds it now.
+template <typename Work>
+cublasStatus_t enqueue_gemm(cublasHandle_t h, const char* what, Work work) {
   cudaStream_t stream;
   {
     std::lock_guard<std::mutex> lk(h->mu);
     stream = h->stream;
   }
+  const cudaError_t err = enqueue_on_stream(stream, what, work);
+  return err == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+template <typename T>
+cublasStatus_t gemm_strided_batched(const char* what, cublasHandle_t h, cublasOperation_t transa,
+                                    cublasOperation_t transb, int m, int n, int k,
+                                    const T* alpha, const T* a, int lda, long long sa,
+                                    const T* b, int ldb, long long sb, const T* beta, T* c,
+                                    int ldc, long long sc, int batch) {
+  bool empty = false;
+  const cublasStatus_t st =
+      check_gemm(h, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, &empty);
+  if (st != CUBLAS_STATUS_SUCCESS || empty) return st;
+  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
   const T al = *alpha, be = *beta;  // host pointer mode: read now, as cuBLAS does
-  const cudaError_t err = enqueue_on_stream(stream, what, [=] {
+  return enqueue_gemm(h, what, [=] {
     gemm_batch<T>(ta, tb, m, n, k, al, a, lda, sa, b, ldb, sb, be, c, ldc, sc, batch);
   });
-  return err == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+// The elements a column-major rows x cols matrix with leading dimension ld spans.
+size_t span(int rows, int cols, int ld) {
+  return rows == 0 || cols == 0 ? 0 : static_cast<size_t>(ld) * (cols - 1) + rows;
+}
+
+// `count` 16-bit elements of type t from element `first` of p, as floats.
+void widen(cudaDataType t, const void* p, long long first, size_t count, std::vector<float>* out) {
+  out->resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const long long at = first + static_cast<long long>(i);
+    (*out)[i] = t == CUDA_R_16F ? static_cast<const Half*>(p)[at].to_float()
+                                : static_cast<const BFloat16*>(p)[at].to_float();
+  }
+}
+
+// The 16-bit gemm of cublasGemmStridedBatchedEx: each member's A and B (and a 16-bit C that
+// beta reads) widened to float, multiplied by OpenBLAS in float, and a 16-bit C's m x n
+// elements rounded once from the float sums (the gaps between its columns untouched).
+void gemm_ex_batch(bool ta, bool tb, int m, int n, int k, float alpha, const void* a,
+                   cudaDataType ab, int lda, long long sa, const void* b, int ldb,
+                   long long sb, float beta, void* c, cudaDataType ct, int ldc, long long sc,
+                   int batch) {
+  const size_t a_span = span(ta ? k : m, ta ? m : k, lda);
+  const size_t b_span = span(tb ? n : k, tb ? k : n, ldb);
+  const size_t c_span = span(m, n, ldc);
+  std::vector<float> fa, fb, fc;
+  for (int i = 0; i < batch; ++i) {
+    widen(ab, a, i * sa, a_span, &fa);
+    widen(ab, b, i * sb, b_span, &fb);
+    float* ci = nullptr;
+    if (ct == CUDA_R_32F) {
+      ci = static_cast<float*>(c) + i * sc;
+    } else if (beta == 0.0f) {
+      fc.assign(c_span, 0.0f);  // beta == 0 never reads C
+      ci = fc.data();
+    } else {
+      widen(ct, c, i * sc, c_span, &fc);
+      ci = fc.data();
+    }
+    gemm_batch<float>(ta, tb, m, n, k, alpha, fa.data(), lda, 0, fb.data(), ldb, 0, beta, ci,
+                      ldc, 0, 1);
+    if (ct == CUDA_R_32F) continue;
+    for (int col = 0; col < n; ++col) {
+      for (int row = 0; row < m; ++row) {
+        const long long at = i * sc + static_cast<long long>(col) * ldc + row;
+        const float v = fc[static_cast<size_t>(col) * ldc + row];
+        if (ct == CUDA_R_16F) {
+          static_cast<Half*>(c)[at] = Half::from_float(v);
+        } else {
+          static_cast<BFloat16*>(c)[at] = BFloat16::from_float(v);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -209,6 +288,35 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_
   return streamgrad::cudaemu::gemm_strided_batched<double>(
       "cublasDgemmStridedBatched", handle, transa, transb, m, n, k, alpha, A, lda, strideA, B,
       ldb, strideB, beta, C, ldc, strideC, batchCount);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void* B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
+                                          const void* beta, void* C, cudaDataType Ctype,
+                                          int ldc, long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType,
+                                          cublasGemmAlgo_t algo) {
+  (void)algo;
+  bool empty = false;
+  const cublasStatus_t st = streamgrad::cudaemu::check_gemm(
+      handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batchCount, &empty);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  const bool sixteen = Atype == CUDA_R_16F || Atype == CUDA_R_16BF;
+  if (!sixteen || Btype != Atype || (Ctype != Atype && Ctype != CUDA_R_32F) ||
+      (computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_FAST_TF32)) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (empty) return CUBLAS_STATUS_SUCCESS;
+  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+  // Host pointer mode, compute type 32F: alpha and beta are floats, read now.
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  return streamgrad::cudaemu::enqueue_gemm(handle, "cublasGemmStridedBatchedEx", [=] {
+    streamgrad::cudaemu::gemm_ex_batch(ta, tb, m, n, k, al, A, Atype, lda, strideA, B, ldb,
+                                       strideB, be, C, Ctype, ldc, strideC, batchCount);
+  });
 }
 
 const char* cublasGetStatusName(cublasStatus_t status) {

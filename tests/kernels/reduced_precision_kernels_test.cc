@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/foreach.h"
@@ -21,6 +22,7 @@ namespace {
 
 using kernels::View;
 using testing::Buffer;
+using testing::LaunchLog;
 using testing::Shape;
 
 template <typename H>
@@ -128,6 +130,82 @@ TEST_CASE("16-bit sums and products accumulate in float32", "[kernels][amp]") {
   Buffer<BFloat16> c(d, 1, BFloat16{});
   kernels::matmul(s, c.view(Shape({1, 1})), a.view(Shape({1, k})), a.view(Shape({k, 1})));
   CHECK(c.read()[0].to_float() == 4096.0f);
+}
+
+// Small integers: every product and sum is exact in float32 and in the 16-bit result.
+template <typename H>
+std::vector<H> small_ints(size_t n, int period, int shift) {
+  std::vector<H> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = H::from_float(static_cast<float>(static_cast<int>(i % period) - shift));
+  return v;
+}
+
+template <typename H>
+void check_matmul_16(Device d, float eps) {
+  const Stream s = current_stream(d);
+  const bool cuda = d.type() == DeviceType::kCuda;
+  INFO(d << (std::is_same<H, Half>::value ? " float16" : " bfloat16"));
+  // [2, 5, 64] x [2, 64, 3], and the same b read transposed from a [2, 3, 64] buffer.
+  const int64_t bs = 2, m = 5, k = 64, n = 3;
+  const std::vector<H> av = small_ints<H>(bs * m * k, 5, 2), bv = small_ints<H>(bs * k * n, 3, 1);
+  std::vector<float> want(static_cast<size_t>(bs * m * n), 0.0f);
+  for (int64_t q = 0; q < bs; ++q)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l)
+          want[(q * m + i) * n + j] += av[(q * m + i) * k + l].to_float() *
+                                       bv[(q * k + l) * n + j].to_float();
+  std::vector<H> bt(bv.size());
+  for (int64_t q = 0; q < bs; ++q)
+    for (int64_t l = 0; l < k; ++l)
+      for (int64_t j = 0; j < n; ++j) bt[(q * n + j) * k + l] = bv[(q * k + l) * n + j];
+  const Buffer<H> a(d, av), b(d, bv), b_t(d, bt);
+  const Shape as({bs, m, k}), out_shape({bs, m, n});
+  const Shape b_read_t = Shape({bs, n, k}).transposed(1, 2);
+  for (const bool transposed : {false, true}) {
+    INFO("b " << (transposed ? "transposed" : "row-major"));
+    const View bview = transposed ? b_t.view(b_read_t) : b.view(Shape({bs, k, n}));
+    Buffer<H> out(d, want.size(), H{});
+    Buffer<float> out32(d, want.size(), 0.0f);
+    {
+      LaunchLog log;
+      kernels::matmul(s, out.view(out_shape), a.view(as), bview);
+      // cuda multiplies 16-bit operands itself: one launch, no widening copies.
+      if (cuda) CHECK(log.count() == 1);
+    }
+    {
+      LaunchLog log;
+      kernels::matmul(s, out32.view(out_shape), a.view(as), bview);
+      if (cuda) CHECK(log.count() == 1);
+    }
+    const std::vector<H> got = out.read();
+    const std::vector<float> got32 = out32.read();
+    for (size_t i = 0; i < want.size(); ++i) {
+      CHECK(got[i].to_float() == want[i]);
+      CHECK(got32[i] == want[i]);
+    }
+  }
+  // Sums in float32, rounded once: 1 + eps/2 + eps/2 is 1 + eps, where a 16-bit
+  // accumulator would round each half-eps away. With a bias (linear), of out's dtype.
+  const std::vector<H> row = {H::from_float(1.0f), H::from_float(eps / 2), H::from_float(eps / 2)};
+  const Buffer<H> x(d, row), ones(d, std::vector<H>(3, H::from_float(1.0f)));
+  const Buffer<H> bias(d, std::vector<H>{H::from_float(0.0f)});
+  Buffer<H> y(d, 1, H{});
+  const View bias_view = bias.view(Shape({1}));
+  {
+    LaunchLog log;
+    kernels::matmul(s, y.view(Shape({1, 1})), x.view(Shape({1, 3})), ones.view(Shape({3, 1})),
+                    &bias_view);
+    if (cuda) CHECK(log.count() == 1);
+  }
+  CHECK(y.read()[0].to_float() == 1.0f + eps);
+}
+
+TEST_CASE("16-bit matmul sums in float32 into a 16-bit or float32 out; cuda in one launch",
+          "[kernels][amp]") {
+  const Device d = testing::test_device();
+  check_matmul_16<Half>(d, 1.0f / 1024);     // float16's epsilon
+  check_matmul_16<BFloat16>(d, 1.0f / 128);  // bfloat16's
 }
 
 TEST_CASE("widened kernels: broadcast, in place, accumulation, and mixed dtypes", "[kernels][amp]") {

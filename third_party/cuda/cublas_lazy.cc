@@ -93,6 +93,24 @@ SG_CUBLAS_FORWARD(cublasDgemmStridedBatched,
 
 #undef SG_CUBLAS_FORWARD
 
+// Spelt out: cublas_api.h overloads it in C++ (a legacy cudaDataType compute type), so
+// decltype(&cublasGemmStridedBatchedEx) names no one function.
+cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void* alpha, const void* a, cudaDataType at, int lda, long long int sa, const void* b,
+    cudaDataType bt, int ldb, long long int sb, const void* beta, void* c, cudaDataType ct,
+    int ldc, long long int sc, int batches, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  using Fn = cublasStatus_t(CUBLASWINAPI*)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+      const void*, cudaDataType, int, long long int, const void*, cudaDataType, int,
+      long long int, const void*, void*, cudaDataType, int, long long int, int,
+      cublasComputeType_t, cublasGemmAlgo_t);
+  static const auto real = resolve<Fn>("cublasGemmStridedBatchedEx");
+  return real != nullptr ? real(h, ta, tb, m, n, k, alpha, a, at, lda, sa, b, bt, ldb, sb, beta,
+                                c, ct, ldc, sc, batches, compute, algo)
+                         : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
 const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {
   static const auto real = resolve<decltype(&cublasGetStatusName)>("cublasGetStatusName");
   return real != nullptr ? real(status) : "CUBLAS_STATUS_NOT_INITIALIZED";

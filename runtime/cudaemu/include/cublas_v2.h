@@ -5,7 +5,10 @@
 // Offers: cublasStatus_t, cublasOperation_t, cublasMath_t; cublasCreate / cublasDestroy,
 // cublasSetStream / cublasGetStream, cublasSetWorkspace, cublasSetMathMode /
 // cublasGetMathMode; cublasSgemmStridedBatched, cublasDgemmStridedBatched (host pointer
-// mode: alpha and beta are read during the call); cublasGetStatusName / String.
+// mode: alpha and beta are read during the call); cublasGemmStridedBatchedEx for float16
+// or bfloat16 A and B summed in float32 (CUBLAS_COMPUTE_32F, alpha and beta floats) into a
+// C of their type or float32, with cudaDataType_t, cublasComputeType_t and
+// cublasGemmAlgo_t; cublasGetStatusName / String.
 //
 // Validation follows the cuBLAS documentation: an unknown or destroyed handle answers
 // CUBLAS_STATUS_NOT_INITIALIZED; a bad transpose, negative m, n, k or batch count, or a
@@ -23,6 +26,11 @@
 //   - math modes are accepted and remembered but do not change the arithmetic: float
 //     products are computed in float (no TF32 rounding), as CUBLAS_DEFAULT_MATH does.
 //   - CUBLAS_OP_C equals CUBLAS_OP_T (real data); CUBLAS_OP_CONJG is refused.
+//   - cublasGemmStridedBatchedEx takes only the combinations above (A and B both
+//     CUDA_R_16F or both CUDA_R_16BF, C of that type or CUDA_R_32F, CUBLAS_COMPUTE_32F or
+//     _32F_FAST_TF32) and answers CUBLAS_STATUS_NOT_SUPPORTED for any other, where cuBLAS
+//     takes more; the algorithm is accepted and ignored. Each product is summed in float
+//     and rounded once into a 16-bit C, as cuBLAS's 32F compute type does.
 //   - work is enqueued on the stream as the handle holds it at the call; a failed enqueue
 //     (destroyed stream, sticky device error) answers CUBLAS_STATUS_EXECUTION_FAILED.
 //
@@ -68,6 +76,23 @@ typedef enum {
   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16,
 } cublasMath_t;
 
+typedef enum cudaDataType_t {
+  CUDA_R_16F = 2,
+  CUDA_R_16BF = 14,
+  CUDA_R_32F = 0,
+  CUDA_R_64F = 1,
+} cudaDataType;
+typedef enum {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_64F = 70,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+} cublasComputeType_t;
+typedef enum {
+  CUBLAS_GEMM_DEFAULT = -1,
+  CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99,
+} cublasGemmAlgo_t;
+
 typedef struct cublasContext* cublasHandle_t;
 
 extern "C" {
@@ -93,6 +118,16 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long int strideA, const double* B, int ldb,
                                          long long int strideB, const double* beta, double* C,
                                          int ldc, long long int strideC, int batchCount);
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void* B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
+                                          const void* beta, void* C, cudaDataType Ctype,
+                                          int ldc, long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType,
+                                          cublasGemmAlgo_t algo);
 
 const char* cublasGetStatusName(cublasStatus_t status);
 const char* cublasGetStatusString(cublasStatus_t status);

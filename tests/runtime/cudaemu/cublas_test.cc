@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "runtime/base/half.h"
 #include "tests/runtime/cudaemu/cudart_test_util.h"
 
 namespace streamgrad {
@@ -249,6 +251,133 @@ TEST_CASE("cublas: strided-batched gemm matches the definition", "[cublas]") {
   check_gemm<double>(hs.h, true, false, 3, 8, 2, 0, 0.75, 0.0, true, 3, true);
   // k == 0: C = beta C.
   check_gemm<double>(hs.h, false, false, 3, 4, 0, 0, 1.0, 0.5, false, 2, false);
+}
+
+// cublasGemmStridedBatchedEx with 16-bit A and B of type H (`at`), C of H or float: the
+// definition on the widened values, in double, rounded once into a 16-bit C.
+template <typename H, typename C>
+void check_gemm_ex(cublasHandle_t h, cudaDataType at, cudaDataType ct, bool ta, bool tb, int m,
+                   int n, int k, int pad, float alpha, float beta, int batch) {
+  const int lda = (ta ? k : m) + pad, ldb = (tb ? n : k) + pad, ldc = m + pad;
+  const long long sa = static_cast<long long>(lda) * (ta ? m : k) + 3;
+  const long long sb = static_cast<long long>(ldb) * (tb ? k : n) + 1;
+  const long long sc = static_cast<long long>(ldc) * n + 2;
+  const std::vector<float> af = ramp<float>(batch * sa, 0.37, 0.1);
+  const std::vector<float> bf = ramp<float>(batch * sb, 0.53, 0.7);
+  const std::vector<float> cf = ramp<float>(batch * sc, 0.29, 1.3);
+  auto to_h = [](const std::vector<float>& v) {
+    std::vector<H> out;
+    for (float x : v) out.push_back(H::from_float(x));
+    return out;
+  };
+  auto to_f = [](const std::vector<H>& v) {
+    std::vector<double> out;
+    for (H x : v) out.push_back(x.to_float());
+    return out;
+  };
+  const std::vector<H> a = to_h(af), b = to_h(bf);
+  std::vector<C> c;
+  for (float x : cf) {
+    if constexpr (std::is_same<C, float>::value) {
+      c.push_back(x);
+    } else {
+      c.push_back(C::from_float(x));
+    }
+  }
+  std::vector<double> want(c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    if constexpr (std::is_same<C, float>::value) {
+      want[i] = c[i];
+    } else {
+      want[i] = c[i].to_float();
+    }
+  }
+  naive<double>(ta, tb, m, n, k, alpha, to_f(a), lda, sa, to_f(b), ldb, sb, beta, want, ldc, sc,
+                batch);
+  H* da = device_copy(a);
+  H* db = device_copy(b);
+  C* dc = device_copy(c);
+  BLAS_OK(cublasGemmStridedBatchedEx(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, da, at,
+                                     lda, sa, db, at, ldb, sb, &beta, dc, ct, ldc, sc, batch,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  const std::vector<C> got = host_copy(dc, c.size());
+  // A 16-bit C is one rounding of float sums: within one unit in its last place.
+  const double tol = std::is_same<C, float>::value ? 1e-5
+                     : std::is_same<C, Half>::value ? 1.0 / 1024 : 1.0 / 128;
+  for (size_t at_ = 0; at_ < c.size(); ++at_) {
+    const long long in_batch = static_cast<long long>(at_ % sc);
+    const bool inside = at_ / sc < static_cast<size_t>(batch) &&
+                        in_batch < static_cast<long long>(ldc) * n && in_batch % ldc < m;
+    double g;
+    if constexpr (std::is_same<C, float>::value) {
+      g = got[at_];
+    } else {
+      g = got[at_].to_float();
+    }
+    INFO("element " << at_ << (inside ? " inside" : " outside") << " the matrices");
+    if (inside) {
+      REQUIRE(std::abs(g - want[at_]) <= tol * (1 + std::abs(want[at_])));
+    } else {
+      REQUIRE(std::memcmp(&got[at_], &c[at_], sizeof(C)) == 0);  // never written
+    }
+  }
+  CUDA_OK(cudaFree(da));
+  CUDA_OK(cudaFree(db));
+  CUDA_OK(cudaFree(dc));
+}
+
+TEST_CASE("cublas: 16-bit gemm (Ex) sums in float into a 16-bit or float C", "[cublas]") {
+  Fresh fresh;
+  HandleScope hs;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      INFO("ta " << ta << " tb " << tb);
+      check_gemm_ex<Half, Half>(hs.h, CUDA_R_16F, CUDA_R_16F, ta, tb, 5, 7, 33, 1, 1.0f, 0.0f, 2);
+      check_gemm_ex<Half, float>(hs.h, CUDA_R_16F, CUDA_R_32F, ta, tb, 4, 3, 9, 0, 0.5f, 2.0f, 3);
+      check_gemm_ex<BFloat16, BFloat16>(hs.h, CUDA_R_16BF, CUDA_R_16BF, ta, tb, 6, 2, 17, 2, 1.0f,
+                                        1.0f, 2);
+      check_gemm_ex<BFloat16, float>(hs.h, CUDA_R_16BF, CUDA_R_32F, ta, tb, 3, 5, 8, 1, 1.0f, 0.0f,
+                                     1);
+    }
+  }
+  // 1 + eps/2 + eps/2 comes out 1 + eps: the sum is kept in float, not in the 16-bit type.
+  const std::vector<Half> x = {Half::from_float(1.0f), Half::from_float(1.0f / 2048),
+                               Half::from_float(1.0f / 2048)};
+  const std::vector<Half> ones(3, Half::from_float(1.0f));
+  Half* dx = device_copy(x);
+  Half* d1 = device_copy(ones);
+  Half* dy = device_copy(std::vector<Half>(1, Half{}));
+  const float one = 1, zero = 0;
+  BLAS_OK(cublasGemmStridedBatchedEx(hs.h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 3, &one, dx,
+                                     CUDA_R_16F, 1, 0, d1, CUDA_R_16F, 3, 0, &zero, dy, CUDA_R_16F,
+                                     1, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CHECK(host_copy(dy, 1)[0].to_float() == 1.0f + 1.0f / 1024);
+  // What it does not take, it refuses before running anything.
+  auto ex = [&](cudaDataType a, cudaDataType b, cudaDataType c, cublasComputeType_t compute,
+                int lda) {
+    return cublasGemmStridedBatchedEx(hs.h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 3, &one, dx, a, lda,
+                                      0, d1, b, 3, 0, &zero, dy, c, 1, 0, 1, compute,
+                                      CUBLAS_GEMM_DEFAULT);
+  };
+  CHECK(ex(CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 1) ==
+        CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(ex(CUDA_R_16F, CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F, 1) ==
+        CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(ex(CUDA_R_16F, CUDA_R_16F, CUDA_R_64F, CUBLAS_COMPUTE_32F, 1) ==
+        CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(ex(CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_16F, 1) ==
+        CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(ex(CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 0) ==
+        CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(cublasGemmStridedBatchedEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 3, &one, dx,
+                                   CUDA_R_16F, 1, 0, d1, CUDA_R_16F, 3, 0, &zero, dy, CUDA_R_16F,
+                                   1, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) ==
+        CUBLAS_STATUS_NOT_INITIALIZED);
+  CHECK(host_copy(dy, 1)[0].to_float() == 1.0f + 1.0f / 1024);
+  CUDA_OK(cudaFree(dx));
+  CUDA_OK(cudaFree(d1));
+  CUDA_OK(cudaFree(dy));
 }
 
 TEST_CASE("cublas: gemm on a stream follows a copy enqueued before it", "[cublas]") {
