@@ -90,10 +90,10 @@ cudaDataType_t cuda_type(DType dt) {
 
 // The column-major gemm C = op(A) op(B) (+ C where beta is 1) of one plan: float32 and
 // float64 through their own routines, TF32 where allowed; 16-bit A and B through
-// cublasGemmStridedBatchedEx, summed in float32 (CUBLAS_COMPUTE_32F, never the reduced-
-// precision reductions that cuBLAS allows 16-bit sums otherwise) and rounded once into a
-// C of their type, or kept in a float32 C: the bits of widening them to float32 first, up
-// to the order of the sums.
+// cublasGemmStridedBatchedEx, summed in float32 (CUBLAS_COMPUTE_32F, with the reduced-
+// precision reductions that cuBLAS allows a 16-bit output otherwise turned off) and rounded
+// once into a C of their type, or kept in a float32 C: the values of widening them to
+// float32 first, up to the order of the sums.
 struct Gemm {
   cublasOperation_t ta, tb;
   int m, n, k;
@@ -133,7 +133,11 @@ void gemm(const Stream& stream, cublasHandle_t h, const Gemm& g, DType ab, DType
     }
     return;
   }
-  check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", stream);
+  // Without the flag cuBLAS may reduce split sums in the output's 16-bit type.
+  check_cublas(cublasSetMathMode(h, static_cast<cublasMath_t>(
+                                        CUBLAS_DEFAULT_MATH |
+                                        CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+               "cublasSetMathMode", stream);
   const float one = 1, beta = g.accumulate ? 1.0f : 0.0f;
   check_cublas(cublasGemmStridedBatchedEx(h, g.ta, g.tb, g.m, g.n, g.k, &one, g.a, cuda_type(ab),
                                           g.lda, g.sa, g.b, cuda_type(ab), g.ldb, g.sb, &beta,
