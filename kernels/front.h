@@ -9,8 +9,8 @@
 // the implementation asked for float32 (ImplOptions::native_16bit false) and every floating
 // operand is of one 16-bit dtype, float32 copies (widen.h) whose results are rounded back
 // into the 16-bit outputs after body returns. With Chunking::kElementwise a widened call
-// whose scratch would pass widen_chunk_elements(stream) (widen.h: a few MiB on cpu and
-// sim, a cap of 256 MiB on cuda) runs body once per chunk of out's first dim of size > 1
+// whose scratch would pass widen_chunk_elements(stream) (widen.h: 1 MiB on cpu and sim,
+// a cap of 256 MiB on cuda) runs body once per chunk of out's first dim of size > 1
 // (every operand has out's sizes), each chunk widened on its own.
 //
 // Mode::accumulate marks kernels whose outputs are read too (index_add, col2im): their

@@ -47,7 +47,7 @@ namespace cpu {
 // widen_chunk_elements(stream) float32 elements per launch, all operands together; above
 // it the caller splits the batch into chunks (batch_chunk), so the scratch of a 16-bit
 // call stays bounded however large the batch: the chunks reuse one buffer. On cpu and sim
-// streams the bound is a few MiB, which keeps a chunk's float32 copies in the cache from
+// streams the bound is 1 MiB, which keeps a chunk's float32 copies in the cache from
 // the widening to the kernel to the rounding. On cuda streams it is only a cap on the
 // scratch (256 MiB): a GPU gains nothing from small chunks, and each chunk is launches
 // of its own (a widening copy per input, the kernel, a rounding copy per output) — cut at

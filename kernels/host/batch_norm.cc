@@ -125,18 +125,20 @@ void backward_group(const Levels& lv, DType dt, const NcsShape& d, int64_t first
     }
     lv.nn->grad_sums(dt, g + at, in + at, d.s, mu[k], &sum_g[k], &sum_gc[k]);
   });
+  for (int64_t k = 0; k < last - first; ++k) {
+    if (gb != nullptr) gb[first + k] = static_cast<T>(sum_g[k]);
+    if (gw != nullptr) gw[first + k] = static_cast<T>(sum_gc[k] * invstd[k]);
+  }
+  if (gin == nullptr) return;
   double coeffs[kGroupChannels][5];
   for (int64_t k = 0; k < last - first; ++k) {
     const int64_t c = first + k;
-    if (gb != nullptr) gb[c] = static_cast<T>(sum_g[k]);
-    if (gw != nullptr) gw[c] = static_cast<T>(sum_gc[k] * invstd[k]);
     coeffs[k][0] = mu[k];
     coeffs[k][1] = invstd[k];
     coeffs[k][2] = weight ? weight[c] : T(1);
     coeffs[k][3] = static_cast<T>(sum_g[k] / m);
     coeffs[k][4] = static_cast<T>(sum_gc[k] / m * invstd[k] * invstd[k]);
   }
-  if (gin == nullptr) return;
   walk_rows(d, first, last, [&](int64_t k, int64_t at, int64_t next) {
     if (next >= 0) prefetch_row(gin + next, d.s);
     lv.nn->batch_norm_input_grad(dt, gin + at, g + at, in + at, d.s, coeffs[k]);

@@ -136,7 +136,9 @@ TEST_CASE("16-bit sums and products accumulate in float32", "[kernels][amp]") {
 template <typename H>
 std::vector<H> small_ints(size_t n, int period, int shift) {
   std::vector<H> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = H::from_float(static_cast<float>(static_cast<int>(i % period) - shift));
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = H::from_float(static_cast<float>(static_cast<int>(i % period) - shift));
+  }
   return v;
 }
 

@@ -305,21 +305,21 @@ void check_gemm_ex(cublasHandle_t h, cudaDataType at, cudaDataType ct, bool ta, 
   // A 16-bit C is one rounding of float sums: within one unit in its last place.
   const double tol = std::is_same<C, float>::value ? 1e-5
                      : std::is_same<C, Half>::value ? 1.0 / 1024 : 1.0 / 128;
-  for (size_t at_ = 0; at_ < c.size(); ++at_) {
-    const long long in_batch = static_cast<long long>(at_ % sc);
-    const bool inside = at_ / sc < static_cast<size_t>(batch) &&
+  for (size_t e = 0; e < c.size(); ++e) {
+    const long long in_batch = static_cast<long long>(e % sc);
+    const bool inside = e / sc < static_cast<size_t>(batch) &&
                         in_batch < static_cast<long long>(ldc) * n && in_batch % ldc < m;
     double g;
     if constexpr (std::is_same<C, float>::value) {
-      g = got[at_];
+      g = got[e];
     } else {
-      g = got[at_].to_float();
+      g = got[e].to_float();
     }
-    INFO("element " << at_ << (inside ? " inside" : " outside") << " the matrices");
+    INFO("element " << e << (inside ? " inside" : " outside") << " the matrices");
     if (inside) {
-      REQUIRE(std::abs(g - want[at_]) <= tol * (1 + std::abs(want[at_])));
+      REQUIRE(std::abs(g - want[e]) <= tol * (1 + std::abs(want[e])));
     } else {
-      REQUIRE(std::memcmp(&got[at_], &c[at_], sizeof(C)) == 0);  // never written
+      REQUIRE(std::memcmp(&got[e], &c[e], sizeof(C)) == 0);  // never written
     }
   }
   CUDA_OK(cudaFree(da));
