@@ -55,7 +55,8 @@ T* data_or_null(const View* v) {
 
 void forward_views(const dispatch::Impl<KernelId::kBatchNorm>& impl, const Stream& stream,
                    const View& out, const View& mean, const View& var, const View& in,
-                   const View* weight, const View* bias, double eps) {
+                   const View* weight, const View* bias, double eps, const View* running_mean,
+                   const View* running_var, double momentum) {
   const char* name = "batch_norm";
   const NcsDims d = check_input(name, in);
   check_nc_s(name, "out", out, d);
@@ -67,10 +68,29 @@ void forward_views(const dispatch::Impl<KernelId::kBatchNorm>& impl, const Strea
   check_channels(name, "bias", bias, in, d);
   SG_CHECK(d.n * d.s > 0 || d.c == 0, ValueError, name, ": no values per channel in ",
            cpu::describe(in));
+  RunningUpdate running;
+  if (running_mean != nullptr) {
+    // Written in place and read for the update: one value per channel, back to back.
+    for (const auto& [what, v] : {std::pair<const char*, const View*>{"running_mean", running_mean},
+                                  {"running_var", running_var}}) {
+      check_channels(name, what, v, in, d);
+      SG_CHECK(v->is_contiguous(), ValueError, name, ": ", what, " must be contiguous, got ",
+               cpu::describe(*v));
+      cpu::check_disjoint(name, what, *v, "mean", mean);
+      cpu::check_disjoint(name, what, *v, "var", var);
+    }
+    cpu::check_disjoint(name, "running_mean", *running_mean, "running_var", *running_var);
+    SG_CHECK(d.n * d.s > 1 || d.c == 0, ValueError, name,
+             ": moving the running variance needs more than one value per channel, got ",
+             cpu::describe(in));
+    running = RunningUpdate{running_mean->data, running_var->data, momentum};
+  }
   if (d.c == 0) return;
-  impl.fn(stream, LaunchSpec(name, {&in, weight, bias}, {&out, &mean, &var}), in.dtype, d,
-          eps, out.data, mean.data, var.data, in.data, data_or_null<const void>(weight),
-          data_or_null<const void>(bias));
+  impl.fn(stream,
+          LaunchSpec(name, {&in, weight, bias, running_mean, running_var},
+                     {&out, &mean, &var, running_mean, running_var}),
+          in.dtype, d, eps, out.data, mean.data, var.data, in.data,
+          data_or_null<const void>(weight), data_or_null<const void>(bias), running);
 }
 
 void backward_views(const dispatch::Impl<KernelId::kBatchNormBackward>& impl,
@@ -104,32 +124,41 @@ void backward_views(const dispatch::Impl<KernelId::kBatchNormBackward>& impl,
 }  // namespace
 
 void batch_norm_forward(const Stream& stream, const View& out, const View& mean, const View& var,
-                        const View& in, const View* weight, const View* bias, double eps) {
+                        const View& in, const View* weight, const View* bias, double eps,
+                        const RunningStats* running) {
   const char* name = "batch_norm";
   const auto impl = dispatch::resolve<KernelId::kBatchNorm>(name, stream);
+  const View* rm = running != nullptr ? &running->mean : nullptr;
+  const View* rv = running != nullptr ? &running->var : nullptr;
+  const double momentum = running != nullptr ? running->momentum : 0;
   // Channels are independent: large 16-bit inputs are normalised a few channels at a
   // time, each chunk widened on its own.
-  if (front::widens_mixed(impl.options, {&out, &in}, {&mean, &var, weight, bias})) {
+  if (front::widens_mixed(impl.options, {&out, &in}, {&mean, &var, weight, bias, rm, rv})) {
     const int64_t channels = in.dim() == 3 && out.dim() == 3 ? in.sizes[1] : 0;
     const int64_t chunk = channels > 0 ? cpu::batch_chunk(stream, 3 * in.numel() / channels) : 0;
     if (channels > 0 && chunk < channels) {
+      auto part = [](const View* v, int64_t c, int64_t n) {
+        return v != nullptr ? cpu::slice_of(*v, 0, c, n) : View();
+      };
       for (int64_t c = 0; c < channels; c += chunk) {
         const int64_t n = std::min(chunk, channels - c);
-        const View wc = weight != nullptr ? cpu::slice_of(*weight, 0, c, n) : View();
-        const View bc = bias != nullptr ? cpu::slice_of(*bias, 0, c, n) : View();
+        const View wc = part(weight, c, n), bc = part(bias, c, n);
+        const RunningStats rc{part(rm, c, n), part(rv, c, n), momentum};
         batch_norm_forward(stream, cpu::slice_of(out, 1, c, n), cpu::slice_of(mean, 0, c, n),
                            cpu::slice_of(var, 0, c, n), cpu::slice_of(in, 1, c, n),
                            weight != nullptr ? &wc : nullptr, bias != nullptr ? &bc : nullptr,
-                           eps);
+                           eps, rm != nullptr ? &rc : nullptr);
       }
       return;
     }
   }
-  front::call_mixed(impl, stream, name, Ptrs<3>{&out, &mean, &var}, Ptrs<3>{&in, weight, bias},
-                    {&mean, &var, weight, bias},
-                    [&](const Ptrs<3>& o, const Ptrs<3>& i, bool) {
-                      forward_views(impl, stream, *o[0], *o[1], *o[2], *i[0], i[1], i[2], eps);
-                    });
+  front::call_mixed(impl, stream, name, Ptrs<5>{&out, &mean, &var, rm, rv},
+                    Ptrs<3>{&in, weight, bias}, {&mean, &var, weight, bias, rm, rv},
+                    [&](const Ptrs<5>& o, const Ptrs<3>& i, bool) {
+                      forward_views(impl, stream, *o[0], *o[1], *o[2], *i[0], i[1], i[2], eps,
+                                    o[3], o[4], momentum);
+                    },
+                    /*read_outs=*/{rm, rv});
 }
 
 void batch_norm_backward(const Stream& stream, const View* grad_in, const View* grad_weight,

@@ -19,7 +19,9 @@
 // pointers (nullptr: an optional operand left out), and those listed in `params` (an
 // output kept in float32, a bias, statistics) may be float32 beside 16-bit activations;
 // the call widens when every activation is of one 16-bit dtype and each param of that
-// dtype or float32 (Widen::applies_mixed). body(const Ptrs<NO>&, const Ptrs<NI>&, bool).
+// dtype or float32 (Widen::applies_mixed). body(const Ptrs<NO>&, const Ptrs<NI>&, bool);
+// outputs listed in `read_outs` are read too (batch_norm's running statistics), so their
+// float32 copies start from their values.
 // Kernels with a variable number of operands (kernels/foreach.h) decide with widens()
 // and widen with cpu::Widen themselves.
 //
@@ -109,7 +111,8 @@ void call(const Impl& impl, const Stream& stream, const char* name, Mode mode,
 // body(const Ptrs<NO>&, const Ptrs<NI>&, bool widened); see the banner.
 template <typename Impl, size_t NO, size_t NI, typename Body>
 void call_mixed(const Impl& impl, const Stream& stream, const char* name, const Ptrs<NO>& outs,
-                const Ptrs<NI>& ins, std::initializer_list<const View*> params, Body body) {
+                const Ptrs<NI>& ins, std::initializer_list<const View*> params, Body body,
+                std::initializer_list<const View*> read_outs = {}) {
   std::array<const View*, NO + NI> acts{};
   std::array<const View*, NO + NI> prm{};
   size_t na = 0, np = 0;
@@ -127,7 +130,11 @@ void call_mixed(const Impl& impl, const Stream& stream, const char* name, const 
   cpu::Widen w(stream, name);
   Ptrs<NO> wo;
   Ptrs<NI> wi;
-  for (size_t i = 0; i < NO; ++i) wo[i] = w.out(outs[i]);
+  for (size_t i = 0; i < NO; ++i) {
+    bool read = false;
+    for (const View* r : read_outs) read = read || (r != nullptr && r == outs[i]);
+    wo[i] = w.out(outs[i], read);
+  }
   for (size_t i = 0; i < NI; ++i) wi[i] = w.in(ins[i]);
   body(wo, wi, /*widened=*/true);
   w.finish();

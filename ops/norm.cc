@@ -6,6 +6,8 @@
 // composition of mean, sub, mul, sqrt, div and add took about ten kernels each way; under
 // create_graph the backward is written with differentiable ops instead, so batch_norm
 // stays differentiable to any order. Eval is composed of differentiable ops.
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "engine/grad_mode.h"
 #include "kernels/nn_kernels.h"
@@ -138,17 +140,29 @@ Tensor fused_training(const Tensor& input, const Tensor& weight, const Tensor& b
   Tensor batch_var = new_output({channels}, stats, input.device());
   const kernels::View w_v = weight.defined() ? weight.view() : kernels::View();
   const kernels::View b_v = bias.defined() ? bias.view() : kernels::View();
-  kernels::batch_norm_forward(stream_of(out), out.view(), batch_mean.view(), batch_var.view(),
-                              x3.view(), weight.defined() ? &w_v : nullptr,
-                              bias.defined() ? &b_v : nullptr, eps);
+  // The running statistics move in the same launch (in place, written through contiguous
+  // copies where the buffers are not).
+  Tensor rm, rv;
+  kernels::RunningStats running;
   if (running_mean.defined()) {
     NoGradGuard no_grad;
-    const double count = static_cast<double>(shape[0] * shape[2]);
-    Tensor rm = running_mean, rv = running_var;
-    mul_(rm, 1 - momentum);
-    add_(rm, batch_mean, momentum);
-    mul_(rv, 1 - momentum);
-    add_(rv, batch_var, momentum * count / (count - 1.0));
+    rm = contiguous(running_mean);
+    rv = contiguous(running_var);
+    running = kernels::RunningStats{rm.view(), rv.view(), momentum};
+  }
+  kernels::batch_norm_forward(stream_of(out), out.view(), batch_mean.view(), batch_var.view(),
+                              x3.view(), weight.defined() ? &w_v : nullptr,
+                              bias.defined() ? &b_v : nullptr, eps,
+                              running_mean.defined() ? &running : nullptr);
+  if (running_mean.defined()) {
+    NoGradGuard no_grad;
+    for (auto [buffer, moved] : {std::pair<Tensor, Tensor>{running_mean, rm}, {running_var, rv}}) {
+      if (moved.is_same(buffer)) {
+        buffer.bump_version();
+      } else {
+        copy_(buffer, moved);
+      }
+    }
   }
   out = reshape(out, input.sizes());
   if (any_requires_grad({input, weight, bias})) {

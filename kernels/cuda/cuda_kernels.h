@@ -127,7 +127,7 @@ void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, co
 // weight and bias may be null (1 and 0); the backward's outputs may be null (not wanted).
 void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, double eps, void* out,
                         void* mean, void* var, const void* in, const void* weight,
-                        const void* bias);
+                        const void* bias, const RunningUpdate& running);
 void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, double eps,
                          void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
                          const void* in, const void* mean, const void* var, const void* weight);

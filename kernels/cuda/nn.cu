@@ -141,7 +141,7 @@ __device__ __forceinline__ int64_t channel_at(const NcsShape& d, int64_t c, int6
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     batch_norm_kernel(NcsShape d, double eps, T* out, T* mean, T* var, const T* in,
-                      const T* weight, const T* bias) {
+                      const T* weight, const T* bias, RunningUpdate running) {
   using A = typename Acc<T>::type;
   SG_SHARED_ARRAY(A, part, kThreads);
   const int64_t c = blockIdx.x, m = d.n * d.s;
@@ -157,6 +157,13 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) {
     mean[c] = mu;
     var[c] = v;
+    if (running.mean != nullptr) {
+      T* rm = static_cast<T*>(running.mean) + c;
+      T* rv = static_cast<T*>(running.var) + c;
+      *rm = static_cast<T>(running_moved(double(A(*rm)), double(A(mu)), running.momentum, 1));
+      *rv = static_cast<T>(running_moved(double(A(*rv)), double(A(v)), running.momentum,
+                                         double(m) / double(m - 1)));
+    }
   }
   const BatchNormApply<T> f{mu, batch_norm_invstd(v, eps), weight ? weight[c] : T(1),
                             bias ? bias[c] : T(0)};
@@ -250,14 +257,14 @@ void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, co
 
 void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, double eps, void* out,
                         void* mean, void* var, const void* in, const void* weight,
-                        const void* bias) {
+                        const void* bias, const RunningUpdate& running) {
   if (d.c == 0) return;
   cpu::dispatch_floating(dt, [&](auto t) {
     using T = decltype(t);
     launch_kernel("batch_norm on cuda", SG_KERNEL(batch_norm_kernel<T>), static_cast<unsigned>(d.c),
                   kThreads, raw_cuda_stream(stream), d, eps, static_cast<T*>(out),
                   static_cast<T*>(mean), static_cast<T*>(var), static_cast<const T*>(in),
-                  static_cast<const T*>(weight), static_cast<const T*>(bias));
+                  static_cast<const T*>(weight), static_cast<const T*>(bias), running);
   });
 }
 

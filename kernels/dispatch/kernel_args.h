@@ -118,6 +118,13 @@ struct ImageShape {
 struct NcsShape {
   int64_t n, c, s;
 };
+// batch_norm's running statistics [C], moved in the forward's launch (nn_kernels.h):
+// none where mean is null.
+struct RunningUpdate {
+  void* mean = nullptr;
+  void* var = nullptr;
+  double momentum = 0;
+};
 // Row normalisation (layer_norm, rms_norm) of m rows of n contiguous values, each row on
 // its own; rms: no centring (the mean is 0 and not saved).
 struct NormRows {

@@ -78,7 +78,7 @@ struct LaunchSpec;
   X(kMaxPool2dBackward, "max_pool2d_backward", DType, const ImageShape&, const Window2d&,  \
     void*, const void*, const int64_t*)                                                    \
   X(kBatchNorm, "batch_norm", DType, const NcsShape&, double, void*, void*, void*,         \
-    const void*, const void*, const void*)                                                 \
+    const void*, const void*, const void*, const RunningUpdate&)                           \
   X(kBatchNormBackward, "batch_norm_backward", DType, const NcsShape&, double, void*,      \
     void*, void*, const void*, const void*, const void*, const void*, const void*)         \
   X(kLayerNorm, "layer_norm", DType, const NormRows&, double, void*, void*, void*,         \

@@ -37,6 +37,14 @@ SG_HOST_DEVICE inline T batch_norm_invstd(T var, double eps) {
   return T(1) / std::sqrt(var + static_cast<T>(eps));
 }
 
+// A running statistic moved toward the batch's (nn_kernels.h, RunningStats): `factor`
+// n / (n - 1) for the variance, 1 for the mean; in double, so every device rounds the same
+// value once.
+SG_HOST_DEVICE inline double running_moved(double running, double batch, double momentum,
+                                           double factor) {
+  return (1 - momentum) * running + momentum * factor * batch;
+}
+
 // One row of layer normalisation before its weight and bias: (x - mean) * rstd. RMS
 // normalisation is the same with mean 0 (x - 0 is x exactly, so no separate functor).
 template <typename T>

@@ -4,7 +4,8 @@
 // twice for the statistics (mean, then the centred sum of squares, as the composite op
 // computed them) and once more to write, each pass a loop of the level in use
 // (loops_nn.cc) over the group's rows. Sums accumulate in double, in fixed lanes and in
-// image order, so every level gives the same bits. Channels are independent, so they are
+// image order, so every level gives the same bits. The running statistics, where given,
+// move once a channel's mean and variance are known. Channels are independent, so they are
 // shared out over the kernels' threads (parallel.h) in runs of at least kNormGrain values,
 // and every thread count and grouping gives the same bits too.
 #include <algorithm>
@@ -78,7 +79,7 @@ void walk_rows(const NcsShape& d, int64_t first, int64_t last, Fn&& fn) {
 template <typename T>
 void forward_group(const Levels& lv, DType dt, const NcsShape& d, int64_t first, int64_t last,
                    T* out, T* mean, T* var, const T* in, const T* weight, const T* bias,
-                   double eps) {
+                   double eps, const RunningUpdate& running) {
   const double m = static_cast<double>(d.n * d.s);
   double sum[kGroupChannels] = {}, sq[kGroupChannels] = {};
   T mu[kGroupChannels];
@@ -96,6 +97,14 @@ void forward_group(const Levels& lv, DType dt, const NcsShape& d, int64_t first,
     const T v = static_cast<T>(sq[k] / m);
     mean[c] = mu[k];
     var[c] = v;
+    if (running.mean != nullptr) {
+      T* rm = static_cast<T*>(running.mean) + c;
+      T* rv = static_cast<T*>(running.var) + c;
+      *rm = static_cast<T>(running_moved(static_cast<double>(*rm), static_cast<double>(mu[k]),
+                                         running.momentum, 1));
+      *rv = static_cast<T>(running_moved(static_cast<double>(*rv), static_cast<double>(v),
+                                         running.momentum, m / (m - 1)));
+    }
     coeffs[k][0] = mu[k];
     coeffs[k][1] = batch_norm_invstd(v, eps);
     coeffs[k][2] = weight ? weight[c] : T(1);
@@ -149,14 +158,16 @@ void backward_group(const Levels& lv, DType dt, const NcsShape& d, int64_t first
 
 void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
                         const NcsShape& d, double eps, void* o, void* mn, void* vr,
-                        const void* x, const void* w, const void* b) {
-  dispatch::enqueue(stream, spec, [d, o, mn, vr, x, w, b, eps, dt, lv = levels_now()] {
+                        const void* x, const void* w, const void* b,
+                        const RunningUpdate& running) {
+  dispatch::enqueue(stream, spec, [d, o, mn, vr, x, w, b, eps, dt, running,
+                                   lv = levels_now()] {
     dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);
       for_each_group(d, [&](int64_t first, int64_t last) {
         forward_group<T>(lv, dt, d, first, last, static_cast<T*>(o), static_cast<T*>(mn),
                          static_cast<T*>(vr), static_cast<const T*>(x),
-                         static_cast<const T*>(w), static_cast<const T*>(b), eps);
+                         static_cast<const T*>(w), static_cast<const T*>(b), eps, running);
       });
     });
   });

@@ -113,7 +113,8 @@ void max_pool2d_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
                          const void* grad_out, const int64_t* indices);
 void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
                         const NcsShape& d, double eps, void* out, void* mean, void* var,
-                        const void* in, const void* weight, const void* bias);
+                        const void* in, const void* weight, const void* bias,
+                        const RunningUpdate& running);
 void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
                          const NcsShape& d, double eps, void* grad_in, void* grad_weight,
                          void* grad_bias, const void* grad_out, const void* in,

@@ -214,6 +214,44 @@ TEST_CASE("batch_norm normalises per channel and moves the running statistics", 
   CHECK(values(e)[0] == Approx((xv[0] - values(rm)[0]) / std::sqrt(values(rv)[0] + 1e-5)));
 }
 
+TEST_CASE("batch_norm moves running statistics in its own launch, through strided buffers too",
+          "[ops][norm]") {
+  const Device d = test_device();
+  const TensorOptions o = TensorOptions().dtype(DType::kFloat64).device(d);
+  const Tensor x = random_input({4, 2, 3}, d, 9, -3, 3);
+  Tensor rm = from_vector<double>({0.5, -1}, {2}, o), rv = from_vector<double>({2, 0.25}, {2}, o);
+  // The same starting values in every other element of larger buffers.
+  const Tensor rm_base = from_vector<double>({0.5, 7, -1, 7}, {4}, o);
+  const Tensor rv_base = from_vector<double>({2, 7, 0.25, 7}, {4}, o);
+  Tensor rm_strided = slice(rm_base, 0, 0, 4, 2), rv_strided = slice(rv_base, 0, 0, 4, 2);
+  const uint32_t before = rm.version();
+  {
+    KernelNames seen;
+    batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/true, /*momentum=*/0.125, 1e-5);
+    CHECK(seen.names == std::vector<std::string>{"batch_norm"});
+  }
+  CHECK(rm.version() != before);
+  batch_norm(x, Tensor(), Tensor(), rm_strided, rv_strided, true, 0.125, 1e-5);
+  const std::vector<double> xv = values(x);
+  const double start_mean[2] = {0.5, -1}, start_var[2] = {2, 0.25};
+  for (int64_t c = 0; c < 2; ++c) {
+    double m = 0, v = 0;
+    for (int64_t n = 0; n < 4; ++n)
+      for (int64_t k = 0; k < 3; ++k) m += xv[(n * 2 + c) * 3 + k] / 12;
+    for (int64_t n = 0; n < 4; ++n)
+      for (int64_t k = 0; k < 3; ++k) v += std::pow(xv[(n * 2 + c) * 3 + k] - m, 2) / 12;
+    const double want_mean = 0.875 * start_mean[c] + 0.125 * m;
+    const double want_var = 0.875 * start_var[c] + 0.125 * v * 12 / 11;
+    CHECK(values(rm)[c] == Approx(want_mean));
+    CHECK(values(rv)[c] == Approx(want_var));
+    CHECK(values(rm_strided)[c] == Approx(want_mean));
+    CHECK(values(rv_strided)[c] == Approx(want_var));
+  }
+  // The elements between them are not touched.
+  CHECK(values(rm_base)[1] == 7);
+  CHECK(values(rv_base)[3] == 7);
+}
+
 TEST_CASE("batch_norm training is one kernel each way, with the composite's gradients",
           "[ops][norm]") {
   const Device d = test_device();

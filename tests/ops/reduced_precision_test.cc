@@ -241,6 +241,33 @@ TEST_CASE("large 16-bit inputs, split into chunks by the kernels, agree with flo
   }
 }
 
+TEST_CASE("batch_norm moves 16-bit running statistics as float32 does, whole and in chunks",
+          "[ops][amp]") {
+  // Everything 16-bit (a module converted whole): the kernel widens the running
+  // statistics from their values, moves them and rounds them back; the large input is
+  // widened a few channels at a time on cpu and sim (kernels/widen.h).
+  const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
+  const Device device(GENERATE(from_range(testing::device_names())));
+  const Shape shape = GENERATE(Shape{4, 3, 5}, Shape{32, 16, 28, 28});
+  manual_seed(12);
+  const TensorOptions f32 = TensorOptions().device(device);
+  const int64_t c = shape[1];
+  const Tensor x = to(add(mul(randn(shape, f32), 2.0), 1.0), dtype);
+  // Away from 0 and 1, so that a running buffer read as zeros or left alone shows.
+  Tensor rm = to(randn({c}, f32), dtype), rv = to(add(rand({c}, f32), 0.5), dtype);
+  Tensor rmf = to(rm, DType::kFloat32), rvf = to(rv, DType::kFloat32);
+  const Tensor start = to(rm, DType::kFloat32);
+  batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/true, /*momentum=*/0.5);
+  batch_norm(to(x, DType::kFloat32), Tensor(), Tensor(), rmf, rvf, true, 0.5);
+  REQUIRE(rm.dtype() == dtype);
+  const Tolerance tol = tolerance_for(dtype);
+  std::string where;
+  INFO(dtype << " on " << device << ", input " << x.describe());
+  CHECK(worst_ratio(rm, rmf, tol, &where) <= 1.0);
+  CHECK(worst_ratio(rv, rvf, tol, &where) <= 1.0);
+  CHECK(sum(abs(sub(rmf, start))).item<float>() > 0);
+}
+
 TEST_CASE("batch_norm with a 16-bit input and float32 parameters agrees with float32",
           "[ops][amp]") {
   const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
