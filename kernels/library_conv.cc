@@ -3,17 +3,24 @@
 // (kernels/cuda/cudnn_conv.cu), oneDNN on cpu and sim (kernels/host/onednn_conv.cc). Each
 // library has its own limits (cuDNN's 32-bit sizes; oneDNN's float32 only); conv2d takes
 // this path only where library_conv2d_supported says so and uses unfold and matmul
-// elsewhere.
+// elsewhere. float16 and bfloat16 calls run the float32 plan on float32 copies of their
+// operands, widened whole (widen.h), and round each result once: sums in float32, as the
+// reference framework's cuDNN and oneDNN paths make them. On an H200 cuDNN's own 16-bit
+// descriptors trained a ResNet slower than unfold and matmul, which were ~5x slower than
+// float32 (bench/RESULTS.md); the float32 plans are the ones known to be fast, and on the
+// host oneDNN's are ~3.5x faster than unfold and matmul.
 #include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/checks.h"
 #include "kernels/dispatch/kernel_args.h"
 #include "kernels/dispatch/launch.h"
 #include "kernels/dispatch/registry.h"
 #include "kernels/nn_kernels.h"
+#include "kernels/widen.h"
 #include "runtime/backend/cpu_settings.h"
 #include "runtime/base/error.h"
 
@@ -69,9 +76,31 @@ bool within_cudnn_limits(const ConvShape& s, const Window2d& w) {
   return true;
 }
 
+bool is_16bit(DType dt) { return dt == DType::kFloat16 || dt == DType::kBFloat16; }
+
+// The float32 copies of a 16-bit call's operands, at most: both gradients widen grad_out,
+// the image, the weight and their two gradients.
+int64_t widened_elements(const ConvShape& s) {
+  const int64_t image = s.n * s.c * s.h * s.w, result = s.n * s.o * s.oh * s.ow;
+  const int64_t weight = s.o * (s.c / s.groups) * s.kh * s.kw;
+  return 2 * image + 2 * weight + result;
+}
+
 // What the device's library takes: cuDNN float32 and float64 within its 32-bit sizes;
-// oneDNN float32. Empty when it takes the shape.
+// oneDNN float32; on both, float16 and bfloat16 whose float32 copies stay within the
+// widening cap (widen.h's cuda bound: the calls widen whole). Empty when it takes the
+// shape.
 std::string library_refusal(DeviceType device, DType dt, const ConvShape& s, const Window2d& w) {
+  if (is_16bit(dt)) {
+    const std::string plain = library_refusal(device, DType::kFloat32, s, w);
+    if (!plain.empty()) return plain;
+    if (widened_elements(s) > cpu::kWidenChunkElementsCuda) {
+      return absl::StrCat("its float32 copies would hold ", widened_elements(s),
+                          " elements, more than the ", cpu::kWidenChunkElementsCuda,
+                          " a widened call may");
+    }
+    return "";
+  }
   if (device == DeviceType::kCuda) {
     if (dt != DType::kFloat32 && dt != DType::kFloat64) {
       return "cuDNN convolution takes float32 or float64";
@@ -164,12 +193,23 @@ void run_pass(ConvPass pass, const Stream& stream, const View& written, const Vi
 
 void library_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
                     const Window2d& w, int64_t groups) {
+  if (cpu::Widen::applies({&out, &in, &weight})) {
+    cpu::Widen wide(stream, launch_name(stream, static_cast<int>(ConvPass::kForward)));
+    library_conv2d(stream, wide.out(out), wide.in(in), wide.in(weight), w, groups);
+    return wide.finish();
+  }
   run_pass(ConvPass::kForward, stream, out, in, weight, out, in, weight, w, groups);
 }
 
 void library_conv2d_backward_input(const Stream& stream, const View& grad_in,
                                    const View& grad_out, const View& weight, const Window2d& w,
                                    int64_t groups) {
+  if (cpu::Widen::applies({&grad_in, &grad_out, &weight})) {
+    cpu::Widen wide(stream, launch_name(stream, static_cast<int>(ConvPass::kBackwardInput)));
+    library_conv2d_backward_input(stream, wide.out(grad_in), wide.in(grad_out), wide.in(weight),
+                                  w, groups);
+    return wide.finish();
+  }
   run_pass(ConvPass::kBackwardInput, stream, grad_in, grad_in, weight, grad_out, grad_out,
            weight, w, groups);
 }
@@ -177,6 +217,12 @@ void library_conv2d_backward_input(const Stream& stream, const View& grad_in,
 void library_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
                                     const View& grad_out, const View& in, const Window2d& w,
                                     int64_t groups) {
+  if (cpu::Widen::applies({&grad_weight, &grad_out, &in})) {
+    cpu::Widen wide(stream, launch_name(stream, static_cast<int>(ConvPass::kBackwardWeight)));
+    library_conv2d_backward_weight(stream, wide.out(grad_weight), wide.in(grad_out),
+                                   wide.in(in), w, groups);
+    return wide.finish();
+  }
   run_pass(ConvPass::kBackwardWeight, stream, grad_weight, in, grad_weight, grad_out, grad_out,
            in, w, groups);
 }
@@ -185,6 +231,12 @@ void library_conv2d_backward(const Stream& stream, const View& grad_in, const Vi
                              const View& grad_out, const View& in, const View& weight,
                              const Window2d& w, int64_t groups) {
   const char* kernel = launch_name(stream, kBothGradients);
+  if (cpu::Widen::applies({&grad_in, &grad_weight, &grad_out, &in, &weight})) {
+    cpu::Widen wide(stream, kernel);
+    library_conv2d_backward(stream, wide.out(grad_in), wide.out(grad_weight), wide.in(grad_out),
+                            wide.in(in), wide.in(weight), w, groups);
+    return wide.finish();
+  }
   const auto impl = dispatch::resolve<KernelId::kConv2dBackward>(kernel, stream);
   SG_CHECK(grad_in.sizes == in.sizes && grad_weight.sizes == weight.sizes, ValueError, kernel,
            ": grad_in ", cpu::describe(grad_in), " and grad_weight ", cpu::describe(grad_weight),

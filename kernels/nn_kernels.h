@@ -130,7 +130,10 @@ void attention_backward(const Stream& stream, const View* grad_q, const View* gr
 // Whether conv2d should take this path: a device whose library is in the build and
 // enabled (oneDNN: onednn_enabled(), runtime/backend/cpu_settings.h), groups >= 1, and
 // on cuda float32 or float64 with every size and element count within cuDNN's 32-bit
-// limits; on cpu and sim float32. The entry points throw ValueError for inputs outside this.
+// limits; on cpu and sim float32; on both, float16 and bfloat16 where float32 would be
+// taken and the call's float32 copies fit widen.h's cap (the entry points widen 16-bit
+// operands whole, run the float32 plan and round each result once). The entry points throw
+// ValueError for inputs outside this.
 bool library_conv2d_supported(const Device& device, DType dt, const std::vector<int64_t>& in,
                               const std::vector<int64_t>& weight, const Window2d& w,
                               int64_t groups);

@@ -7,7 +7,8 @@
 // gradient over the batch.
 // Where the device's convolution library takes the input (kernels/nn_kernels.h: cuDNN on
 // cuda, float32 and float64; oneDNN on cpu and sim, float32, unless set_onednn_enabled
-// (false)) conv2d runs the library's kernels instead, with one node
+// (false); on both, float16 and bfloat16 through float32 copies) conv2d runs the library's
+// kernels instead, with one node
 // (CudnnConvolutionBackward or MkldnnConvolutionBackward, the reference's names) that
 // saves only the input and the weight: the library's backward kernels, or, when the
 // backward itself is recorded (create_graph), conv2d_input_grad and conv2d_weight_grad,

@@ -188,8 +188,13 @@ TEST_CASE("conv2d keeps the composed path where oneDNN does not apply or is disa
   CHECK(kernels::library_conv2d_supported(d, DType::kFloat32, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
   CHECK_FALSE(
       kernels::library_conv2d_supported(d, DType::kFloat64, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
-  CHECK_FALSE(
-      kernels::library_conv2d_supported(d, DType::kFloat16, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
+  // 16-bit through float32 copies (tests/ops/reduced_precision_test.cc), while they fit
+  // the widening cap: here 2 x 2^26 image elements.
+  CHECK(kernels::library_conv2d_supported(d, DType::kFloat16, {2, 3, 5, 5}, {4, 3, 3, 3}, win, 1));
+  CHECK(kernels::library_conv2d_supported(d, DType::kFloat32, {64, 64, 128, 128}, {4, 64, 3, 3},
+                                          win, 1));
+  CHECK_FALSE(kernels::library_conv2d_supported(d, DType::kBFloat16, {64, 64, 128, 128},
+                                                {4, 64, 3, 3}, win, 1));
   const Tensor x = f32_leaf(random_input({2, 3, 5, 5}, d, 302));
   const Tensor w = f32_leaf(random_input({4, 3, 3, 3}, d, 303));
   const Tensor on = conv2d(x, w);

@@ -14,6 +14,7 @@
 // Integer and bool outputs (argmax, comparisons) must be equal. Outputs of an op that
 // casts (to(float32)) may have another dtype; they are compared all the same.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <iostream>
@@ -26,6 +27,7 @@
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "tests/device_names.h"
+#include "tests/ops/finite_difference.h"
 
 namespace streamgrad {
 namespace {
@@ -185,9 +187,9 @@ TEST_CASE("every catalogue op agrees with float32 in float16 and bfloat16 on eve
 
 TEST_CASE("large 16-bit inputs, split into chunks by the kernels, agree with float32",
           "[ops][amp]") {
-  // Big enough that on cpu and sim matmul, col2im, batch_norm, relu and max_pool widen a
-  // few items at a time (kernels/widen.h; cuda widens them whole); the catalogue's small
-  // inputs never split. Each op on its own, so that both runs see the same input values
+  // Big enough that on cpu and sim batch_norm, relu and max_pool widen a few items at a
+  // time (kernels/widen.h; cuda widens them whole; conv2d widens whole for its library);
+  // the catalogue's small inputs never split. Each op on its own, so that both runs see the same input values
   // (in a chain, a rounded conv output may move a max-pool's winner and send a gradient
   // elsewhere).
   const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
@@ -238,6 +240,51 @@ TEST_CASE("large 16-bit inputs, split into chunks by the kernels, agree with flo
       INFO("gradient " << i << " " << g[i].describe() << ": worst at " << where);
       CHECK(r <= 1.0);
     }
+  }
+}
+
+TEST_CASE("16-bit conv2d runs the device's convolution library on float32 copies",
+          "[ops][amp]") {
+  const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
+  const Device device(GENERATE(from_range(testing::device_names())));
+  manual_seed(14);
+  const TensorOptions f32 = TensorOptions().device(device);
+  const Tensor xf = randn({2, 3, 6, 6}, f32), wf = mul(randn({4, 3, 3, 3}, f32), 0.3);
+  const Tensor x = to(xf, dtype).requires_grad_(true), w = to(wf, dtype).requires_grad_(true);
+  const Tensor seed = to(add(rand({2, 4, 3, 3}, f32), 0.5), dtype);
+  Conv2dParams p;
+  p.padding = {1, 1};
+  p.stride = {2, 2};
+  const std::string library = device.type() == DeviceType::kCuda ? "cudnn" : "onednn";
+  // Widened whole: a copy per operand in, the float32 plan, a rounding copy per result.
+  auto only_library_and_copies = [&](const std::vector<std::string>& names, const char* plan,
+                                     size_t copies) {
+    INFO(dtype << " on " << device);
+    CHECK(std::count(names.begin(), names.end(), library + plan) == 1);
+    CHECK(std::count(names.begin(), names.end(), "copy") == static_cast<std::ptrdiff_t>(copies));
+    CHECK(names.size() == copies + 1);
+  };
+  Tensor y;
+  TensorList g;
+  {
+    testing::KernelNames seen;
+    y = conv2d(x, w, Tensor(), p);
+    only_library_and_copies(seen.names, "_conv2d", 3);
+    seen.names.clear();
+    g = grad({y}, {x, w}, {seed});
+    only_library_and_copies(seen.names, "_conv2d_backward", 5);
+  }
+  REQUIRE(y.dtype() == dtype);
+  REQUIRE(g[1].dtype() == dtype);
+  // The float32 convolution of the same 16-bit values, rounded once.
+  const Tensor x32 = to(x.detach(), DType::kFloat32).requires_grad_(true);
+  const Tensor w32 = to(w.detach(), DType::kFloat32).requires_grad_(true);
+  const Tensor y32 = conv2d(x32, w32, Tensor(), p);
+  const TensorList g32 = grad({y32}, {x32, w32}, {to(seed, DType::kFloat32)});
+  CHECK(to(y, DType::kFloat32).to_vector<float>() == to(to(y32, dtype), DType::kFloat32).to_vector<float>());
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(to(g[i], DType::kFloat32).to_vector<float>() ==
+          to(to(g32[i], dtype), DType::kFloat32).to_vector<float>());
   }
 }
 
