@@ -117,8 +117,11 @@ void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const V
               Operands<1>{in}, [&](const Operands<1>& o, const Operands<1>& i, bool widened) {
                 const Layout<2> l = check_map1(name, o[0], i[0]);
                 if (l.numel == 0) return;
-                // kernels.h: the scalar is rounded to the tensor's dtype first.
-                const double s = widened ? cpu::round_to(in.dtype, scalar) : scalar;
+                // kernels.h: the scalar is rounded to the tensor's dtype first (a 16-bit
+                // one, whether widened here or computed natively: cuda).
+                const double s =
+                    widened || is_reduced_floating(in.dtype) ? cpu::round_to(in.dtype, scalar)
+                                                             : scalar;
                 impl.fn(stream, LaunchSpec(name, {&i[0]}, {&o[0]}), op, o[0].dtype, l,
                         o[0].data, i[0].data, s);
               });

@@ -76,8 +76,6 @@ bool within_cudnn_limits(const ConvShape& s, const Window2d& w) {
   return true;
 }
 
-bool is_16bit(DType dt) { return dt == DType::kFloat16 || dt == DType::kBFloat16; }
-
 // The float32 copies of a 16-bit call's operands, at most: both gradients widen grad_out,
 // the image, the weight and their two gradients.
 int64_t widened_elements(const ConvShape& s) {
@@ -91,7 +89,7 @@ int64_t widened_elements(const ConvShape& s) {
 // widening cap (widen.h's cuda bound: the calls widen whole). Empty when it takes the
 // shape.
 std::string library_refusal(DeviceType device, DType dt, const ConvShape& s, const Window2d& w) {
-  if (is_16bit(dt)) {
+  if (is_reduced_floating(dt)) {
     const std::string plain = library_refusal(device, DType::kFloat32, s, w);
     if (!plain.empty()) return plain;
     if (widened_elements(s) > cpu::kWidenChunkElementsCuda) {

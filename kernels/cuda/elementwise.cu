@@ -49,27 +49,54 @@ void launch(const Stream& stream, const char* name, const cpu::Layout<N>& l, con
   }
 }
 
+// What an element of storage type S computes in: float for float16 and bfloat16, loaded
+// and stored with copy's conversions, so that a 16-bit call gives the bits the widening
+// rule would (kernels/widen.h: copies to float32, the float32 kernel, one rounding) in one
+// launch instead of one per operand and result.
+template <typename S>
+struct ComputeIn {
+  using type = S;
+};
+template <>
+struct ComputeIn<Half> {
+  using type = float;
+};
+template <>
+struct ComputeIn<BFloat16> {
+  using type = float;
+};
+
+// float32, float64 and the 16-bit dtypes: fn(S{}), S the storage type.
+template <typename Fn>
+void dispatch_computed(DType dt, Fn&& fn) {
+  if (dt == DType::kFloat16) return fn(Half{});
+  if (dt == DType::kBFloat16) return fn(BFloat16{});
+  cpu::dispatch_floating(dt, fn);
+}
+
 // The per-element bodies: operand k at offset off[k].
-template <typename T, typename Op>
+template <typename S, typename Op>
 struct Map1 {
-  T* out;
-  const T* in;
+  S* out;
+  const S* in;
   Op op;
   template <typename Index>
   __device__ __forceinline__ void operator()(Index, const Index* off) const {
-    out[off[0]] = op(in[off[1]]);
+    using C = typename ComputeIn<S>::type;
+    out[off[0]] = cpu::convert<S>(op(cpu::convert<C>(in[off[1]])));
   }
 };
 
-template <typename T, typename Op>
+template <typename S, typename Op>
 struct Map2 {
-  T* out;
-  const T* a;
-  const T* b;
+  S* out;
+  const S* a;
+  const S* b;
   Op op;
   template <typename Index>
   __device__ __forceinline__ void operator()(Index, const Index* off) const {
-    out[off[0]] = op(a[off[1]], b[off[2]]);
+    using C = typename ComputeIn<S>::type;
+    out[off[0]] = cpu::convert<S>(op(cpu::convert<C>(a[off[1]]), cpu::convert<C>(b[off[2]])));
   }
 };
 
@@ -145,45 +172,48 @@ struct WhereBody {
 
 void unary(const Stream& stream, Unary op, DType dt, const cpu::Layout<2>& l, void* out,
            const void* in) {
-  cpu::dispatch_floating(dt, [&](auto t) {
-    using T = decltype(t);
+  dispatch_computed(dt, [&](auto t) {
+    using S = decltype(t);
     with_unary(op, [&](auto f) {
-      launch(stream, "unary", l, Map1<T, decltype(f)>{static_cast<T*>(out),
-                                                      static_cast<const T*>(in), f});
+      launch(stream, "unary", l, Map1<S, decltype(f)>{static_cast<S*>(out),
+                                                      static_cast<const S*>(in), f});
     });
   });
 }
 
+// For 16-bit data the front door has rounded the scalar to the dtype already.
 void unary_scalar(const Stream& stream, UnaryScalar op, DType dt, const cpu::Layout<2>& l,
                   void* out, const void* in, double scalar) {
-  cpu::dispatch_floating(dt, [&](auto t) {
-    using T = decltype(t);
-    with_unary_scalar(op, static_cast<T>(scalar), [&](auto f) {
+  dispatch_computed(dt, [&](auto t) {
+    using S = decltype(t);
+    using C = typename ComputeIn<S>::type;
+    with_unary_scalar(op, static_cast<C>(scalar), [&](auto f) {
       launch(stream, "unary_scalar", l,
-             Map1<T, decltype(f)>{static_cast<T*>(out), static_cast<const T*>(in), f});
+             Map1<S, decltype(f)>{static_cast<S*>(out), static_cast<const S*>(in), f});
     });
   });
 }
 
 void binary(const Stream& stream, Binary op, DType dt, const cpu::Layout<3>& l, void* out,
             const void* a, const void* b) {
-  cpu::dispatch_floating(dt, [&](auto t) {
-    using T = decltype(t);
+  dispatch_computed(dt, [&](auto t) {
+    using S = decltype(t);
     with_binary(op, [&](auto f) {
       launch(stream, "binary", l,
-             Map2<T, decltype(f)>{static_cast<T*>(out), static_cast<const T*>(a),
-                                  static_cast<const T*>(b), f});
+             Map2<S, decltype(f)>{static_cast<S*>(out), static_cast<const S*>(a),
+                                  static_cast<const S*>(b), f});
     });
   });
 }
 
 void axpy(const Stream& stream, DType dt, const cpu::Layout<3>& l, void* out, const void* a,
           const void* b, double alpha) {
-  cpu::dispatch_floating(dt, [&](auto t) {
-    using T = decltype(t);
+  dispatch_computed(dt, [&](auto t) {
+    using S = decltype(t);
+    using C = typename ComputeIn<S>::type;
     launch(stream, "axpy", l,
-           Map2<T, AxpyOp<T>>{static_cast<T*>(out), static_cast<const T*>(a),
-                              static_cast<const T*>(b), AxpyOp<T>{static_cast<T>(alpha)}});
+           Map2<S, AxpyOp<C>>{static_cast<S*>(out), static_cast<const S*>(a),
+                              static_cast<const S*>(b), AxpyOp<C>{static_cast<C>(alpha)}});
   });
 }
 

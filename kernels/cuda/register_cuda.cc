@@ -44,10 +44,10 @@ void join(const Stream& stream, DType dt, const std::vector<JoinPiece>& pieces) 
 
 bool register_cuda() {
   dispatch::note_backend_linked(kCuda);
-  register_impl<KernelId::kUnary>(kCuda, SG_AS_TASK(unary));
-  register_impl<KernelId::kUnaryScalar>(kCuda, SG_AS_TASK(unary_scalar));
-  register_impl<KernelId::kBinary>(kCuda, SG_AS_TASK(binary));
-  register_impl<KernelId::kAxpy>(kCuda, SG_AS_TASK(axpy));
+  register_impl<KernelId::kUnary>(kCuda, SG_AS_TASK(unary), kNative16);
+  register_impl<KernelId::kUnaryScalar>(kCuda, SG_AS_TASK(unary_scalar), kNative16);
+  register_impl<KernelId::kBinary>(kCuda, SG_AS_TASK(binary), kNative16);
+  register_impl<KernelId::kAxpy>(kCuda, SG_AS_TASK(axpy), kNative16);
   register_impl<KernelId::kFill>(kCuda, SG_AS_TASK(fill), kNative16);
   register_impl<KernelId::kCopy>(kCuda, SG_AS_TASK(copy), kNative16);
   register_impl<KernelId::kArange>(kCuda, SG_AS_TASK(arange));

@@ -99,8 +99,13 @@ TEST_CASE("a 16-bit call of a float32 kernel is widened exactly once", "[front_d
   {
     LaunchNames log;
     kernels::binary(s, kernels::Binary::kMul, bo.view(), ba.view(), bb.view());
-    // Two float32 copies in, the float32 product, one rounding copy out.
-    CHECK(log.names() == std::vector<std::string>{"copy", "copy", "mul", "copy"});
+    // Two float32 copies in, the float32 product, one rounding copy out; cuda's
+    // element-wise kernels take 16-bit operands themselves, in one launch.
+    if (dev.type() == DeviceType::kCuda) {
+      CHECK(log.names() == std::vector<std::string>{"mul"});
+    } else {
+      CHECK(log.names() == std::vector<std::string>{"copy", "copy", "mul", "copy"});
+    }
   }
   const std::vector<Half> got = bo.read();
   CHECK(got[0].to_float() == 3.0f);

@@ -7,11 +7,14 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/foreach.h"
 #include "kernels/kernels.h"
+#include "kernels/nn_kernels.h"
 #include "runtime/base/half.h"
 #include "runtime/runtime.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -210,6 +213,73 @@ TEST_CASE("16-bit matmul sums in float32 into a 16-bit or float32 out; cuda in o
   check_matmul_16<BFloat16>(d, 1.0f / 128);  // bfloat16's
 }
 
+// The widening rule spelt out for each element-wise kernel: the 16-bit operands copied
+// to float32, the float32 kernel, its result rounded by copy. cuda computes 16-bit
+// operands itself, in one launch, and must give the same bits.
+template <typename H>
+void check_elementwise_16(const Device& d) {
+  const Stream s = current_stream(d);
+  const bool cuda = d.type() == DeviceType::kCuda;
+  const int64_t rows = 33, cols = 65, n = rows * cols;
+  std::vector<H> av, bv;
+  for (int64_t i = 0; i < n; ++i) av.push_back(H::from_float(3 * std::sin(0.37f * i)));
+  for (int64_t j = 0; j < cols; ++j) bv.push_back(H::from_float(std::cos(0.91f * j) - 0.2f));
+  const Buffer<H> a(d, av), b(d, bv);
+  Buffer<float> a32(d, av.size(), 0.0f), b32(d, bv.size(), 0.0f);
+  kernels::copy(s, a32.view(), a.view());
+  kernels::copy(s, b32.view(), b.view());
+  const Shape shape({rows, cols}), row({rows, cols}, {0, 1});  // b broadcast along rows
+  using Call = std::function<void(const View&, const View&, const View&)>;
+  const std::vector<std::pair<const char*, Call>> calls = {
+      {"exp", [&](const View& o, const View& x, const View&) {
+         kernels::unary(s, kernels::Unary::kExp, o, x);
+       }},
+      {"gelu", [&](const View& o, const View& x, const View&) {
+         kernels::unary(s, kernels::Unary::kGelu, o, x);
+       }},
+      // The scalar is rounded to the 16-bit dtype first (kernels.h), natively too; the
+      // float32 reference is given it rounded.
+      {"mul 0.1", [&](const View& o, const View& x, const View&) {
+         const double tenth = o.dtype == DType::kFloat32 ? H::from_float(0.1f).to_float() : 0.1;
+         kernels::unary_scalar(s, kernels::UnaryScalar::kMul, o, x, tenth);
+       }},
+      {"add", [&](const View& o, const View& x, const View& y) {
+         kernels::binary(s, kernels::Binary::kAdd, o, x, y);
+       }},
+      {"relu_backward", [&](const View& o, const View& x, const View& y) {
+         kernels::binary(s, kernels::Binary::kReluBackward, o, x, y);
+       }},
+      {"axpy 0.1", [&](const View& o, const View& x, const View& y) {
+         kernels::axpy(s, o, x, y, 0.1);
+       }},
+  };
+  for (const auto& [name, call] : calls) {
+    INFO(name << " on " << d);
+    Buffer<H> out(d, av.size(), H{});
+    {
+      LaunchLog log;
+      call(out.view(shape), a.view(shape), b.view(row));
+      if (cuda) CHECK(log.count() == 1);
+    }
+    Buffer<float> out32(d, av.size(), 0.0f);
+    call(out32.view(shape), a32.view(shape), b32.view(row));
+    Buffer<H> rounded(d, av.size(), H{});
+    kernels::copy(s, rounded.view(), out32.view());
+    const std::vector<H> got = out.read(), want = rounded.read();
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("element " << i);
+      REQUIRE(bits_of(got[i]) == bits_of(want[i]));
+    }
+  }
+}
+
+TEST_CASE("16-bit element-wise kernels give the widening rule's bits; cuda in one launch",
+          "[kernels][amp]") {
+  const Device d = testing::test_device();
+  check_elementwise_16<Half>(d);
+  check_elementwise_16<BFloat16>(d);
+}
+
 TEST_CASE("widened kernels: broadcast, in place, accumulation, and mixed dtypes", "[kernels][amp]") {
   const Device d = testing::test_device();
   const Stream s = current_stream(d);
@@ -237,21 +307,46 @@ TEST_CASE("widened kernels: broadcast, in place, accumulation, and mixed dtypes"
                     a.view(Shape({small, cols})), bias.view(Shape({small, cols}, {0, 1})));
   });
   const int64_t small_dense = small * cols * 4;
-  CHECK(small_scratch >= 2 * small_dense);
-  CHECK(small_scratch <= 2 * small_dense + cols * 4 + 4096);
+  // cuda's element-wise kernels take 16-bit operands themselves: no scratch at all.
+  const bool cuda = d.type() == DeviceType::kCuda;
+  if (cuda) {
+    CHECK(small_scratch == 0);
+  } else {
+    CHECK(small_scratch >= 2 * small_dense);
+    CHECK(small_scratch <= 2 * small_dense + cols * 4 + 4096);
+  }
   // A large one is split along rows on cpu and sim: its scratch stays near widen.h's
   // chunk budget there (2^18 floats for all operands of a chunk), far below two float32
-  // copies of out. On cuda it is widened whole: one launch per copy and one add.
+  // copies of out.
   const int64_t scratch = scratch_of([&] {
     kernels::binary(s, kernels::Binary::kAdd, out.view(Shape({rows, cols})),
                     a.view(Shape({rows, cols})), bias.view(Shape({rows, cols}, {0, 1})));
   });
-  if (d.type() == DeviceType::kCuda) {
-    CHECK(scratch >= 2 * rows * cols * 4);
-    CHECK(scratch <= 2 * rows * cols * 4 + cols * 4 + 4096);
+  if (cuda) {
+    CHECK(scratch == 0);
   } else {
     CHECK(scratch > 0);
     CHECK(scratch <= (int64_t{1} << 18) * 4 + 8192);
+  }
+  // A widened batched kernel (batch norm: 16-bit activations, float32 statistics) is cut
+  // into chunks of channels on cpu and sim, and on cuda widened whole: one launch per
+  // copy and one batch norm, not one per chunk.
+  {
+    const Shape ncs({64, 16, 1024}), ch({16});
+    Buffer<Half> bn_in(d, static_cast<size_t>(ncs.numel()), Half::from_float(0.25f));
+    Buffer<Half> bn_out(d, static_cast<size_t>(ncs.numel()), Half{});
+    Buffer<float> mean(d, 16, 0.0f), var(d, 16, 0.0f);
+    const int64_t bn_scratch = scratch_of([&] {
+      kernels::batch_norm_forward(s, bn_out.view(ncs), mean.view(ch), var.view(ch),
+                                  bn_in.view(ncs), nullptr, nullptr, 1e-5);
+    });
+    const int64_t whole = 2 * ncs.numel() * 4;
+    if (cuda) {
+      CHECK(bn_scratch >= whole);
+    } else {
+      CHECK(bn_scratch > 0);
+      CHECK(bn_scratch <= (int64_t{1} << 18) * 4 + 8192);
+    }
   }
   std::vector<Half> got = out.read();
   for (size_t i = 0; i < got.size(); i += 101) {
