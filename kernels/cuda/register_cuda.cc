@@ -3,8 +3,10 @@
 // nvcc exists, so a build without the toolkit has no cuda entries and the front door
 // refuses cuda streams with one DeviceError naming the kernel (no stubs). Each kernel runs
 // as the launch's work (SG_AS_TASK): it enqueues on the stream's raw handle from the
-// launching thread. fill and copy take every dtype; the arithmetic kernels compute float16
-// and bfloat16 in float32, which the front door arranges.
+// launching thread. fill and copy take every dtype; matmul and the element-wise unary,
+// unary_scalar, binary and axpy take float16 and bfloat16 themselves (kNative16),
+// computing in float32; the other arithmetic kernels compute them in float32 on copies
+// the front door makes.
 //
 // Thread-safety: runs once, before main. Failure: a duplicate registration is an
 // InternalError at start-up.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 #include "tests/ops/finite_difference.h"
 
@@ -186,6 +187,16 @@ TEST_CASE("avg_pool2d averages windows, with or without the padding", "[ops][poo
   check_close(values(avg_pool2d(x, p)), {1, 2.5, 5.5, 7});
 }
 
+// Channel c's batch mean and biased variance in the values of a [4, 2, 3] input.
+std::pair<double, double> channel_stats(const std::vector<double>& xv, int64_t c) {
+  double m = 0, v = 0;
+  for (int64_t n = 0; n < 4; ++n)
+    for (int64_t k = 0; k < 3; ++k) m += xv[(n * 2 + c) * 3 + k] / 12;
+  for (int64_t n = 0; n < 4; ++n)
+    for (int64_t k = 0; k < 3; ++k) v += std::pow(xv[(n * 2 + c) * 3 + k] - m, 2) / 12;
+  return {m, v};
+}
+
 TEST_CASE("batch_norm normalises per channel and moves the running statistics", "[ops][norm]") {
   const Device d = test_device();
   const TensorOptions o = TensorOptions().dtype(DType::kFloat64).device(d);
@@ -195,11 +206,7 @@ TEST_CASE("batch_norm normalises per channel and moves the running statistics", 
   const Tensor y = batch_norm(x, w, b, rm, rv, /*training=*/true, /*momentum=*/0.25, 1e-5);
   const std::vector<double> xv = values(x), yv = values(y);
   for (int64_t c = 0; c < 2; ++c) {
-    double m = 0, v = 0;
-    for (int64_t n = 0; n < 4; ++n)
-      for (int64_t k = 0; k < 3; ++k) m += xv[(n * 2 + c) * 3 + k] / 12;
-    for (int64_t n = 0; n < 4; ++n)
-      for (int64_t k = 0; k < 3; ++k) v += std::pow(xv[(n * 2 + c) * 3 + k] - m, 2) / 12;
+    const auto [m, v] = channel_stats(xv, c);
     for (int64_t n = 0; n < 4; ++n)
       for (int64_t k = 0; k < 3; ++k) {
         const int64_t i = (n * 2 + c) * 3 + k;
@@ -235,11 +242,7 @@ TEST_CASE("batch_norm moves running statistics in its own launch, through stride
   const std::vector<double> xv = values(x);
   const double start_mean[2] = {0.5, -1}, start_var[2] = {2, 0.25};
   for (int64_t c = 0; c < 2; ++c) {
-    double m = 0, v = 0;
-    for (int64_t n = 0; n < 4; ++n)
-      for (int64_t k = 0; k < 3; ++k) m += xv[(n * 2 + c) * 3 + k] / 12;
-    for (int64_t n = 0; n < 4; ++n)
-      for (int64_t k = 0; k < 3; ++k) v += std::pow(xv[(n * 2 + c) * 3 + k] - m, 2) / 12;
+    const auto [m, v] = channel_stats(xv, c);
     const double want_mean = 0.875 * start_mean[c] + 0.125 * m;
     const double want_var = 0.875 * start_var[c] + 0.125 * v * 12 / 11;
     CHECK(values(rm)[c] == Approx(want_mean));
