@@ -1,8 +1,9 @@
 // batch_norm_forward and batch_norm_backward: the front door (kernels/nn_kernels.h).
 // Checks here, then the implementation registered for the stream's device
 // (kernels/host/batch_norm.cc on cpu and sim, kernels/cuda/nn.cu on cuda). 16-bit
-// activations are normalised in float32, a few channels at a time, beside statistics and
-// parameters of their dtype or float32 (mixed precision keeps those in float32).
+// activations are normalised in float32 beside statistics and parameters of their dtype
+// or float32 (mixed precision keeps those in float32): on cpu and sim on widened copies, a
+// few channels at a time; cuda's kernels take them as they are.
 #include <algorithm>
 
 #include "kernels/checks.h"
@@ -31,11 +32,22 @@ void check_nc_s(const char* kernel, const char* what, const View& v, const NcsDi
            "] view, got ", cpu::describe(v));
 }
 
-void check_channels(const char* kernel, const char* what, const View* v, const View& in,
+// The statistics' and parameters' dtype, mean's: in's, or float32 beside 16-bit data
+// where the device's kernel takes them so (cuda); a widened call sees float32 throughout.
+DType params_dtype(const char* kernel, bool native_16bit, const View& mean, const View& in) {
+  const bool mixed = native_16bit && is_reduced_floating(in.dtype);
+  SG_CHECK(mean.dtype == in.dtype || (mixed && mean.dtype == DType::kFloat32), ValueError,
+           kernel, ": mean is ", cpu::describe(mean), "; expected ", dtype_name(in.dtype),
+           mixed ? " or float32" : "", " beside in ", cpu::describe(in));
+  return mean.dtype;
+}
+
+void check_channels(const char* kernel, const char* what, const View* v, DType params,
                     const NcsDims& d) {
   if (v == nullptr) return;
   cpu::check_view(kernel, what, *v);
-  cpu::check_same_dtype(kernel, what, *v, "in", in);
+  SG_CHECK(v->dtype == params, ValueError, kernel, ": ", what, " is ", cpu::describe(*v),
+           "; expected ", dtype_name(params), " as the statistics");
   SG_CHECK(v->dim() == 1 && v->sizes[0] == d.c, ValueError, kernel, ": ", what,
            " must be [", d.c, "], one per channel, got ", cpu::describe(*v));
 }
@@ -62,10 +74,12 @@ void forward_views(const dispatch::Impl<KernelId::kBatchNorm>& impl, const Strea
   check_nc_s(name, "out", out, d);
   cpu::check_same_dtype(name, "out", out, "in", in);
   cpu::check_disjoint(name, "out", out, "in", in);
-  check_channels(name, "mean", &mean, in, d);
-  check_channels(name, "var", &var, in, d);
-  check_channels(name, "weight", weight, in, d);
-  check_channels(name, "bias", bias, in, d);
+  cpu::check_view(name, "mean", mean);
+  const DType params = params_dtype(name, impl.options.native_16bit, mean, in);
+  check_channels(name, "mean", &mean, params, d);
+  check_channels(name, "var", &var, params, d);
+  check_channels(name, "weight", weight, params, d);
+  check_channels(name, "bias", bias, params, d);
   SG_CHECK(d.n * d.s > 0 || d.c == 0, ValueError, name, ": no values per channel in ",
            cpu::describe(in));
   RunningUpdate running;
@@ -73,7 +87,7 @@ void forward_views(const dispatch::Impl<KernelId::kBatchNorm>& impl, const Strea
     // Written in place and read for the update: one value per channel, back to back.
     for (const auto& [what, v] : {std::pair<const char*, const View*>{"running_mean", running_mean},
                                   {"running_var", running_var}}) {
-      check_channels(name, what, v, in, d);
+      check_channels(name, what, v, params, d);
       SG_CHECK(v->is_contiguous(), ValueError, name, ": ", what, " must be contiguous, got ",
                cpu::describe(*v));
       cpu::check_disjoint(name, what, *v, "mean", mean);
@@ -89,7 +103,7 @@ void forward_views(const dispatch::Impl<KernelId::kBatchNorm>& impl, const Strea
   impl.fn(stream,
           LaunchSpec(name, {&in, weight, bias, running_mean, running_var},
                      {&out, &mean, &var, running_mean, running_var}),
-          in.dtype, d, eps, out.data, mean.data, var.data, in.data,
+          in.dtype, params, d, eps, out.data, mean.data, var.data, in.data,
           data_or_null<const void>(weight), data_or_null<const void>(bias), running);
 }
 
@@ -107,16 +121,18 @@ void backward_views(const dispatch::Impl<KernelId::kBatchNormBackward>& impl,
     cpu::check_disjoint(name, "grad_in", *grad_in, "in", in);
     cpu::check_disjoint(name, "grad_in", *grad_in, "grad_out", grad_out);
   }
-  check_channels(name, "grad_weight", grad_weight, in, d);
-  check_channels(name, "grad_bias", grad_bias, in, d);
-  check_channels(name, "mean", &mean, in, d);
-  check_channels(name, "var", &var, in, d);
-  check_channels(name, "weight", weight, in, d);
+  cpu::check_view(name, "mean", mean);
+  const DType params = params_dtype(name, impl.options.native_16bit, mean, in);
+  check_channels(name, "grad_weight", grad_weight, params, d);
+  check_channels(name, "grad_bias", grad_bias, params, d);
+  check_channels(name, "mean", &mean, params, d);
+  check_channels(name, "var", &var, params, d);
+  check_channels(name, "weight", weight, params, d);
   if (d.c == 0) return;
   impl.fn(stream,
           LaunchSpec(name, {&grad_out, &in, &mean, &var, weight},
                      {grad_in, grad_weight, grad_bias}),
-          in.dtype, d, eps, data_or_null<void>(grad_in), data_or_null<void>(grad_weight),
+          in.dtype, params, d, eps, data_or_null<void>(grad_in), data_or_null<void>(grad_weight),
           data_or_null<void>(grad_bias), grad_out.data, in.data, mean.data, var.data,
           data_or_null<const void>(weight));
 }

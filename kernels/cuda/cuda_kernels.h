@@ -125,12 +125,16 @@ void max_pool2d(const Stream& stream, DType dt, const ImageShape& s, const Windo
 void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, const Window2d& w,
                          void* grad_in, const void* grad_out, const int64_t* indices);
 // weight and bias may be null (1 and 0); the backward's outputs may be null (not wanted).
-void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, double eps, void* out,
-                        void* mean, void* var, const void* in, const void* weight,
-                        const void* bias, const RunningUpdate& running);
-void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, double eps,
-                         void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
-                         const void* in, const void* mean, const void* var, const void* weight);
+// dt is the data's dtype, param_dt that of the statistics and parameters: the same, or
+// float32 beside float16 or bfloat16 data (mixed precision), computed in float32 as the
+// widening rule would.
+void batch_norm_forward(const Stream& stream, DType dt, DType param_dt, const NcsShape& d,
+                        double eps, void* out, void* mean, void* var, const void* in,
+                        const void* weight, const void* bias, const RunningUpdate& running);
+void batch_norm_backward(const Stream& stream, DType dt, DType param_dt, const NcsShape& d,
+                         double eps, void* grad_in, void* grad_weight, void* grad_bias,
+                         const void* grad_out, const void* in, const void* mean, const void* var,
+                         const void* weight);
 // Layer / RMS normalisation (d.rms) of d.m rows: one block per row for the statistics,
 // the output and grad_in; one thread per column for grad_weight and grad_bias, adding the
 // rows in order (deterministic; within rounding of the cpu's blocks of rows). mean,

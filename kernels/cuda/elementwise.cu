@@ -49,31 +49,6 @@ void launch(const Stream& stream, const char* name, const cpu::Layout<N>& l, con
   }
 }
 
-// What an element of storage type S computes in: float for float16 and bfloat16, loaded
-// and stored with copy's conversions, so that a 16-bit call gives the bits the widening
-// rule would (kernels/widen.h: copies to float32, the float32 kernel, one rounding) in one
-// launch instead of one per operand and result.
-template <typename S>
-struct ComputeIn {
-  using type = S;
-};
-template <>
-struct ComputeIn<Half> {
-  using type = float;
-};
-template <>
-struct ComputeIn<BFloat16> {
-  using type = float;
-};
-
-// float32, float64 and the 16-bit dtypes: fn(S{}), S the storage type.
-template <typename Fn>
-void dispatch_computed(DType dt, Fn&& fn) {
-  if (dt == DType::kFloat16) return fn(Half{});
-  if (dt == DType::kBFloat16) return fn(BFloat16{});
-  cpu::dispatch_floating(dt, fn);
-}
-
 // The per-element bodies: operand k at offset off[k].
 template <typename S, typename Op>
 struct Map1 {

@@ -9,6 +9,8 @@
 #include <cstdint>
 
 #include "kernels/dispatch/strided.h"
+#include "kernels/functors/convert.h"
+#include "runtime/base/half.h"
 #include "runtime/backend/stream.h"
 
 namespace streamgrad {
@@ -88,6 +90,32 @@ bool first_bad_index_in(const Stream& stream, const char* name, const cpu::Layou
 inline unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 1 ? 1 : b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+// What an element of storage type S computes in: float for float16 and bfloat16, loaded
+// and stored with copy's conversions (kernels/functors/convert.h), so that a kernel that
+// takes 16-bit operands itself gives the bits the widening rule would (kernels/widen.h:
+// copies to float32, the float32 kernel, one rounding) in one launch instead of one per
+// operand and result.
+template <typename S>
+struct ComputeIn {
+  using type = S;
+};
+template <>
+struct ComputeIn<Half> {
+  using type = float;
+};
+template <>
+struct ComputeIn<BFloat16> {
+  using type = float;
+};
+
+// float32, float64 and the 16-bit dtypes: fn(S{}), S the storage type.
+template <typename Fn>
+void dispatch_computed(DType dt, Fn&& fn) {
+  if (dt == DType::kFloat16) return fn(Half{});
+  if (dt == DType::kBFloat16) return fn(BFloat16{});
+  cpu::dispatch_floating(dt, fn);
 }
 
 // Sums of float32 accumulate in double, as on cpu.

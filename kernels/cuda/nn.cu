@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/indexing.cuh"
@@ -138,69 +139,99 @@ __device__ __forceinline__ int64_t channel_at(const NcsShape& d, int64_t c, int6
 }
 
 // One block per channel of in [N, C, S].
-template <typename T>
+// S is the data's storage type, P the statistics' and parameters' (S, or float beside
+// 16-bit data); C what S computes in (indexing.cuh), A its sums' type.
+template <typename S, typename P>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_kernel(NcsShape d, double eps, T* out, T* mean, T* var, const T* in,
-                      const T* weight, const T* bias, RunningUpdate running) {
-  using A = typename Acc<T>::type;
+    batch_norm_kernel(NcsShape d, double eps, S* out, P* mean, P* var, const S* in,
+                      const P* weight, const P* bias, RunningUpdate running) {
+  using C = typename ComputeIn<S>::type;
+  using A = typename Acc<C>::type;
   SG_SHARED_ARRAY(A, part, kThreads);
   const int64_t c = blockIdx.x, m = d.n * d.s;
   A sum = 0;
-  for (int64_t j = threadIdx.x; j < m; j += kThreads) sum += A(in[channel_at(d, c, j)]);
-  const T mu = static_cast<T>(double(block_sum(sum, part)) / double(m));
+  for (int64_t j = threadIdx.x; j < m; j += kThreads) {
+    sum += A(cpu::convert<C>(in[channel_at(d, c, j)]));
+  }
+  const C mu = static_cast<C>(double(block_sum(sum, part)) / double(m));
   A sq = 0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const A x = A(in[channel_at(d, c, j)] - mu);
+    const A x = A(cpu::convert<C>(in[channel_at(d, c, j)]) - mu);
     sq += x * x;
   }
-  const T v = static_cast<T>(double(block_sum(sq, part)) / double(m));
+  const C v = static_cast<C>(double(block_sum(sq, part)) / double(m));
   if (threadIdx.x == 0) {
-    mean[c] = mu;
-    var[c] = v;
+    mean[c] = cpu::convert<P>(mu);
+    var[c] = cpu::convert<P>(v);
     if (running.mean != nullptr) {
-      T* rm = static_cast<T*>(running.mean) + c;
-      T* rv = static_cast<T*>(running.var) + c;
-      *rm = static_cast<T>(running_moved(double(A(*rm)), double(A(mu)), running.momentum, 1));
-      *rv = static_cast<T>(running_moved(double(A(*rv)), double(A(v)), running.momentum,
-                                         double(m) / double(m - 1)));
+      // Moved in C and then stored, as the widened call's float32 kernel and its rounding
+      // copy would.
+      P* rm = static_cast<P*>(running.mean) + c;
+      P* rv = static_cast<P*>(running.var) + c;
+      const C moved_mean = static_cast<C>(running_moved(
+          double(A(cpu::convert<C>(*rm))), double(A(mu)), running.momentum, 1));
+      const C moved_var =
+          static_cast<C>(running_moved(double(A(cpu::convert<C>(*rv))), double(A(v)),
+                                       running.momentum, double(m) / double(m - 1)));
+      *rm = cpu::convert<P>(moved_mean);
+      *rv = cpu::convert<P>(moved_var);
     }
   }
-  const BatchNormApply<T> f{mu, batch_norm_invstd(v, eps), weight ? weight[c] : T(1),
-                            bias ? bias[c] : T(0)};
+  const BatchNormApply<C> f{mu, batch_norm_invstd(v, eps),
+                            weight ? cpu::convert<C>(weight[c]) : C(1),
+                            bias ? cpu::convert<C>(bias[c]) : C(0)};
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
     const int64_t at = channel_at(d, c, j);
-    out[at] = f(in[at]);
+    out[at] = cpu::convert<S>(f(cpu::convert<C>(in[at])));
   }
 }
 
-template <typename T>
+template <typename S, typename P>
 __global__ void __launch_bounds__(kThreads)
-    batch_norm_backward_kernel(NcsShape d, double eps, T* gin, T* gw, T* gb, const T* g,
-                               const T* in, const T* mean, const T* var, const T* weight) {
-  using A = typename Acc<T>::type;
+    batch_norm_backward_kernel(NcsShape d, double eps, S* gin, P* gw, P* gb, const S* g,
+                               const S* in, const P* mean, const P* var, const P* weight) {
+  using C = typename ComputeIn<S>::type;
+  using A = typename Acc<C>::type;
   SG_SHARED_ARRAY(A, part, kThreads);
   const int64_t c = blockIdx.x, m = d.n * d.s;
-  const T mu = mean[c];
-  const T invstd = batch_norm_invstd(var[c], eps);
+  const C mu = cpu::convert<C>(mean[c]);
+  const C invstd = batch_norm_invstd(cpu::convert<C>(var[c]), eps);
   A sg = 0, sgc = 0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
     const int64_t at = channel_at(d, c, j);
-    sg += A(g[at]);
-    sgc += A(g[at]) * A(in[at] - mu);
+    const C gv = cpu::convert<C>(g[at]);
+    sg += A(gv);
+    sgc += A(gv) * A(cpu::convert<C>(in[at]) - mu);
   }
   const double sum_g = double(block_sum(sg, part)), sum_gc = double(block_sum(sgc, part));
   if (threadIdx.x == 0) {
-    if (gb != nullptr) gb[c] = static_cast<T>(sum_g);
-    if (gw != nullptr) gw[c] = static_cast<T>(sum_gc * invstd);
+    if (gb != nullptr) gb[c] = cpu::convert<P>(static_cast<C>(sum_g));
+    if (gw != nullptr) gw[c] = cpu::convert<P>(static_cast<C>(sum_gc * invstd));
   }
   if (gin == nullptr) return;
-  const BatchNormInputGrad<T> f{mu, invstd, weight ? weight[c] : T(1),
-                                static_cast<T>(sum_g / double(m)),
-                                static_cast<T>(sum_gc / double(m) * invstd * invstd)};
+  const BatchNormInputGrad<C> f{mu, invstd, weight ? cpu::convert<C>(weight[c]) : C(1),
+                                static_cast<C>(sum_g / double(m)),
+                                static_cast<C>(sum_gc / double(m) * invstd * invstd)};
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
     const int64_t at = channel_at(d, c, j);
-    gin[at] = f(g[at], in[at]);
+    gin[at] = cpu::convert<S>(f(cpu::convert<C>(g[at]), cpu::convert<C>(in[at])));
   }
+}
+
+// fn(S{}, P{}): the data's storage type and the statistics' (the same, or float32 beside
+// 16-bit data; the front door admits nothing else).
+template <typename Fn>
+void dispatch_norm(DType dt, DType param_dt, Fn&& fn) {
+  dispatch_computed(dt, [&](auto s) {
+    using S = decltype(s);
+    if (param_dt == dt) {
+      fn(s, S{});
+    } else if constexpr (!std::is_same<typename ComputeIn<S>::type, S>::value) {
+      fn(s, float{});
+    } else {
+      unexpected_dtype("batch_norm's statistics", param_dt);
+    }
+  });
 }
 
 }  // namespace
@@ -255,31 +286,35 @@ void max_pool2d_backward(const Stream& stream, DType dt, const ImageShape& s, co
   });
 }
 
-void batch_norm_forward(const Stream& stream, DType dt, const NcsShape& d, double eps, void* out,
-                        void* mean, void* var, const void* in, const void* weight,
-                        const void* bias, const RunningUpdate& running) {
+void batch_norm_forward(const Stream& stream, DType dt, DType param_dt, const NcsShape& d,
+                        double eps, void* out, void* mean, void* var, const void* in,
+                        const void* weight, const void* bias, const RunningUpdate& running) {
   if (d.c == 0) return;
-  cpu::dispatch_floating(dt, [&](auto t) {
-    using T = decltype(t);
-    launch_kernel("batch_norm on cuda", SG_KERNEL(batch_norm_kernel<T>), static_cast<unsigned>(d.c),
-                  kThreads, raw_cuda_stream(stream), d, eps, static_cast<T*>(out),
-                  static_cast<T*>(mean), static_cast<T*>(var), static_cast<const T*>(in),
-                  static_cast<const T*>(weight), static_cast<const T*>(bias), running);
+  dispatch_norm(dt, param_dt, [&](auto s, auto p) {
+    using S = decltype(s);
+    using P = decltype(p);
+    launch_kernel("batch_norm on cuda", SG_KERNEL(batch_norm_kernel<S, P>),
+                  static_cast<unsigned>(d.c), kThreads, raw_cuda_stream(stream), d, eps,
+                  static_cast<S*>(out), static_cast<P*>(mean), static_cast<P*>(var),
+                  static_cast<const S*>(in), static_cast<const P*>(weight),
+                  static_cast<const P*>(bias), running);
   });
 }
 
-void batch_norm_backward(const Stream& stream, DType dt, const NcsShape& d, double eps,
-                         void* grad_in, void* grad_weight, void* grad_bias, const void* grad_out,
-                         const void* in, const void* mean, const void* var, const void* weight) {
+void batch_norm_backward(const Stream& stream, DType dt, DType param_dt, const NcsShape& d,
+                         double eps, void* grad_in, void* grad_weight, void* grad_bias,
+                         const void* grad_out, const void* in, const void* mean, const void* var,
+                         const void* weight) {
   if (d.c == 0) return;
-  cpu::dispatch_floating(dt, [&](auto t) {
-    using T = decltype(t);
-    launch_kernel("batch_norm_backward on cuda", SG_KERNEL(batch_norm_backward_kernel<T>),
+  dispatch_norm(dt, param_dt, [&](auto s, auto p) {
+    using S = decltype(s);
+    using P = decltype(p);
+    launch_kernel("batch_norm_backward on cuda", SG_KERNEL(batch_norm_backward_kernel<S, P>),
                   static_cast<unsigned>(d.c), kThreads, raw_cuda_stream(stream), d, eps,
-                  static_cast<T*>(grad_in), static_cast<T*>(grad_weight),
-                  static_cast<T*>(grad_bias), static_cast<const T*>(grad_out),
-                  static_cast<const T*>(in), static_cast<const T*>(mean),
-                  static_cast<const T*>(var), static_cast<const T*>(weight));
+                  static_cast<S*>(grad_in), static_cast<P*>(grad_weight),
+                  static_cast<P*>(grad_bias), static_cast<const S*>(grad_out),
+                  static_cast<const S*>(in), static_cast<const P*>(mean),
+                  static_cast<const P*>(var), static_cast<const P*>(weight));
   });
 }
 

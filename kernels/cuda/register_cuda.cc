@@ -3,10 +3,10 @@
 // nvcc exists, so a build without the toolkit has no cuda entries and the front door
 // refuses cuda streams with one DeviceError naming the kernel (no stubs). Each kernel runs
 // as the launch's work (SG_AS_TASK): it enqueues on the stream's raw handle from the
-// launching thread. fill and copy take every dtype; matmul and the element-wise unary,
-// unary_scalar, binary and axpy take float16 and bfloat16 themselves (kNative16),
-// computing in float32; the other arithmetic kernels compute them in float32 on copies
-// the front door makes.
+// launching thread. fill and copy take every dtype; matmul, batch norm and the
+// element-wise unary, unary_scalar, binary and axpy take float16 and bfloat16 themselves
+// (kNative16), computing in float32; the other arithmetic kernels compute them in float32
+// on copies the front door makes.
 //
 // Thread-safety: runs once, before main. Failure: a duplicate registration is an
 // InternalError at start-up.
@@ -77,8 +77,8 @@ bool register_cuda() {
   register_impl<KernelId::kCol2im>(kCuda, SG_AS_TASK(col2im));
   register_impl<KernelId::kMaxPool2d>(kCuda, SG_AS_TASK(max_pool2d));
   register_impl<KernelId::kMaxPool2dBackward>(kCuda, SG_AS_TASK(max_pool2d_backward));
-  register_impl<KernelId::kBatchNorm>(kCuda, SG_AS_TASK(batch_norm_forward));
-  register_impl<KernelId::kBatchNormBackward>(kCuda, SG_AS_TASK(batch_norm_backward));
+  register_impl<KernelId::kBatchNorm>(kCuda, SG_AS_TASK(batch_norm_forward), kNative16);
+  register_impl<KernelId::kBatchNormBackward>(kCuda, SG_AS_TASK(batch_norm_backward), kNative16);
   register_impl<KernelId::kLayerNorm>(kCuda, SG_AS_TASK(layer_norm_forward));
   register_impl<KernelId::kLayerNormBackward>(kCuda, SG_AS_TASK(layer_norm_backward));
   register_impl<KernelId::kAttention>(kCuda, SG_AS_TASK(attention_forward));

@@ -77,10 +77,10 @@ struct LaunchSpec;
     const void*)                                                                           \
   X(kMaxPool2dBackward, "max_pool2d_backward", DType, const ImageShape&, const Window2d&,  \
     void*, const void*, const int64_t*)                                                    \
-  X(kBatchNorm, "batch_norm", DType, const NcsShape&, double, void*, void*, void*,         \
+  X(kBatchNorm, "batch_norm", DType, DType, const NcsShape&, double, void*, void*, void*,  \
     const void*, const void*, const void*, const RunningUpdate&)                           \
-  X(kBatchNormBackward, "batch_norm_backward", DType, const NcsShape&, double, void*,      \
-    void*, void*, const void*, const void*, const void*, const void*, const void*)         \
+  X(kBatchNormBackward, "batch_norm_backward", DType, DType, const NcsShape&, double,      \
+    void*, void*, void*, const void*, const void*, const void*, const void*, const void*)  \
   X(kLayerNorm, "layer_norm", DType, const NormRows&, double, void*, void*, void*,         \
     const void*, const void*, const void*)                                                 \
   X(kLayerNormBackward, "layer_norm_backward", DType, const NormRows&, void*, void*,       \

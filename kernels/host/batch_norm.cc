@@ -15,6 +15,7 @@
 #include "kernels/host/host_kernels.h"
 #include "kernels/host/loops.h"
 #include "kernels/host/parallel.h"
+#include "runtime/base/error.h"
 
 namespace streamgrad {
 namespace kernels {
@@ -156,10 +157,12 @@ void backward_group(const Levels& lv, DType dt, const NcsShape& d, int64_t first
 
 }  // namespace
 
-void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
+void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt, DType param_dt,
                         const NcsShape& d, double eps, void* o, void* mn, void* vr,
                         const void* x, const void* w, const void* b,
                         const RunningUpdate& running) {
+  SG_INTERNAL_CHECK(param_dt == dt, spec.name, ": the host takes ", dtype_name(param_dt),
+                    " statistics beside ", dtype_name(dt), " data only through widening");
   dispatch::enqueue(stream, spec, [d, o, mn, vr, x, w, b, eps, dt, running,
                                    lv = levels_now()] {
     dispatch_floating(dt, [&](auto t) {
@@ -173,10 +176,12 @@ void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
   });
 }
 
-void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt, DType param_dt,
                          const NcsShape& d, double eps, void* gi, void* gw, void* gb,
                          const void* g, const void* x, const void* mn, const void* vr,
                          const void* w) {
+  SG_INTERNAL_CHECK(param_dt == dt, spec.name, ": the host takes ", dtype_name(param_dt),
+                    " statistics beside ", dtype_name(dt), " data only through widening");
   dispatch::enqueue(stream, spec, [d, gi, gw, gb, g, x, mn, vr, w, eps, dt, lv = levels_now()] {
     dispatch_floating(dt, [&](auto t) {
       using T = decltype(t);

@@ -111,11 +111,13 @@ void max_pool2d(const Stream& stream, const LaunchSpec& spec, DType dt, const Im
 void max_pool2d_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
                          const ImageShape& s, const Window2d& w, void* grad_in,
                          const void* grad_out, const int64_t* indices);
-void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt,
+// The host's batch norm takes float32 or float64 with statistics and parameters of the
+// same dtype (param_dt == dt): the front door widens 16-bit calls.
+void batch_norm_forward(const Stream& stream, const LaunchSpec& spec, DType dt, DType param_dt,
                         const NcsShape& d, double eps, void* out, void* mean, void* var,
                         const void* in, const void* weight, const void* bias,
                         const RunningUpdate& running);
-void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt,
+void batch_norm_backward(const Stream& stream, const LaunchSpec& spec, DType dt, DType param_dt,
                          const NcsShape& d, double eps, void* grad_in, void* grad_weight,
                          void* grad_bias, const void* grad_out, const void* in,
                          const void* mean, const void* var, const void* weight);

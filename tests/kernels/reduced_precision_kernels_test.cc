@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/foreach.h"
+#include "kernels/functors/convert.h"
 #include "kernels/kernels.h"
 #include "kernels/nn_kernels.h"
 #include "runtime/base/half.h"
@@ -280,6 +281,113 @@ TEST_CASE("16-bit element-wise kernels give the widening rule's bits; cuda in on
   check_elementwise_16<BFloat16>(d);
 }
 
+// A value's bits, whatever its storage type (16 or 32 bits).
+template <typename T>
+uint32_t raw_bits(T v) {
+  if constexpr (std::is_same<T, float>::value) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  } else {
+    return v.bits;
+  }
+}
+
+// Batch norm of 16-bit data H beside statistics and parameters P (float32, or H), forward
+// with running statistics and backward with every gradient, against the widening rule
+// spelt out: everything copied to float32, the float32 kernels, each result rounded by
+// copy (the backward's mean and var from the forward's rounded ones, as a widened call
+// reads them). cuda takes 16-bit data itself: one launch each way.
+template <typename H, typename P>
+void check_batch_norm_16(const Device& d) {
+  const Stream s = current_stream(d);
+  const bool cuda = d.type() == DeviceType::kCuda;
+  const int64_t n = 4, c = 3, sp = 50;
+  const Shape ncs({n, c, sp}), ch({c});
+  auto wave = [](size_t count, float scale, float shift) {
+    std::vector<float> v;
+    for (size_t i = 0; i < count; ++i) v.push_back(2 * std::sin(scale * i) + shift);
+    return v;
+  };
+  auto as = [](const std::vector<float>& v, auto like) {
+    using T = decltype(like);
+    std::vector<T> out;
+    for (float f : v) out.push_back(kernels::cpu::convert<T>(f));
+    return out;
+  };
+  const size_t numel = static_cast<size_t>(n * c * sp);
+  const Buffer<H> x(d, as(wave(numel, 0.37f, 0.5f), H{})), g(d, as(wave(numel, 0.53f, 0), H{}));
+  const Buffer<P> w(d, as(wave(3, 1.3f, 1), P{})), b(d, as(wave(3, 0.7f, 0), P{}));
+  Buffer<P> rm(d, as({0.5f, -1, 0.25f}, P{})), rv(d, as({2, 0.75f, 1.5f}, P{}));
+  Buffer<H> out(d, numel, H{}), gin(d, numel, H{});
+  Buffer<P> mean(d, 3, P{}), var(d, 3, P{}), gw(d, 3, P{}), gb(d, 3, P{});
+  const View wv = w.view(ch), bv = b.view(ch), ginv = gin.view(ncs), gwv = gw.view(ch),
+             gbv = gb.view(ch);
+  const kernels::RunningStats running{rm.view(ch), rv.view(ch), 0.25};
+  {
+    LaunchLog log;
+    kernels::batch_norm_forward(s, out.view(ncs), mean.view(ch), var.view(ch), x.view(ncs), &wv,
+                                &bv, 1e-5, &running);
+    if (cuda) CHECK(log.count() == 1);
+  }
+  {
+    LaunchLog log;
+    kernels::batch_norm_backward(s, &ginv, &gwv, &gbv, g.view(ncs), x.view(ncs), mean.view(ch),
+                                 var.view(ch), &wv, 1e-5);
+    if (cuda) CHECK(log.count() == 1);
+  }
+  // The rule spelt out.
+  auto widened = [&](const auto& buf, const Shape& shape) {
+    Buffer<float> f(d, static_cast<size_t>(shape.numel()), 0.0f);
+    kernels::copy(s, f.view(shape), buf.view(shape));
+    return f;
+  };
+  auto rounded = [&](const Buffer<float>& f, const Shape& shape, auto like) {
+    Buffer<decltype(like)> r(d, static_cast<size_t>(shape.numel()), decltype(like){});
+    kernels::copy(s, r.view(shape), f.view(shape));
+    return r.read();
+  };
+  const Buffer<P> rm0(d, as({0.5f, -1, 0.25f}, P{})), rv0(d, as({2, 0.75f, 1.5f}, P{}));
+  const Buffer<float> x32 = widened(x, ncs), g32 = widened(g, ncs), w32 = widened(w, ch),
+                      b32 = widened(b, ch);
+  Buffer<float> rm32 = widened(rm0, ch), rv32 = widened(rv0, ch);
+  Buffer<float> out32(d, numel, 0.0f), mean32(d, 3, 0.0f), var32(d, 3, 0.0f);
+  const View w32v = w32.view(ch), b32v = b32.view(ch);
+  const kernels::RunningStats running32{rm32.view(ch), rv32.view(ch), 0.25};
+  kernels::batch_norm_forward(s, out32.view(ncs), mean32.view(ch), var32.view(ch),
+                              x32.view(ncs), &w32v, &b32v, 1e-5, &running32);
+  const Buffer<float> mean_r = widened(mean, ch), var_r = widened(var, ch);
+  Buffer<float> gin32(d, numel, 0.0f), gw32(d, 3, 0.0f), gb32(d, 3, 0.0f);
+  const View gin32v = gin32.view(ncs), gw32v = gw32.view(ch), gb32v = gb32.view(ch);
+  kernels::batch_norm_backward(s, &gin32v, &gw32v, &gb32v, g32.view(ncs), x32.view(ncs),
+                               mean_r.view(ch), var_r.view(ch), &w32v, 1e-5);
+  auto same_bits = [](const char* what, const auto& got, const auto& want) {
+    INFO(what);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("element " << i);
+      CHECK(raw_bits(got[i]) == raw_bits(want[i]));
+    }
+  };
+  same_bits("out", out.read(), rounded(out32, ncs, H{}));
+  same_bits("mean", mean.read(), rounded(mean32, ch, P{}));
+  same_bits("var", var.read(), rounded(var32, ch, P{}));
+  same_bits("running_mean", rm.read(), rounded(rm32, ch, P{}));
+  same_bits("running_var", rv.read(), rounded(rv32, ch, P{}));
+  same_bits("grad_in", gin.read(), rounded(gin32, ncs, H{}));
+  same_bits("grad_weight", gw.read(), rounded(gw32, ch, P{}));
+  same_bits("grad_bias", gb.read(), rounded(gb32, ch, P{}));
+}
+
+TEST_CASE("16-bit batch norm gives the widening rule's bits; cuda in one launch each way",
+          "[kernels][amp]") {
+  const Device d = testing::test_device();
+  check_batch_norm_16<Half, float>(d);
+  check_batch_norm_16<BFloat16, float>(d);
+  check_batch_norm_16<Half, Half>(d);
+  check_batch_norm_16<BFloat16, BFloat16>(d);
+}
+
 TEST_CASE("widened kernels: broadcast, in place, accumulation, and mixed dtypes", "[kernels][amp]") {
   const Device d = testing::test_device();
   const Stream s = current_stream(d);
@@ -328,24 +436,25 @@ TEST_CASE("widened kernels: broadcast, in place, accumulation, and mixed dtypes"
     CHECK(scratch > 0);
     CHECK(scratch <= (int64_t{1} << 18) * 4 + 8192);
   }
-  // A widened batched kernel (batch norm: 16-bit activations, float32 statistics) is cut
-  // into chunks of channels on cpu and sim, and on cuda widened whole: one launch per
-  // copy and one batch norm, not one per chunk.
+  // A widened batched kernel (layer norm: 16-bit activations, float32 statistics) is cut
+  // into chunks of rows on cpu and sim, and on cuda widened whole: one launch per copy
+  // and one layer norm, not one per chunk.
   {
-    const Shape ncs({64, 16, 1024}), ch({16});
-    Buffer<Half> bn_in(d, static_cast<size_t>(ncs.numel()), Half::from_float(0.25f));
-    Buffer<Half> bn_out(d, static_cast<size_t>(ncs.numel()), Half{});
-    Buffer<float> mean(d, 16, 0.0f), var(d, 16, 0.0f);
-    const int64_t bn_scratch = scratch_of([&] {
-      kernels::batch_norm_forward(s, bn_out.view(ncs), mean.view(ch), var.view(ch),
-                                  bn_in.view(ncs), nullptr, nullptr, 1e-5);
+    const Shape rows_cols({1024, 1024}), per_row({1024});
+    Buffer<Half> ln_in(d, static_cast<size_t>(rows_cols.numel()), Half::from_float(0.25f));
+    Buffer<Half> ln_out(d, static_cast<size_t>(rows_cols.numel()), Half{});
+    Buffer<float> mean(d, 1024, 0.0f), rstd(d, 1024, 0.0f);
+    const int64_t ln_scratch = scratch_of([&] {
+      kernels::layer_norm_forward(s, ln_out.view(rows_cols), mean.view(per_row),
+                                  rstd.view(per_row), ln_in.view(rows_cols), nullptr, nullptr,
+                                  1e-5);
     });
-    const int64_t whole = 2 * ncs.numel() * 4;
+    const int64_t whole = 2 * rows_cols.numel() * 4;
     if (cuda) {
-      CHECK(bn_scratch >= whole);
+      CHECK(ln_scratch >= whole);
     } else {
-      CHECK(bn_scratch > 0);
-      CHECK(bn_scratch <= (int64_t{1} << 18) * 4 + 8192);
+      CHECK(ln_scratch > 0);
+      CHECK(ln_scratch <= (int64_t{1} << 18) * 4 + 8192);
     }
   }
   std::vector<Half> got = out.read();
