@@ -188,8 +188,8 @@ TEST_CASE("every catalogue op agrees with float32 in float16 and bfloat16 on eve
 TEST_CASE("large 16-bit inputs, split into chunks by the kernels, agree with float32",
           "[ops][amp]") {
   // Big enough that on cpu and sim batch_norm, relu and max_pool widen a few items at a
-  // time (kernels/widen.h; cuda widens them whole; conv2d widens whole for its library);
-  // the catalogue's small inputs never split. Each op on its own, so that both runs see the same input values
+  // time (kernels/widen.h; cuda takes batch_norm and relu in 16 bits and widens max_pool
+  // whole; conv2d widens whole for its library); the catalogue's small inputs never split. Each op on its own, so that both runs see the same input values
   // (in a chain, a rounded conv output may move a max-pool's winner and send a gradient
   // elsewhere).
   const DType dtype = GENERATE(DType::kFloat16, DType::kBFloat16);
