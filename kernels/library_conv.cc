@@ -20,6 +20,7 @@
 #include "kernels/dispatch/kernel_args.h"
 #include "kernels/dispatch/launch.h"
 #include "kernels/dispatch/registry.h"
+#include "kernels/front.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/widen.h"
 #include "runtime/backend/cpu_settings.h"
@@ -177,66 +178,11 @@ const char* launch_name(const Stream& stream, int what) {
   return kNames[stream.device().type() == DeviceType::kCuda ? 0 : 1][what];
 }
 
-}  // namespace
-
-void run_pass(ConvPass pass, const Stream& stream, const View& written, const View& image,
-              const View& weight, const View& result, const View& b, const View& c,
-              const Window2d& w, int64_t groups) {
-  static const char* const kWritten[] = {"output", "grad_in", "grad_weight"};
-  const int i = static_cast<int>(pass);
-  const char* kernel = launch_name(stream, i);
-  const ConvImpl impl = dispatch::resolve<KernelId::kConv2d>(kernel, stream);
-  const ConvShape s = check_views(kernel, stream.device().type(), image, weight, result, w, groups);
-  launch_pass(impl, kernel, kWritten[i], stream, pass, s, w, written, b, c);
-}
-
-void library_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
-                    const Window2d& w, int64_t groups) {
-  if (cpu::Widen::applies({&out, &in, &weight})) {
-    cpu::Widen wide(stream, launch_name(stream, static_cast<int>(ConvPass::kForward)));
-    library_conv2d(stream, wide.out(out), wide.in(in), wide.in(weight), w, groups);
-    return wide.finish();
-  }
-  run_pass(ConvPass::kForward, stream, out, in, weight, out, in, weight, w, groups);
-}
-
-void library_conv2d_backward_input(const Stream& stream, const View& grad_in,
-                                   const View& grad_out, const View& weight, const Window2d& w,
-                                   int64_t groups) {
-  if (cpu::Widen::applies({&grad_in, &grad_out, &weight})) {
-    cpu::Widen wide(stream, launch_name(stream, static_cast<int>(ConvPass::kBackwardInput)));
-    library_conv2d_backward_input(stream, wide.out(grad_in), wide.in(grad_out), wide.in(weight),
-                                  w, groups);
-    return wide.finish();
-  }
-  run_pass(ConvPass::kBackwardInput, stream, grad_in, grad_in, weight, grad_out, grad_out,
-           weight, w, groups);
-}
-
-void library_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
-                                    const View& grad_out, const View& in, const Window2d& w,
-                                    int64_t groups) {
-  if (cpu::Widen::applies({&grad_weight, &grad_out, &in})) {
-    cpu::Widen wide(stream, launch_name(stream, static_cast<int>(ConvPass::kBackwardWeight)));
-    library_conv2d_backward_weight(stream, wide.out(grad_weight), wide.in(grad_out),
-                                   wide.in(in), w, groups);
-    return wide.finish();
-  }
-  run_pass(ConvPass::kBackwardWeight, stream, grad_weight, in, grad_weight, grad_out, grad_out,
-           in, w, groups);
-}
-
-void library_conv2d_backward(const Stream& stream, const View& grad_in, const View& grad_weight,
-                             const View& grad_out, const View& in, const View& weight,
-                             const Window2d& w, int64_t groups) {
-  const char* kernel = launch_name(stream, kBothGradients);
-  if (cpu::Widen::applies({&grad_in, &grad_weight, &grad_out, &in, &weight})) {
-    cpu::Widen wide(stream, kernel);
-    library_conv2d_backward(stream, wide.out(grad_in), wide.out(grad_weight), wide.in(grad_out),
-                            wide.in(in), wide.in(weight), w, groups);
-    return wide.finish();
-  }
-  const auto impl = dispatch::resolve<KernelId::kConv2dBackward>(kernel, stream);
+// Both gradients of one launch, on views of one dtype that the library takes.
+void launch_both(const dispatch::Impl<KernelId::kConv2dBackward>& impl, const char* kernel,
+                 const Stream& stream, const View& grad_in, const View& grad_weight,
+                 const View& grad_out, const View& in, const View& weight, const Window2d& w,
+                 int64_t groups) {
   SG_CHECK(grad_in.sizes == in.sizes && grad_weight.sizes == weight.sizes, ValueError, kernel,
            ": grad_in ", cpu::describe(grad_in), " and grad_weight ", cpu::describe(grad_weight),
            " must have the sizes of the image ", cpu::describe(in), " and weight ",
@@ -253,6 +199,61 @@ void library_conv2d_backward(const Stream& stream, const View& grad_in, const Vi
           dispatch::LaunchSpec(kernel, {&grad_out, &in, &weight}, {&grad_in, &grad_weight}),
           grad_in.dtype, s, w, grad_in.data, grad_weight.data, grad_out.data, in.data,
           weight.data);
+}
+
+// One pass writing `written` from the inputs b and c (ConvPass names them): float16 and
+// bfloat16 views are widened whole by the front door (front.h) and the float32 plan runs
+// on the copies.
+void run_pass(ConvPass pass, const Stream& stream, const View& written, const View& b,
+              const View& c, const Window2d& w, int64_t groups) {
+  static const char* const kWritten[] = {"output", "grad_in", "grad_weight"};
+  const int i = static_cast<int>(pass);
+  const char* kernel = launch_name(stream, i);
+  const ConvImpl impl = dispatch::resolve<KernelId::kConv2d>(kernel, stream);
+  front::call(impl, stream, kernel, front::Mode(), front::Operands<1>{written},
+              front::Operands<2>{b, c},
+              [&](const front::Operands<1>& o, const front::Operands<2>& in, bool) {
+                // Which of the three is the image, the weight and the result.
+                const View& image = pass == ConvPass::kForward         ? in[0]
+                                    : pass == ConvPass::kBackwardInput ? o[0]
+                                                                       : in[1];
+                const View& weight = pass == ConvPass::kBackwardWeight ? o[0] : in[1];
+                const View& result = pass == ConvPass::kForward ? o[0] : in[0];
+                const ConvShape s = check_views(kernel, stream.device().type(), image, weight,
+                                                result, w, groups);
+                launch_pass(impl, kernel, kWritten[i], stream, pass, s, w, o[0], in[0], in[1]);
+              });
+}
+
+}  // namespace
+
+void library_conv2d(const Stream& stream, const View& out, const View& in, const View& weight,
+                    const Window2d& w, int64_t groups) {
+  run_pass(ConvPass::kForward, stream, out, in, weight, w, groups);
+}
+
+void library_conv2d_backward_input(const Stream& stream, const View& grad_in,
+                                   const View& grad_out, const View& weight, const Window2d& w,
+                                   int64_t groups) {
+  run_pass(ConvPass::kBackwardInput, stream, grad_in, grad_out, weight, w, groups);
+}
+
+void library_conv2d_backward_weight(const Stream& stream, const View& grad_weight,
+                                    const View& grad_out, const View& in, const Window2d& w,
+                                    int64_t groups) {
+  run_pass(ConvPass::kBackwardWeight, stream, grad_weight, grad_out, in, w, groups);
+}
+
+void library_conv2d_backward(const Stream& stream, const View& grad_in, const View& grad_weight,
+                             const View& grad_out, const View& in, const View& weight,
+                             const Window2d& w, int64_t groups) {
+  const char* kernel = launch_name(stream, kBothGradients);
+  const auto impl = dispatch::resolve<KernelId::kConv2dBackward>(kernel, stream);
+  front::call(impl, stream, kernel, front::Mode(), front::Operands<2>{grad_in, grad_weight},
+              front::Operands<3>{grad_out, in, weight},
+              [&](const front::Operands<2>& o, const front::Operands<3>& i, bool) {
+                launch_both(impl, kernel, stream, o[0], o[1], i[0], i[1], i[2], w, groups);
+              });
 }
 
 }  // namespace kernels
