@@ -1,8 +1,10 @@
 // Registers the host implementations (host_kernels.h) in the dispatch table for cpu and
 // sim streams, from a static initialiser: the library is alwayslink, so every binary that
 // links the kernels has them. Which of them take 16-bit views as they are is decided here
-// (ImplOptions::native_16bit): copy and fill convert every dtype; the arithmetic kernels
-// compute float16 and bfloat16 in float32, which the front door arranges.
+// (ImplOptions::native_16bit): copy and fill convert every dtype; the element-wise
+// arithmetic (unary, unary_scalar, binary, axpy) widens float16 and bfloat16 block by
+// block inside its own loops (loops_elementwise.cc); the other arithmetic kernels compute
+// them in float32 on copies the front door makes.
 //
 // Thread-safety: runs once, before main. Failure: a duplicate registration is an
 // InternalError at start-up.
@@ -22,10 +24,10 @@ constexpr ImplOptions kNative16{/*native_16bit=*/true};
 
 bool register_host() {
   for (DeviceType d : {DeviceType::kCpu, DeviceType::kSim}) {
-    register_impl<KernelId::kUnary>(d, &unary);
-    register_impl<KernelId::kUnaryScalar>(d, &unary_scalar);
-    register_impl<KernelId::kBinary>(d, &binary);
-    register_impl<KernelId::kAxpy>(d, &axpy);
+    register_impl<KernelId::kUnary>(d, &unary, kNative16);
+    register_impl<KernelId::kUnaryScalar>(d, &unary_scalar, kNative16);
+    register_impl<KernelId::kBinary>(d, &binary, kNative16);
+    register_impl<KernelId::kAxpy>(d, &axpy, kNative16);
     register_impl<KernelId::kFill>(d, &fill, kNative16);
     register_impl<KernelId::kCopy>(d, &copy, kNative16);
     register_impl<KernelId::kArange>(d, &arange);
@@ -54,8 +56,8 @@ bool register_host() {
     register_impl<KernelId::kConv2dBackward>(d, &onednn_conv2d_backward);
     register_impl<KernelId::kMaxPool2d>(d, &max_pool2d);
     register_impl<KernelId::kMaxPool2dBackward>(d, &max_pool2d_backward);
-    register_impl<KernelId::kBatchNorm>(d, &batch_norm_forward);
-    register_impl<KernelId::kBatchNormBackward>(d, &batch_norm_backward);
+    register_impl<KernelId::kBatchNorm>(d, &batch_norm_forward, kNative16);
+    register_impl<KernelId::kBatchNormBackward>(d, &batch_norm_backward, kNative16);
     register_impl<KernelId::kLayerNorm>(d, &layer_norm_forward);
     register_impl<KernelId::kLayerNormBackward>(d, &layer_norm_backward);
     register_impl<KernelId::kAttention>(d, &attention_forward);

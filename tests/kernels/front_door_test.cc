@@ -98,16 +98,20 @@ TEST_CASE("a 16-bit call of a float32 kernel is widened exactly once", "[front_d
   const Stream s = current_stream(dev);
   {
     LaunchNames log;
-    kernels::binary(s, kernels::Binary::kMul, bo.view(), ba.view(), bb.view());
-    // Two float32 copies in, the float32 product, one rounding copy out; cuda's
-    // element-wise kernels take 16-bit operands themselves, in one launch.
-    if (dev.type() == DeviceType::kCuda) {
-      CHECK(log.names() == std::vector<std::string>{"mul"});
-    } else {
-      CHECK(log.names() == std::vector<std::string>{"copy", "copy", "mul", "copy"});
-    }
+    kernels::cumsum(s, bo.view(), ba.view(), 0, false);
+    // A float32 copy in, the float32 running sum, one rounding copy out.
+    CHECK(log.names() == std::vector<std::string>{"copy", "cumsum", "copy"});
   }
-  const std::vector<Half> got = bo.read();
+  std::vector<Half> got = bo.read();
+  CHECK(got[0].to_float() == 1.5f);
+  CHECK(got[1].to_float() == -0.5f);
+  CHECK(got[2].to_float() == -0.25f);
+  {
+    LaunchNames log;  // the element-wise kernels take 16-bit operands themselves
+    kernels::binary(s, kernels::Binary::kMul, bo.view(), ba.view(), bb.view());
+    CHECK(log.names() == std::vector<std::string>{"mul"});
+  }
+  got = bo.read();
   CHECK(got[0].to_float() == 3.0f);
   CHECK(got[1].to_float() == -1.0f);
   CHECK(got[2].to_float() == 1.0f);

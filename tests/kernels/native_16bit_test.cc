@@ -1,9 +1,8 @@
-// The 16-bit kernels that cuda computes itself (element-wise and batch norm, registered
-// native_16bit) against the widening rule spelt out (kernels/widen.h: 16-bit operands
-// copied to float32, the float32 kernel, each result rounded by copy): the same bits on
-// every device, and on cuda in one launch. On cpu and sim the 16-bit calls widen, so
-// there the rule is checked against itself, through the front door's mixed-precision and
-// running-statistics paths.
+// The 16-bit kernels that take float16/bfloat16 operands themselves (registered
+// native_16bit: element-wise and batch norm, on every device) against the widening rule
+// spelt out (kernels/widen.h: 16-bit operands copied to float32, the float32 kernel, each
+// result rounded by copy): the same bits, in one launch. The host widens rows or blocks
+// inside its loops, so its checks run at every instruction-set level and thread count.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "runtime/base/half.h"
 #include "runtime/runtime.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/level_test_util.h"
 
 namespace streamgrad {
 namespace {
@@ -29,12 +29,11 @@ using testing::LaunchLog;
 using testing::Shape;
 
 // The widening rule spelt out for each element-wise kernel: the 16-bit operands copied
-// to float32, the float32 kernel, its result rounded by copy. cuda computes 16-bit
+// to float32, the float32 kernel, its result rounded by copy. Every device computes 16-bit
 // operands itself, in one launch, and must give the same bits.
 template <typename H>
 void check_elementwise_16(const Device& d) {
   const Stream s = current_stream(d);
-  const bool cuda = d.type() == DeviceType::kCuda;
   const int64_t rows = 33, cols = 65, n = rows * cols;
   std::vector<H> av, bv;
   for (int64_t i = 0; i < n; ++i) av.push_back(H::from_float(3 * std::sin(0.37f * i)));
@@ -74,7 +73,7 @@ void check_elementwise_16(const Device& d) {
     {
       LaunchLog log;
       call(out.view(shape), a.view(shape), b.view(row));
-      if (cuda) CHECK(log.count() == 1);
+      CHECK(log.count() == 1);
     }
     Buffer<float> out32(d, av.size(), 0.0f);
     call(out32.view(shape), a32.view(shape), b32.view(row));
@@ -88,11 +87,100 @@ void check_elementwise_16(const Device& d) {
   }
 }
 
-TEST_CASE("16-bit element-wise kernels give the widening rule's bits; cuda in one launch",
+TEST_CASE("16-bit element-wise kernels give the widening rule's bits in one launch",
           "[kernels][amp]") {
   const Device d = testing::test_device();
   check_elementwise_16<Half>(d);
   check_elementwise_16<BFloat16>(d);
+}
+
+// The host's 16-bit element-wise loops (kernels/host/loops_elementwise.cc) at every level
+// and at one and two threads: rows shared out over threads and cut into many blocks,
+// transposed (strided) and broadcast operands, in place, and values with NaN, infinities,
+// signed zeros, subnormals and overflow among them; against the rule spelt out at the same
+// level and thread count.
+template <typename H>
+void check_host_levels_16() {
+  const Device d("cpu");
+  const Stream s = current_stream(d);
+  const int64_t rows = 301, cols = 517, n = rows * cols;  // > 2 threads' grain
+  std::vector<H> av, bv;
+  for (float f : testing::mixed_values<float>(static_cast<size_t>(n), 7)) {
+    av.push_back(kernels::cpu::convert<H>(f));
+  }
+  for (float f : testing::mixed_values<float>(static_cast<size_t>(cols), 11)) {
+    bv.push_back(kernels::cpu::convert<H>(f));
+  }
+  const Buffer<H> a(d, av), b(d, bv);
+  Buffer<float> a32(d, av.size(), 0.0f), b32(d, bv.size(), 0.0f);
+  kernels::copy(s, a32.view(), a.view());
+  kernels::copy(s, b32.view(), b.view());
+  using Call = std::function<void(const View&, const View&, const View&)>;
+  const std::vector<std::pair<const char*, Call>> calls = {
+      {"tanh", [&](const View& o, const View& x, const View&) {
+         kernels::unary(s, kernels::Unary::kTanh, o, x);
+       }},
+      {"relu", [&](const View& o, const View& x, const View&) {
+         kernels::unary(s, kernels::Unary::kRelu, o, x);
+       }},
+      {"pow 3", [&](const View& o, const View& x, const View&) {
+         kernels::unary_scalar(s, kernels::UnaryScalar::kPow, o, x, 3.0);
+       }},
+      {"div", [&](const View& o, const View& x, const View& y) {
+         kernels::binary(s, kernels::Binary::kDiv, o, x, y);
+       }},
+      {"pow", [&](const View& o, const View& x, const View& y) {
+         kernels::binary(s, kernels::Binary::kPow, o, x, y);
+       }},
+      {"gelu_backward", [&](const View& o, const View& x, const View& y) {
+         kernels::binary(s, kernels::Binary::kGeluBackward, o, x, y);
+       }},
+      {"axpy -0.3", [&](const View& o, const View& x, const View& y) {
+         kernels::axpy(s, o, x, y, -0.3);
+       }},
+  };
+  // Row-major, and the same values walked column by column (every operand strided).
+  const Shape plain({rows, cols}), row({rows, cols}, {0, 1});
+  const Shape turned({cols, rows}, {1, cols}), turned_row({cols, rows}, {1, 0});
+  for (CpuCapability level : testing::machine_levels()) {
+    for (int threads : {1, 2}) {
+      testing::CapabilityScope at_level(level);
+      testing::ThreadsScope with_threads(threads);
+      for (const auto& [name, call] : calls) {
+        for (const bool transposed : {false, true}) {
+          for (const bool in_place : {false, true}) {
+            INFO(name << " at " << cpu_capability_name(level) << ", " << threads
+                      << " threads, transposed " << transposed << ", in place " << in_place);
+            const Shape& x_shape = transposed ? turned : plain;
+            const Shape& y_shape = transposed ? turned_row : row;
+            Buffer<H> out(d, av.size(), H{});
+            if (in_place) kernels::copy(s, out.view(), a.view());
+            {
+              testing::LaunchLog log;
+              call(out.view(x_shape), in_place ? out.view(x_shape) : a.view(x_shape),
+                   b.view(y_shape));
+              CHECK(log.count() == 1);
+            }
+            Buffer<float> out32(d, av.size(), 0.0f);
+            call(out32.view(x_shape), a32.view(x_shape), b32.view(y_shape));
+            Buffer<H> want(d, av.size(), H{});
+            kernels::copy(s, want.view(), out32.view());
+            const std::vector<H> got = out.read(), rounded = want.read();
+            size_t differ = 0;
+            while (differ < got.size() && got[differ].bits == rounded[differ].bits) ++differ;
+            INFO("first difference at element " << differ);
+            REQUIRE(differ == got.size());
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the host's 16-bit element-wise loops give the rule's bits at every level",
+          "[kernels][amp][levels]") {
+  check_host_levels_16<Half>();
+  check_host_levels_16<BFloat16>();
 }
 
 // A value's bits, whatever its storage type (16 or 32 bits).
@@ -111,12 +199,11 @@ uint32_t raw_bits(T v) {
 // with running statistics and backward with every gradient, against the widening rule
 // spelt out: everything copied to float32, the float32 kernels, each result rounded by
 // copy (the backward's mean and var from the forward's rounded ones, as a widened call
-// reads them). cuda takes 16-bit data itself: one launch each way.
+// reads them). Every device takes 16-bit data itself: one launch each way.
 template <typename H, typename P>
-void check_batch_norm_16(const Device& d) {
+void check_batch_norm_16(const Device& d, int64_t n = 4, int64_t c = 3, int64_t sp = 50) {
   const Stream s = current_stream(d);
-  const bool cuda = d.type() == DeviceType::kCuda;
-  const int64_t n = 4, c = 3, sp = 50;
+  const size_t cs = static_cast<size_t>(c);
   const Shape ncs({n, c, sp}), ch({c});
   auto wave = [](size_t count, float scale, float shift) {
     std::vector<float> v;
@@ -131,10 +218,11 @@ void check_batch_norm_16(const Device& d) {
   };
   const size_t numel = static_cast<size_t>(n * c * sp);
   const Buffer<H> x(d, as(wave(numel, 0.37f, 0.5f), H{})), g(d, as(wave(numel, 0.53f, 0), H{}));
-  const Buffer<P> w(d, as(wave(3, 1.3f, 1), P{})), b(d, as(wave(3, 0.7f, 0), P{}));
-  Buffer<P> rm(d, as({0.5f, -1, 0.25f}, P{})), rv(d, as({2, 0.75f, 1.5f}, P{}));
+  const Buffer<P> w(d, as(wave(cs, 1.3f, 1), P{})), b(d, as(wave(cs, 0.7f, 0), P{}));
+  const std::vector<float> rm_start = wave(cs, 2.1f, 0), rv_start = wave(cs, 0.3f, 2.5f);
+  Buffer<P> rm(d, as(rm_start, P{})), rv(d, as(rv_start, P{}));
   Buffer<H> out(d, numel, H{}), gin(d, numel, H{});
-  Buffer<P> mean(d, 3, P{}), var(d, 3, P{}), gw(d, 3, P{}), gb(d, 3, P{});
+  Buffer<P> mean(d, cs, P{}), var(d, cs, P{}), gw(d, cs, P{}), gb(d, cs, P{});
   const View wv = w.view(ch), bv = b.view(ch), ginv = gin.view(ncs), gwv = gw.view(ch),
              gbv = gb.view(ch);
   const kernels::RunningStats running{rm.view(ch), rv.view(ch), 0.25};
@@ -142,13 +230,13 @@ void check_batch_norm_16(const Device& d) {
     LaunchLog log;
     kernels::batch_norm_forward(s, out.view(ncs), mean.view(ch), var.view(ch), x.view(ncs), &wv,
                                 &bv, 1e-5, &running);
-    if (cuda) CHECK(log.count() == 1);
+    CHECK(log.count() == 1);
   }
   {
     LaunchLog log;
     kernels::batch_norm_backward(s, &ginv, &gwv, &gbv, g.view(ncs), x.view(ncs), mean.view(ch),
                                  var.view(ch), &wv, 1e-5);
-    if (cuda) CHECK(log.count() == 1);
+    CHECK(log.count() == 1);
   }
   // The rule spelt out.
   auto widened = [&](const auto& buf, const Shape& shape) {
@@ -161,17 +249,17 @@ void check_batch_norm_16(const Device& d) {
     kernels::copy(s, r.view(shape), f.view(shape));
     return r.read();
   };
-  const Buffer<P> rm0(d, as({0.5f, -1, 0.25f}, P{})), rv0(d, as({2, 0.75f, 1.5f}, P{}));
+  const Buffer<P> rm0(d, as(rm_start, P{})), rv0(d, as(rv_start, P{}));
   const Buffer<float> x32 = widened(x, ncs), g32 = widened(g, ncs), w32 = widened(w, ch),
                       b32 = widened(b, ch);
   Buffer<float> rm32 = widened(rm0, ch), rv32 = widened(rv0, ch);
-  Buffer<float> out32(d, numel, 0.0f), mean32(d, 3, 0.0f), var32(d, 3, 0.0f);
+  Buffer<float> out32(d, numel, 0.0f), mean32(d, cs, 0.0f), var32(d, cs, 0.0f);
   const View w32v = w32.view(ch), b32v = b32.view(ch);
   const kernels::RunningStats running32{rm32.view(ch), rv32.view(ch), 0.25};
   kernels::batch_norm_forward(s, out32.view(ncs), mean32.view(ch), var32.view(ch),
                               x32.view(ncs), &w32v, &b32v, 1e-5, &running32);
   const Buffer<float> mean_r = widened(mean, ch), var_r = widened(var, ch);
-  Buffer<float> gin32(d, numel, 0.0f), gw32(d, 3, 0.0f), gb32(d, 3, 0.0f);
+  Buffer<float> gin32(d, numel, 0.0f), gw32(d, cs, 0.0f), gb32(d, cs, 0.0f);
   const View gin32v = gin32.view(ncs), gw32v = gw32.view(ch), gb32v = gb32.view(ch);
   kernels::batch_norm_backward(s, &gin32v, &gw32v, &gb32v, g32.view(ncs), x32.view(ncs),
                                mean_r.view(ch), var_r.view(ch), &w32v, 1e-5);
@@ -193,13 +281,31 @@ void check_batch_norm_16(const Device& d) {
   same_bits("grad_bias", gb.read(), rounded(gb32, ch, P{}));
 }
 
-TEST_CASE("16-bit batch norm gives the widening rule's bits; cuda in one launch each way",
+TEST_CASE("16-bit batch norm gives the widening rule's bits in one launch each way",
           "[kernels][amp]") {
   const Device d = testing::test_device();
   check_batch_norm_16<Half, float>(d);
   check_batch_norm_16<BFloat16, float>(d);
   check_batch_norm_16<Half, Half>(d);
   check_batch_norm_16<BFloat16, BFloat16>(d);
+}
+
+// The host's (kernels/host/batch_norm.cc, rows widened into buffers) at every level and at
+// one and two threads: 70 channels of 16 x 97 values, walked in groups of 42 channels
+// (two runs on two threads), rows with an odd tail for the lanes; against the rule spelt
+// out at the same setting.
+TEST_CASE("the host's 16-bit batch norm gives the rule's bits at every level",
+          "[kernels][amp][levels]") {
+  const Device d("cpu");
+  for (CpuCapability level : testing::machine_levels()) {
+    for (int threads : {1, 2}) {
+      INFO(cpu_capability_name(level) << ", " << threads << " threads");
+      testing::CapabilityScope at_level(level);
+      testing::ThreadsScope with_threads(threads);
+      check_batch_norm_16<Half, float>(d, 16, 70, 97);
+      check_batch_norm_16<BFloat16, BFloat16>(d, 16, 70, 97);
+    }
+  }
 }
 
 }  // namespace
