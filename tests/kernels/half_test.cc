@@ -1,8 +1,8 @@
 // float16 and bfloat16 conversions (runtime/base/half.h): every float16 and bfloat16 bit
 // pattern survives a round trip through float; float -> 16 bits rounds to nearest even on
 // a table of edge cases (ties, the largest finite values, overflow, subnormals, signed
-// zeros, Inf, NaN); and, where the CPU has F16C, float -> float16 agrees with the hardware
-// conversion on a sweep of float bit patterns.
+// zeros, Inf, NaN); and, where the CPU has F16C, both conversions agree with the
+// hardware's on a sweep of float bit patterns, at every tie and on every float16 pattern.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -145,6 +145,49 @@ TEST_CASE("float to float16 agrees with the CPU's F16C conversion", "[half]") {
                        << first_theirs);
   REQUIRE_FALSE(differs);
   CHECK(compared > 70000000);
+}
+
+__attribute__((target("f16c"))) float hardware_float(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+// Where rounding decides: for every pair of neighbouring finite float16 values (subnormals
+// included) the float halfway between them and the floats on either side of it; and every
+// non-NaN float16 pattern widened.
+TEST_CASE("float16 conversions agree with F16C at every tie and on every pattern", "[half]") {
+  if (!__builtin_cpu_supports("f16c")) {
+    WARN("skipped: this CPU has no F16C");
+    return;
+  }
+  bool differs = false;
+  uint32_t first = 0;
+  for (uint32_t b = 0; b <= 0xffffu && !differs; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    const float f = Half::from_bits(h).to_float();
+    if (std::isnan(f)) continue;
+    uint32_t got, want;
+    std::memcpy(&got, &f, sizeof got);
+    const float hw = hardware_float(h);
+    std::memcpy(&want, &hw, sizeof want);
+    if (got != want) {
+      differs = true;
+      first = b;
+      break;
+    }
+    if ((h & 0x7fffu) >= 0x7bffu) continue;  // no finite neighbour above
+    const double tie = (static_cast<double>(f) +
+                        static_cast<double>(Half::from_bits(static_cast<uint16_t>(h + 1)).to_float())) /
+                       2;
+    const float mid = static_cast<float>(tie);  // exact: 12 significant bits
+    for (const float x : {std::nextafter(mid, -1e30f), mid, std::nextafter(mid, 1e30f)}) {
+      if (Half::from_float(x).bits != hardware_half(x)) {
+        differs = true;
+        std::memcpy(&first, &x, sizeof first);
+      }
+    }
+  }
+  INFO("first difference at 0x" << std::hex << first);
+  REQUIRE_FALSE(differs);
 }
 #endif
 
