@@ -92,23 +92,8 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : b < kMaxBlocks ? b : kMaxBlocks);
 }
 
-// What an element of storage type S computes in: float for float16 and bfloat16, loaded
-// and stored with copy's conversions (kernels/functors/convert.h), so that a kernel that
-// takes 16-bit operands itself gives the bits the widening rule would (kernels/widen.h:
-// copies to float32, the float32 kernel, one rounding) in one launch instead of one per
-// operand and result.
-template <typename S>
-struct ComputeIn {
-  using type = S;
-};
-template <>
-struct ComputeIn<Half> {
-  using type = float;
-};
-template <>
-struct ComputeIn<BFloat16> {
-  using type = float;
-};
+// What an element computes in (convert.h).
+using cpu::ComputeIn;
 
 // float32, float64 and the 16-bit dtypes: fn(S{}), S the storage type.
 template <typename Fn>

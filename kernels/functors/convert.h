@@ -31,6 +31,16 @@ struct IsReduced {
   static constexpr bool value = std::is_same<T, Half>::value || std::is_same<T, BFloat16>::value;
 };
 
+// What an element of storage type S computes in: float for float16 and bfloat16, S
+// otherwise. A kernel that loads and stores 16-bit elements itself with convert's
+// conversions and computes in this type gives the bits the widening rule would
+// (kernels/widen.h: copies to float32, the float32 kernel, one rounding) in one launch
+// (cuda's element-wise and batch norm kernels, the host's batch norm).
+template <typename S>
+struct ComputeIn {
+  using type = typename std::conditional<IsReduced<S>::value, float, S>::type;
+};
+
 template <typename To, typename From>
 SG_HOST_DEVICE SG_INLINE To convert(From v) {
   if constexpr (IsReduced<From>::value) {

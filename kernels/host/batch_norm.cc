@@ -87,19 +87,7 @@ void walk_rows(const NcsShape& d, int64_t first, int64_t last, Fn&& fn) {
 // copy loop (vector code; copy's rounding is the rule's), and each statistic rounded to P
 // once. Those are the bits of the widened call without its copies: widened, a bfloat16
 // ResNet's batch norms ran as 250 launches a step and their copies (bench/RESULTS.md).
-// Other dtypes: S, P and the compute type are one.
-template <typename S>
-struct ComputeFor {
-  using type = S;
-};
-template <>
-struct ComputeFor<Half> {
-  using type = float;
-};
-template <>
-struct ComputeFor<BFloat16> {
-  using type = float;
-};
+// Other dtypes: S, P and the compute type (ComputeIn, convert.h) are one.
 
 // Rows of n values as the loops take them, of the compute type T: the row itself, or its
 // values widened into one of two buffers (a pass reads at most two rows at once).
@@ -161,7 +149,7 @@ template <typename S, typename P>
 void forward_group(const Levels& lv, const NcsShape& d, int64_t first, int64_t last, S* out,
                    P* mean, P* var, const S* in, const P* weight, const P* bias, double eps,
                    const RunningUpdate& running) {
-  using T = typename ComputeFor<S>::type;
+  using T = typename ComputeIn<S>::type;
   const DType dt = DTypeOf<T>::value;
   Rows<S, T> rows(lv, d.s);
   const double m = static_cast<double>(d.n * d.s);
@@ -208,7 +196,7 @@ template <typename S, typename P>
 void backward_group(const Levels& lv, const NcsShape& d, int64_t first, int64_t last, S* gin,
                     P* gw, P* gb, const S* g, const S* in, const P* mean, const P* var,
                     const P* weight, double eps) {
-  using T = typename ComputeFor<S>::type;
+  using T = typename ComputeIn<S>::type;
   const DType dt = DTypeOf<T>::value;
   Rows<S, T> rows(lv, d.s);
   const double m = static_cast<double>(d.n * d.s);
