@@ -94,7 +94,8 @@ void walk_rows(const NcsShape& d, int64_t first, int64_t last, Fn&& fn) {
 template <typename S, typename T>
 class Rows {
  public:
-  Rows(const Levels& lv, int64_t n) : lv_(lv), n_(n), layout_(make_layout<2>({n}, {&kOne, &kOne})) {
+  Rows(const Levels& lv, int64_t n)
+      : lv_(lv), n_(n), layout_(make_layout<2>({n}, {&kOne, &kOne})) {
     if (!kSame) {
       buffer_[0].resize(static_cast<size_t>(n));
       buffer_[1].resize(static_cast<size_t>(n));
@@ -139,7 +140,8 @@ class Rows {
   std::vector<T> buffer_[2], out_;
 };
 
-// A statistic or parameter of type P as a compute value, and back, rounded once.
+// A parameter of type P as a compute value (exact: P is T or narrower), or `otherwise`
+// where there is none.
 template <typename T, typename P>
 T param(const P* p, int64_t c, T otherwise) {
   return p != nullptr ? convert<T>(p[c]) : otherwise;

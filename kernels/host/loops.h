@@ -22,7 +22,8 @@
 // layout, so the caller can split one launch over threads (kernels/host/parallel.h).
 // Aliasing: element-wise loops allow out to be exactly an input (same pointer and steps)
 // and use unaliased vector code when rows are disjoint; any other overlap (undefined by
-// kernels.h) runs element by element in order.
+// kernels.h) runs element by element in order (float16 and bfloat16 rows: block by block,
+// each block widened into float buffers first; loops_elementwise.cc).
 // Sums: sum_block adds a block of at most kSumBlock contiguous elements in 16 lanes
 // (element i into lane i % 16), then folds the lanes pairwise (lane j += lane j + 8, + 4,
 // + 2, + 1); callers add the blocks of a row in order. The order is fixed by the source,

@@ -175,9 +175,8 @@ TEST_CASE("float16 conversions agree with F16C at every tie and on every pattern
       break;
     }
     if ((h & 0x7fffu) >= 0x7bffu) continue;  // no finite neighbour above
-    const double tie = (static_cast<double>(f) +
-                        static_cast<double>(Half::from_bits(static_cast<uint16_t>(h + 1)).to_float())) /
-                       2;
+    const float next = Half::from_bits(static_cast<uint16_t>(h + 1)).to_float();
+    const double tie = (static_cast<double>(f) + static_cast<double>(next)) / 2;
     const float mid = static_cast<float>(tie);  // exact: 12 significant bits
     for (const float x : {std::nextafter(mid, -1e30f), mid, std::nextafter(mid, 1e30f)}) {
       if (Half::from_float(x).bits != hardware_half(x)) {
