@@ -2,9 +2,9 @@
 // Checks here, then the implementation registered for the stream's device
 // (kernels/host/batch_norm.cc on cpu and sim, kernels/cuda/nn.cu on cuda). 16-bit
 // activations are normalised in float32 beside statistics and parameters of their dtype
-// or float32 (mixed precision keeps those in float32): on cpu and sim on widened copies, a
-// few channels at a time; cuda's kernels take them as they are.
-#include <algorithm>
+// or float32 (mixed precision keeps those in float32), which every device's kernels take
+// as they are (registered native_16bit); an implementation that is not would be widened
+// whole by front::call_mixed.
 
 #include "kernels/checks.h"
 #include "kernels/dispatch/kernel_args.h"
@@ -12,7 +12,6 @@
 #include "kernels/dispatch/registry.h"
 #include "kernels/front.h"
 #include "kernels/nn_kernels.h"
-#include "kernels/widen.h"
 #include "runtime/base/error.h"
 
 namespace streamgrad {
@@ -33,7 +32,8 @@ void check_nc_s(const char* kernel, const char* what, const View& v, const NcsDi
 }
 
 // The statistics' and parameters' dtype, mean's: in's, or float32 beside 16-bit data
-// where the device's kernel takes them so (cuda); a widened call sees float32 throughout.
+// where the device's kernel takes them so (native_16bit); a widened call sees float32
+// throughout.
 DType params_dtype(const char* kernel, bool native_16bit, const View& mean, const View& in) {
   const bool mixed = native_16bit && is_reduced_floating(in.dtype);
   SG_CHECK(mean.dtype == in.dtype || (mixed && mean.dtype == DType::kFloat32), ValueError,
@@ -147,27 +147,6 @@ void batch_norm_forward(const Stream& stream, const View& out, const View& mean,
   const View* rm = running != nullptr ? &running->mean : nullptr;
   const View* rv = running != nullptr ? &running->var : nullptr;
   const double momentum = running != nullptr ? running->momentum : 0;
-  // Channels are independent: large 16-bit inputs are normalised a few channels at a
-  // time, each chunk widened on its own.
-  if (front::widens_mixed(impl.options, {&out, &in}, {&mean, &var, weight, bias, rm, rv})) {
-    const int64_t channels = in.dim() == 3 && out.dim() == 3 ? in.sizes[1] : 0;
-    const int64_t chunk = channels > 0 ? cpu::batch_chunk(stream, 3 * in.numel() / channels) : 0;
-    if (channels > 0 && chunk < channels) {
-      auto part = [](const View* v, int64_t c, int64_t n) {
-        return v != nullptr ? cpu::slice_of(*v, 0, c, n) : View();
-      };
-      for (int64_t c = 0; c < channels; c += chunk) {
-        const int64_t n = std::min(chunk, channels - c);
-        const View wc = part(weight, c, n), bc = part(bias, c, n);
-        const RunningStats rc{part(rm, c, n), part(rv, c, n), momentum};
-        batch_norm_forward(stream, cpu::slice_of(out, 1, c, n), cpu::slice_of(mean, 0, c, n),
-                           cpu::slice_of(var, 0, c, n), cpu::slice_of(in, 1, c, n),
-                           weight != nullptr ? &wc : nullptr, bias != nullptr ? &bc : nullptr,
-                           eps, rm != nullptr ? &rc : nullptr);
-      }
-      return;
-    }
-  }
   front::call_mixed(impl, stream, name, Ptrs<5>{&out, &mean, &var, rm, rv},
                     Ptrs<3>{&in, weight, bias}, {&mean, &var, weight, bias, rm, rv},
                     [&](const Ptrs<5>& o, const Ptrs<3>& i, bool) {
@@ -182,27 +161,6 @@ void batch_norm_backward(const Stream& stream, const View* grad_in, const View* 
                          const View& mean, const View& var, const View* weight, double eps) {
   const char* name = "batch_norm_backward";
   const auto impl = dispatch::resolve<KernelId::kBatchNormBackward>(name, stream);
-  if (front::widens_mixed(impl.options, {grad_in, &grad_out, &in},
-                          {grad_weight, grad_bias, &mean, &var, weight})) {
-    const int64_t channels = in.dim() == 3 && grad_out.dim() == 3 ? in.sizes[1] : 0;
-    const int64_t chunk = channels > 0 ? cpu::batch_chunk(stream, 3 * in.numel() / channels) : 0;
-    if (channels > 0 && chunk < channels) {
-      auto part = [](const View* v, int64_t dim, int64_t c, int64_t n) {
-        return v != nullptr ? cpu::slice_of(*v, dim, c, n) : View();
-      };
-      for (int64_t c = 0; c < channels; c += chunk) {
-        const int64_t n = std::min(chunk, channels - c);
-        const View gi = part(grad_in, 1, c, n), gw = part(grad_weight, 0, c, n),
-                   gb = part(grad_bias, 0, c, n), wt = part(weight, 0, c, n);
-        batch_norm_backward(stream, grad_in != nullptr ? &gi : nullptr,
-                            grad_weight != nullptr ? &gw : nullptr,
-                            grad_bias != nullptr ? &gb : nullptr, cpu::slice_of(grad_out, 1, c, n),
-                            cpu::slice_of(in, 1, c, n), cpu::slice_of(mean, 0, c, n),
-                            cpu::slice_of(var, 0, c, n), weight != nullptr ? &wt : nullptr, eps);
-      }
-      return;
-    }
-  }
   front::call_mixed(impl, stream, name, Ptrs<3>{grad_in, grad_weight, grad_bias},
                     Ptrs<5>{&grad_out, &in, &mean, &var, weight},
                     {grad_weight, grad_bias, &mean, &var, weight},

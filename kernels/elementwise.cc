@@ -118,7 +118,7 @@ void unary_scalar(const Stream& stream, UnaryScalar op, const View& out, const V
                 const Layout<2> l = check_map1(name, o[0], i[0]);
                 if (l.numel == 0) return;
                 // kernels.h: the scalar is rounded to the tensor's dtype first (a 16-bit
-                // one, whether widened here or computed natively: cuda).
+                // one, whether widened here or computed natively).
                 const double s =
                     widened || is_reduced_floating(in.dtype) ? cpu::round_to(in.dtype, scalar)
                                                              : scalar;

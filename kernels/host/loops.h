@@ -1,8 +1,9 @@
 // Internal to the cpu kernels: the per-element loops compiled once per instruction-set
 // level, and the table through which kernels call the level in use.
 //
-// How the levels are built (kernels/BUILD): loops_elementwise.cc, loops_copy.cc,
-// loops_reduce.cc and loops_nn.cc are compiled by three cc_library targets, loops_default
+// How the levels are built (kernels/BUILD): loops_elementwise.cc, loops_elementwise16.cc,
+// loops_copy.cc, loops_reduce.cc and loops_nn.cc (elementwise_rows.h the row loops of the
+// first two) are compiled by three cc_library targets, loops_default
 // (baseline x86-64), loops_avx2 (-mavx2 -mfma) and loops_avx512 (-mavx512f/bw/dq/vl), each with
 // -DSG_CPU_LEVEL naming its namespace and with -ftree-vectorize
 // -fvect-cost-model=dynamic (GCC 12's -O2 model skips loops that need an alias check or
@@ -23,7 +24,7 @@
 // Aliasing: element-wise loops allow out to be exactly an input (same pointer and steps)
 // and use unaliased vector code when rows are disjoint; any other overlap (undefined by
 // kernels.h) runs element by element in order (float16 and bfloat16 rows: block by block,
-// each block widened into float buffers first; loops_elementwise.cc).
+// each block widened into float buffers first; loops_elementwise16.cc).
 // Sums: sum_block adds a block of at most kSumBlock contiguous elements in 16 lanes
 // (element i into lane i % 16), then folds the lanes pairwise (lane j += lane j + 8, + 4,
 // + 2, + 1); callers add the blocks of a row in order. The order is fixed by the source,
@@ -50,7 +51,7 @@ constexpr int64_t kSumBlock = 4096;
 // Asks for row [p, p + n) to be brought into the cache ahead of use, where the hardware's
 // prefetchers do not run far enough ahead: rows to be read (the normalisations': batch_norm.cc
 // and layer_norm.cc say when) and rows about to be written, whose stores would otherwise
-// wait for each line in turn (batch_norm.cc, loops_elementwise.cc). A read prefetch serves
+// wait for each line in turn (batch_norm.cc, elementwise_rows.h). A read prefetch serves
 // for those too: a line no other core holds comes in exclusive, and the store that
 // follows needs no further request (prefetchw measured no better, and varied more).
 template <typename T>

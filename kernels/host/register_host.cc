@@ -3,7 +3,7 @@
 // links the kernels has them. Which of them take 16-bit views as they are is decided here
 // (ImplOptions::native_16bit): copy and fill convert every dtype; the element-wise
 // arithmetic (unary, unary_scalar, binary, axpy) widens float16 and bfloat16 block by
-// block inside its own loops (loops_elementwise.cc); the other arithmetic kernels compute
+// block inside its own loops (loops_elementwise16.cc); the other arithmetic kernels compute
 // them in float32 on copies the front door makes.
 //
 // Thread-safety: runs once, before main. Failure: a duplicate registration is an

@@ -1,4 +1,4 @@
-// Internal to the per-level loops (kernels/host/loops_elementwise.cc): the transcendental
+// Internal to the per-level loops (kernels/host/elementwise_rows.h): the transcendental
 // functions of kernels/functors/math_fns.h over a block of contiguous elements, in the
 // vector width of the level being compiled (SG_CPU_LEVEL_*): 4/2 lanes (float/double) on
 // the baseline level, 8/4 on avx2, 16/8 on avx512, in the flavour math_fns.h says the

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The contiguous element-wise rows of the avx2 and avx512 levels (row1_* and row2_*
-# inplace, disjoint and scalar variants of loops_elementwise.cc: a functor applied along a
+# inplace, disjoint and scalar variants of elementwise_rows.h: a functor applied along a
 # row, no library call inside) must be vector code of the level's width: at least one
 # instruction on a %ymm (avx2) or %zmm (avx512) register. GCC falls back to scalar code
 # without a word when it cannot vectorise a functor (at the avx2 level the exact GELU once

@@ -94,7 +94,7 @@ TEST_CASE("16-bit element-wise kernels give the widening rule's bits in one laun
   check_elementwise_16<BFloat16>(d);
 }
 
-// The host's 16-bit element-wise loops (kernels/host/loops_elementwise.cc) at every level
+// The host's 16-bit element-wise loops (kernels/host/loops_elementwise16.cc) at every level
 // and at one and two threads: rows shared out over threads and cut into many blocks,
 // transposed (strided) and broadcast operands, in place, and values with NaN, infinities,
 // signed zeros, subnormals and overflow among them; against the rule spelt out at the same
